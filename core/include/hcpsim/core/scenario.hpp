@@ -1,0 +1,86 @@
+#pragma once
+/// Value types of a scenario file (schema_version 1). Field names follow Megatron-Core / Megatron-Bridge.
+/// Loading lives in scenario_loader.hpp, rules in validation.hpp.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/core/types.hpp"
+
+namespace hcpsim {
+
+/// Attention shapes of the model (Megatron TransformerConfig names). Head counts are global (before TP).
+struct ModelConfig {
+  int64_t num_attention_heads = 0;   ///< H (query heads)
+  int64_t num_query_groups = 0;      ///< Hkv (KV heads); defaults to num_attention_heads (MHA)
+  int64_t kv_channels = 0;           ///< dk, head dim of Q and K
+  int64_t kv_channels_v = 0;         ///< dv, head dim of V; defaults to kv_channels
+  int64_t seq_length = 0;            ///< S, global tokens per sample
+  int64_t micro_batch_size = 1;      ///< b
+  int64_t num_layers = 1;
+  std::optional<int64_t> hidden_size;      ///< informational only
+  std::optional<int64_t> ffn_hidden_size;  ///< informational only
+  AttnMaskType attn_mask_type = AttnMaskType::causal;
+  QkvFormat qkv_format = QkvFormat::sbhd;  ///< Megatron hands TE sbhd by default
+  std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent or [-1,-1] = none
+  bool attention_bias = false;       ///< TE core-attention bias (attn_bias_type != no_bias)
+  Dtype params_dtype = Dtype::bf16;
+
+  /// True when a sliding window is actually set (not absent and not [-1, -1]).
+  [[nodiscard]] bool has_sliding_window() const;
+};
+
+/// Parallel layout (Megatron names). cp_comm_type holds one value, or one per layer.
+struct ParallelConfig {
+  int64_t tensor_model_parallel_size = 1;
+  int64_t pipeline_model_parallel_size = 1;
+  int64_t context_parallel_size = 1;
+  std::optional<int64_t> data_parallel_size;  ///< default: whatever fills the cluster
+  std::vector<CpCommType> cp_comm_type{CpCommType::p2p};
+  std::optional<std::vector<int64_t>> hierarchical_context_parallel_sizes;  ///< [A, P]
+  std::string order = "tp-cp-ep-dp-pp";
+  bool use_decentralized_pg = false;
+  std::optional<std::string> te_version;  ///< e.g. "2.4" or "1.11.0"
+
+  /// The distinct comm types, in first-use order (a per-layer list may repeat them).
+  [[nodiscard]] std::vector<CpCommType> distinct_cp_comm_types() const;
+};
+
+/// How the CPU/GPU oracles generate inputs and at which precision they run.
+struct OracleSpec {
+  uint64_t seed = 1234;
+  Dtype dtype = Dtype::fp64;
+  std::string input_distribution = "clamped_normal";  ///< clamped_normal | normal | uniform
+  std::string heads = "all";
+};
+
+/// Golden expectations (the `expect:` block). Only what this version checks is modelled.
+struct ExpectSpec {
+  std::optional<int> validate_exit_code;
+  std::optional<std::string> validate_error;  ///< substring of the expected error message
+  std::optional<std::string> verify_result;   ///< "pass" | "fail"
+};
+
+/// A whole scenario plus where each value came from (for error messages).
+struct Scenario {
+  int schema_version = 1;
+  std::string name;
+  ModelConfig model;
+  ParallelConfig parallel;
+  ClusterSpec cluster;
+  OracleSpec oracle;
+  ExpectSpec expect;
+  std::string source_path;  ///< file the scenario was read from ("" for one built in code)
+  /// dotted key path → where its value was set (file position or override).
+  std::map<std::string, SourceLoc> locations;
+
+  /// Location of `key`, or of its nearest parent that has one, or of the file.
+  [[nodiscard]] SourceLoc loc(const std::string& key) const;
+};
+
+}  // namespace hcpsim

@@ -1,0 +1,26 @@
+#pragma once
+/// Reading scenario YAML (schema_version 1) and applying Megatron-Bridge style `key.path=value` overrides.
+
+#include <string>
+#include <vector>
+
+#include "hcpsim/core/scenario.hpp"
+
+namespace hcpsim {
+
+/// Reads `path` and applies `overrides` (each "a.b.c=value", value parsed as YAML) before conversion.
+/// Unknown keys, wrong types and malformed overrides raise InputError naming file:line:col (or the override
+/// text), the key path and a fix; unknown keys get a did-you-mean suggestion.
+/// Does not apply the configuration rules (see validation.hpp).
+/// @throws InputError
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// Same as load_scenario, from YAML text; `display_name` stands in for the file name in messages.
+/// @throws InputError
+Scenario load_scenario_text(const std::string& text, const std::string& display_name,
+                            const std::vector<std::string>& overrides = {});
+
+/// Levenshtein distance, used for did-you-mean suggestions.
+int edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace hcpsim

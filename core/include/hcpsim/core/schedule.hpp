@@ -1,0 +1,220 @@
+#pragma once
+/// The schedule IR: for every CP rank, an ordered list of ops on named per-rank buffers, with dependencies and
+/// streams. The simulator times it, the CPU oracle executes it numerically, the GPU backend runs it with CUDA.
+/// No consumer re-derives the algorithm: everything an executor needs (row ranges, masks, copy/add rules,
+/// message peers and tags, chunk reorder tables) is in the ops.
+///
+/// Buffer convention: every buffer is a 4-D tensor [b, rows, heads, width] in bshd order
+/// (sbhd differs only in memory layout, which no op depends on). softmax_lse buffers have width 1 and are fp32.
+/// Row ranges index the `rows` dimension.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hcpsim/core/types.hpp"
+
+namespace hcpsim {
+
+/// Index of a buffer in Schedule::buffers of its rank.
+using BufferId = int32_t;
+/// Index of an op in RankProgram::ops.
+using OpIndex = int32_t;
+
+/// A per-rank tensor: [b, rows, heads, width].
+struct BufferDecl {
+  std::string name;  ///< unique within a rank, e.g. "q", "kv_ring1.k", "dq_step0"
+  int64_t batch = 0;
+  int64_t rows = 0;
+  int64_t heads = 0;
+  int64_t width = 0;
+  Dtype dtype = Dtype::bf16;
+
+  [[nodiscard]] int64_t elements() const { return batch * rows * heads * width; }
+  [[nodiscard]] int64_t size_bytes() const { return elements() * dtype_size_bytes(dtype); }
+};
+
+/// Rows [begin, begin+count) of a buffer.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t count = 0;
+  [[nodiscard]] int64_t end() const { return begin + count; }
+};
+
+/// Which part of the causal ring block a step computes. Source: HCP_ALGORITHM.md §4.2.
+enum class Section { diagonal, lower, upper, full };
+std::string to_string(Section s);
+
+/// The mask the kernel applies inside its (Q rows × KV rows) block.
+/// causal = top-left causal over local row order (row r sees KV rows ≤ r); none = all pairs.
+enum class BlockMask { none, causal };
+
+enum class Phase { forward, backward };
+std::string to_string(Phase p);
+
+/// Execution streams of a rank. compute = TE's current stream (S[0]); cp = TE's cp_stream (S[1]);
+/// comm = NCCL's internal stream (collectives and send/recv).
+enum class Stream { compute = 0, cp = 1, comm = 2 };
+std::string to_string(Stream s);
+
+/// Makes a buffer live (memory accounting only; contents undefined, executors fill it with NaN).
+struct AllocOp { BufferId buffer; };
+/// Ends a buffer's life.
+struct FreeOp { BufferId buffer; };
+
+/// Ulysses all-to-all inside an a2a group (TE flash_attn_a2a_communicate). All members run the matching op.
+/// scatter_heads: input [b, s, h, w] → output [b, A·s, h/A, w]: member j's whole sequence for head group a
+///   (this member's a2a_rank), concatenated j-major as 2A half-chunks (index 2j+half), then output half-chunk k
+///   = concatenated half-chunk chunk_order[k] (chunk_order = before(A)).
+/// gather_heads: input [b, A·s, h/A, w] → output [b, s, h, w]: input half-chunks permuted so that slot m
+///   = input half-chunk chunk_order[m] (chunk_order = after(A)); slots (2j, 2j+1) go to member j, which stores
+///   what it receives from member a as its two chunks for head group a (heads [a·h/A, (a+1)·h/A)).
+struct AllToAllOp {
+  enum class Direction { scatter_heads, gather_heads };
+  Direction direction = Direction::scatter_heads;
+  std::vector<int64_t> group;        ///< CP ranks of the a2a group, in a2a_rank order
+  std::vector<int64_t> chunk_order;  ///< 2A entries: before(A) or after(A)
+  BufferId input = -1;
+  BufferId output = -1;
+  int64_t tag = 0;                   ///< identical on every member
+};
+
+/// One isend/irecv pair (TE flash_attn_p2p_communicate): sends `send` buffers (concatenated) to send_peer and
+/// receives into `recv` buffers from recv_peer. Either side may be empty (peer −1). A message is identified by
+/// (source cp rank, destination cp rank, tag); sizes of the two sides must match.
+struct SendRecvOp {
+  int64_t send_peer = -1;
+  int64_t recv_peer = -1;
+  std::vector<BufferId> send;
+  std::vector<BufferId> recv;
+  int64_t send_tag = 0;
+  int64_t recv_tag = 0;
+};
+
+/// Forward attention of Q rows against KV rows: out = softmax(scale·q kᵀ + mask) v per (batch, head),
+/// normalised within the block, and lse = log Σ exp(scale·q kᵀ) (natural log; −inf and out = 0 for a row with
+/// no visible key). GQA: local q head hh uses local kv head hh / (heads_q / heads_kv).
+/// out: [b, q_rows.count, hq, dv]; lse: [b, q_rows.count, hq, 1] fp32.
+struct AttnFwdBlockOp {
+  BufferId q = -1, k = -1, v = -1;
+  RowRange q_rows, kv_rows;
+  BlockMask mask = BlockMask::none;
+  Section section = Section::full;
+  BufferId out = -1, lse = -1;
+};
+
+/// Backward of one block given the *global* out and lse (HCP_ALGORITHM.md §5.2): with D_r = Σ dO_r·O_r,
+/// P = exp(scale·q kᵀ − L), dV = Pᵀ dO, dS = P∘(dO vᵀ − D), dQ = scale·dS k, dK = scale·dSᵀ q.
+/// Reads q, out, dout, lse at q_rows and k, v at kv_rows. Writes fresh buffers dq [b, q_rows.count, hq, dk],
+/// dk [b, kv_rows.count, hkv, dk], dv [b, kv_rows.count, hkv, dv] (GQA: summed over the query group).
+struct AttnBwdBlockOp {
+  BufferId q = -1, k = -1, v = -1, out = -1, dout = -1, lse = -1;
+  RowRange q_rows, kv_rows;
+  BlockMask mask = BlockMask::none;
+  Section section = Section::full;
+  BufferId dq = -1, dk = -1, dv = -1;
+};
+
+/// TE flash_attn_fwd_softmax_lse_correction on rows [dst_rows): L ← max(L, L_i) + log1p(exp(min − max)),
+/// with merge(−inf, −inf) = −inf. `src` rows are [0, dst_rows.count).
+struct LseMergeOp {
+  BufferId dst = -1;   ///< running lse
+  BufferId src = -1;   ///< lse of one step
+  RowRange dst_rows;
+};
+
+/// TE flash_attn_fwd_out_correction(_init): dst[dst_rows] (= | +=) src · exp(src_lse − lse[dst_rows]),
+/// broadcast over width. A row whose src_lse is −inf contributes 0.
+struct OutCorrectionOp {
+  BufferId dst = -1;      ///< output [b, rows, h, dv]
+  BufferId src = -1;      ///< one step's output, rows [0, dst_rows.count)
+  BufferId src_lse = -1;  ///< that step's lse
+  BufferId lse = -1;      ///< final merged lse of the whole local sequence
+  RowRange dst_rows;
+  bool accumulate = false;  ///< false: init (copy); true: add
+};
+
+/// dst[dst_rows] (= | +=) src[src_rows]; the dQ/dKV copy/add rules of HCP_ALGORITHM.md §5.3.
+struct CopyOp {
+  BufferId dst = -1;
+  BufferId src = -1;
+  RowRange dst_rows;
+  RowRange src_rows;
+  bool accumulate = false;
+};
+
+using OpPayload = std::variant<AllocOp, FreeOp, AllToAllOp, SendRecvOp, AttnFwdBlockOp, AttnBwdBlockOp, LseMergeOp,
+                               OutCorrectionOp, CopyOp>;
+
+/// Op kinds, in OpPayload alternative order.
+enum class OpKind { alloc, free, all_to_all, send_recv, attn_fwd_block, attn_bwd_block, lse_merge, out_correction, copy };
+std::string to_string(OpKind k);
+
+/// One op of a rank's program.
+struct Op {
+  OpPayload payload;
+  Phase phase = Phase::forward;
+  Stream stream = Stream::compute;
+  std::vector<OpIndex> deps;  ///< ops of the same rank that must finish first (besides stream order)
+  int64_t ring_step = -1;     ///< ring step i this op belongs to, −1 outside the ring
+  std::string label;          ///< short human text, e.g. "fwd step 1 upper"
+  double flops = 0;           ///< floating-point operations (attention blocks; see schedule_builder.hpp)
+  int64_t bytes = 0;          ///< bytes sent (comm ops) or bytes read+written (elementwise ops)
+
+  [[nodiscard]] OpKind kind() const { return static_cast<OpKind>(payload.index()); }
+};
+
+/// Binds a rank's buffer to rows/heads of a global tensor: buffer row r holds global token tokens[r] and
+/// buffer head hh holds global head head_begin + hh.
+struct IoBinding {
+  std::string tensor;           ///< "q", "k", "v", "dout" (inputs) or "out", "softmax_lse", "dq", "dk", "dv"
+  BufferId buffer = -1;
+  std::vector<int64_t> tokens;  ///< global sequence positions, one per buffer row
+  int64_t head_begin = 0;
+};
+
+/// The program of one CP rank.
+struct RankProgram {
+  int64_t cp_rank = 0;
+  std::vector<BufferDecl> buffers;
+  std::vector<Op> ops;
+  std::vector<IoBinding> inputs;   ///< filled before the first op; live from the start
+  std::vector<IoBinding> outputs;  ///< read after the last op
+
+  /// Buffer id by name; HCPSIM_ASSERT if missing.
+  [[nodiscard]] BufferId buffer(const std::string& name) const;
+};
+
+/// Attention problem one schedule solves (per TP rank: head counts are already divided by TP).
+struct AttentionShape {
+  int64_t batch = 1;          ///< b
+  int64_t seq_length = 0;     ///< S (global)
+  int64_t heads_q = 0;        ///< H per TP rank
+  int64_t heads_kv = 0;       ///< Hkv per TP rank
+  int64_t head_dim_qk = 0;    ///< dk
+  int64_t head_dim_v = 0;     ///< dv
+  bool causal = true;
+  double softmax_scale = 0;   ///< default dk^-0.5 (TE CP.py L1427-1428)
+  Dtype dtype = Dtype::bf16;  ///< element type of activations and messages
+};
+
+/// A whole layer's schedule (forward then backward) for all CP ranks.
+struct Schedule {
+  CpCommType cp_comm_type = CpCommType::a2a_p2p;
+  int64_t a2a_size = 1;  ///< A
+  int64_t p2p_size = 1;  ///< P
+  AttentionShape shape;
+  std::vector<RankProgram> ranks;  ///< indexed by flat CP rank
+
+  /// Checks structural invariants and aborts (HCPSIM_ASSERT) on the first violation: buffer ids in range,
+  /// row ranges inside buffers, deps point backwards, every send has one matching recv of equal size,
+  /// every all-to-all is issued by all group members with equal tags, alloc/free balanced and used only
+  /// while live, inputs/outputs bound to buffers of the right shape.
+  void check_invariants() const;
+
+  /// Sum of `flops` over all ranks and ops of `phase`.
+  [[nodiscard]] double total_flops(Phase phase) const;
+};
+
+}  // namespace hcpsim

@@ -1,0 +1,39 @@
+#pragma once
+/// Schedule builders: TE's a2a+p2p attention (A = 1 gives p2p, P = 1 gives a2a), forward and backward.
+
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/scenario.hpp"
+#include "hcpsim/core/schedule.hpp"
+
+namespace hcpsim {
+
+/// FLOPs of one attention forward (query, key) pair: 2·(dk + dv) (QKᵀ and PV GEMMs).
+/// Source: DESIGN.md "Numbers we stand on"; FlashAttention papers count 4·d per pair for dk = dv = d.
+double attn_fwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
+/// FLOPs of one attention backward pair: 2·(3·dk + 2·dv) (recompute QKᵀ, dV, dP, dQ, dK GEMMs) = 2.5× forward
+/// when dk = dv. Source: DESIGN.md; FlashAttention-2 paper §3.2.
+double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
+
+/// Number of (query, key) pairs a block computes: q·kv, or for a causal (top-left) block the pairs (r, c)
+/// with c ≤ r (q(q+1)/2 when q = kv).
+int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask);
+
+/// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size).
+AttentionShape attention_shape(const Scenario& scenario);
+
+/// The CP layout a comm type uses: p2p → [1, cp], a2a → [cp, 1], a2a+p2p → hierarchical sizes.
+/// @throws InputError if a2a+p2p has no hierarchical sizes (validation normally catches this first).
+CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
+
+/// Builds the forward + backward schedule of one attention layer for every CP rank.
+/// @param cp_comm_type  p2p, a2a or a2a_p2p (all_gather has no builder yet: HCPSIM_ASSERT).
+/// @param layout  A = layout.a2a_size(), P = layout.p2p_size(); p2p requires A == 1, a2a requires P == 1.
+/// @param shape   per-TP-rank heads; heads_q and heads_kv divisible by A, S divisible by 2·cp.
+/// @return per-rank programs. Messages per rank (HCP_ALGORITHM.md §7): forward P−1 KV sends of
+///   [b, S/P, Hkv/A, dk+dv]; backward 1×KV, (P−2)×(KV + dKV), 1×dKV; a2a of q, k, v before and out after the
+///   forward, of dout before and dq, dk, dv after the backward (A > 1 only).
+/// Source: TE context_parallel.py AttnFuncWithCPAndKVP2P forward/backward and flash_attn_a2a_communicate
+///   (HCP_ALGORITHM.md §3–§5, including the §5.3 copy/add rules).
+Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape);
+
+}  // namespace hcpsim

@@ -1,0 +1,46 @@
+#pragma once
+/// Blockwise float64 attention kernels (forward with LSE, backward given the global out and LSE) and the LSE merge,
+/// the numerical building blocks of the CPU schedule executor and of the full-attention reference.
+/// Source: HCP_ALGORITHM.md §4.4 (block output normalised within the block, merge) and §5.2 (block gradients).
+
+#include "hcpsim/core/schedule.hpp"
+#include "hcpsim/oracles/host_tensor.hpp"
+
+namespace hcpsim {
+
+/// Merges two log-sum-exp values (natural log): max(a, b) + log1p(exp(min(a, b) − max(a, b))).
+/// Conventions: merge(−inf, −inf) = −inf (two empty rows stay empty, instead of TE's NaN from −inf − (−inf));
+/// merge(x, −inf) = x; any NaN input gives NaN (so a read of an uninitialised value surfaces).
+/// Source: TE context_parallel.py flash_attn_fwd_softmax_lse_correction (HCP_ALGORITHM.md §4.4).
+double lse_merge(double a, double b);
+
+/// Forward attention of one (Q rows × KV rows) block, per batch b and query head h (kv head g = h / (hq / hkv)):
+///   s_rc = softmax_scale · q[b, q_rows.begin + r, h, :] · k[b, kv_rows.begin + c, g, :]
+///   lse[b, r, h, 0] = log Σ_{c visible} exp(s_rc)   (natural log; −inf if row r sees no key)
+///   out[b, r, h, :] = Σ_{c visible} exp(s_rc − lse) · v[b, kv_rows.begin + c, g, :]   (0 if row r sees no key)
+/// for r ∈ [0, q_rows.count), c ∈ [0, kv_rows.count); mask causal = top-left (c visible iff c ≤ r), none = all.
+/// Numerically stable (row maximum subtracted before exp).
+/// @param q    [b, ≥ q_rows.end(), hq, dk];  @param k [b, ≥ kv_rows.end(), hkv, dk];  @param v [b, ·, hkv, dv]
+/// @param out  [b, ≥ q_rows.count, hq, dv], rows [0, q_rows.count) overwritten
+/// @param lse  [b, ≥ q_rows.count, hq, 1], rows [0, q_rows.count) overwritten
+/// @param threads  OpenMP threads over (batch, head) pairs (≥ 1); results are byte-identical for any count.
+/// Shape mismatches: HCPSIM_ASSERT.
+void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTensor& k, const HostTensor& v,
+                             RowRange kv_rows, BlockMask mask, double softmax_scale, HostTensor& out, HostTensor& lse,
+                             int threads);
+
+/// Backward of one block given the *global* (fully merged) out and lse (HCP_ALGORITHM.md §5.2). For every visible
+/// pair (r, c), with D_r = Σ_d dout_r·out_r and P_rc = exp(s_rc − lse_r):
+///   dV_c += P_rc·dout_r;  dS_rc = P_rc·(dout_r·v_c − D_r);  dQ_r += scale·dS_rc·k_c;  dK_c += scale·dS_rc·q_r.
+/// q, out, dout, lse are read at q_rows; k, v at kv_rows (same layouts as attention_block_forward).
+/// @param dq  [b, ≥ q_rows.count, hq, dk]: rows [0, q_rows.count) overwritten
+/// @param dk  [b, ≥ kv_rows.count, hkv, dk], @param dv [b, ≥ kv_rows.count, hkv, dv]: rows [0, kv_rows.count)
+///            overwritten; GQA: summed over the hq/hkv query heads of each kv head, in ascending head order.
+/// @param threads  OpenMP threads over (batch, kv head) pairs; results are byte-identical for any count.
+/// A visible pair whose lse is −inf (impossible for a consistent global lse) yields inf/NaN on purpose.
+void attention_block_backward(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& out,
+                              const HostTensor& dout, const HostTensor& lse, RowRange q_rows, RowRange kv_rows,
+                              BlockMask mask, double softmax_scale, HostTensor& dq, HostTensor& dk, HostTensor& dv,
+                              int threads);
+
+}  // namespace hcpsim

@@ -1,0 +1,121 @@
+#pragma once
+/// Contention-free cost model: the duration of every op of a Schedule, from a roofline for kernels and from
+/// latency + bytes / bandwidth of the link level a message crosses.
+///
+/// Model limits (stated once, here): there is no contention. Each GPU has one port per link level and
+/// direction (NVLink through the NVSwitch, one NIC rail per GPU), messages of different GPUs never share a
+/// link, and a GPU's concurrent send and receive use the two directions of a full-duplex port. Two kernels that
+/// overlap on different streams of one GPU each run at full speed. The flow-level model (max-min sharing over
+/// routed links of the topology graph) replaces the message part of this file.
+///
+/// Every duration is computed in seconds as one expression and rounded once by seconds_to_ps().
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/core/schedule.hpp"
+#include "hcpsim/core/types.hpp"
+#include "hcpsim/sim/event_queue.hpp"
+
+namespace hcpsim::sim {
+
+/// Fixed cost of one small (elementwise) kernel: launch plus ramp-up/tail of a kernel that moves little data.
+/// Source: assumption, order of magnitude only: CUDA kernel launch overhead is commonly quoted at a few µs
+/// per launch from eager-mode frameworks, and a tiny kernel adds ~1 µs of device time. To be calibrated from
+/// measured timelines (gpu/ backend).
+constexpr double kKernelLaunchOverheadS = 3e-6;
+
+/// Dense FP32 (TF32 tensor core) peak as a fraction of the dense BF16 peak.
+/// Source: NVIDIA datasheets: H100 SXM 494.7 vs 989.4 TFLOP/s (TF32 vs BF16, dense); A100 SXM 156 vs 312;
+/// B200 1.1 vs 2.25 PFLOP/s (≈ 0.49). Assumption: an fp32 attention kernel runs on TF32 tensor cores at the
+/// same efficiency (attn_fwd/bwd_efficiency) as a bf16 one. TE itself has no fp32 FlashAttention path;
+/// fp32 schedules exist for the oracle scenarios, and timing them is an estimate only.
+constexpr double kFp32PeakFraction = 0.5;
+
+/// Dense FP64 (tensor core) peak as a fraction of the dense BF16 peak.
+/// Source: NVIDIA H100 SXM datasheet: 66.9 TFLOP/s FP64 tensor core vs 989.4 TFLOP/s BF16 (dense).
+/// Used for every GPU model (A100: 19.5/312 = 0.0625; B200 is lower); fp64 schedules are oracle-only.
+constexpr double kFp64PeakFraction = 66.9 / 989.4;
+
+/// The two link levels of the issue-level cluster model (ClusterSpec::nvlink, ClusterSpec::network).
+enum class LinkLevel { intra_node = 0, inter_node = 1 };
+/// Number of LinkLevel values (for arrays indexed by level).
+constexpr int kLinkLevelCount = 2;
+/// "intra_node" | "inter_node".
+std::string to_string(LinkLevel level);
+
+/// The level a message between two GPUs crosses: intra_node when both sit on the same node.
+/// @param node_a, node_b  node indices (0-based) of the two GPUs.
+LinkLevel link_level(int64_t node_a, int64_t node_b);
+
+/// ClusterSpec::nvlink for intra_node, ClusterSpec::network for inter_node.
+const LinkSpec& link_spec(const ClusterSpec& cluster, LinkLevel level);
+
+/// Tensor-core peak of `dtype` as a fraction of GpuSpec::peak_bf16_flops_per_s: 1 for bf16/fp16,
+/// kFp32PeakFraction for fp32, kFp64PeakFraction for fp64.
+double peak_fraction(Dtype dtype);
+
+/// Compulsory HBM traffic of an attention block op in bytes: every input row range it reads once and every
+/// output buffer it writes once (flash-attention kernels keep the score matrix on chip).
+/// Forward: q[q_rows], k[kv_rows], v[kv_rows] read; out, lse written.
+/// Backward: q, out, dout, lse at q_rows and k, v at kv_rows read; dq, dk, dv written.
+/// Derived from the buffer declarations, because Op::bytes is defined for comm and elementwise ops only.
+/// @param op       an attn_fwd_block or attn_bwd_block op of `program`; HCPSIM_ASSERT otherwise.
+/// @param program  the rank program owning the op's buffers.
+int64_t attention_block_hbm_bytes(const Op& op, const RankProgram& program);
+
+/// Roofline time of an attention block: max(flops / (peak_bf16 · peak_fraction(dtype) · efficiency),
+/// hbm_bytes / hbm_bandwidth), efficiency = gpu.attn_fwd_efficiency (forward) or gpu.attn_bwd_efficiency
+/// (backward). No launch overhead: attention kernels are long compared to it.
+/// @param kind  OpKind::attn_fwd_block or OpKind::attn_bwd_block; HCPSIM_ASSERT otherwise.
+/// @param flops ≥ 0; @param hbm_bytes ≥ 0. The GPU rates and efficiencies must be > 0 (HCPSIM_ASSERT).
+/// @return duration in ps.
+TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dtype, const GpuSpec& gpu);
+
+/// Time of a memory-bound elementwise kernel (lse_merge, out_correction, copy):
+/// kKernelLaunchOverheadS + bytes / hbm_bandwidth. @param bytes ≥ 0 read + written. @return ps.
+TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu);
+
+/// Duration of a non-communication op of `program`: attention blocks by attention_block_ps (with
+/// attention_block_hbm_bytes and the schedule's element type), elementwise ops by elementwise_ps(op.bytes),
+/// alloc/free 0. @param dtype  AttentionShape::dtype of the schedule.
+/// HCPSIM_ASSERT for all_to_all and send_recv (their time depends on peers; see message_ps, all_to_all_ps).
+TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu);
+
+/// Bytes a SendRecvOp sends: the sum of its send buffers' sizes (0 when send_peer is −1).
+int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program);
+/// Bytes a SendRecvOp receives: the sum of its recv buffers' sizes (0 when recv_peer is −1).
+int64_t recv_size_bytes(const SendRecvOp& op, const RankProgram& program);
+
+/// Time of one point-to-point message of `bytes` crossing `level`, from rendezvous to delivery:
+/// message_latency_s + link latency_s + bytes / link bandwidth (NCCL send/recv bus factor 1, DESIGN.md).
+/// @return ps. HCPSIM_ASSERT if the link bandwidth is not > 0.
+TimePs message_ps(int64_t bytes, LinkLevel level, const ClusterSpec& cluster);
+
+/// Per-GPU traffic of one all-to-all: every member sends bytes_per_peer to each of the other A−1 members
+/// (and receives as much, on the other direction of its ports). Maxima are over members.
+struct AllToAllTraffic {
+  int64_t group_size = 0;              ///< A
+  int64_t max_intra_node_bytes = 0;    ///< most bytes one member sends to members on its own node
+  int64_t max_inter_node_bytes = 0;    ///< most bytes one member sends to members on other nodes
+  bool uses_intra_node = false;        ///< some pair of members shares a node
+  bool uses_inter_node = false;        ///< some pair of members sits on different nodes
+};
+
+/// Traffic of an all-to-all over `group` (cp ranks) in which member m sends bytes_per_peer[m] to every other
+/// member. @param bytes_per_peer  one entry per member, in group order (input buffer bytes / A).
+/// @param node_of_cp_rank  node index of every cp rank.
+AllToAllTraffic all_to_all_traffic(const std::vector<int64_t>& group, const std::vector<int64_t>& bytes_per_peer,
+                                   const std::vector<int64_t>& node_of_cp_rank);
+
+/// Time of one all-to-all, from the moment the last member reaches it until all members finish:
+/// message_latency_s + max(latency of the levels used) + max(max_intra_node_bytes / nvlink bandwidth,
+/// max_inter_node_bytes / network bandwidth). Each GPU's own ports are the only bottleneck (contention-free;
+/// the NVLink and NIC ports of one GPU work in parallel), so this is the NCCL all-to-all time with bus factor
+/// (A−1)/A applied through bytes_per_peer. A group of one member moves nothing and takes 0.
+/// @return ps.
+TimePs all_to_all_ps(const AllToAllTraffic& traffic, const ClusterSpec& cluster);
+
+}  // namespace hcpsim::sim

@@ -1,0 +1,98 @@
+#pragma once
+/// The discrete-event engine of the simulator: integer picosecond time, a priority queue of events ordered by
+/// (time_ps, priority, insertion_seq), and the one function that turns seconds into picoseconds.
+///
+/// Determinism (STYLE.md "Determinism"): no floating-point value ever decides an order. Durations are computed
+/// in seconds by the cost model and rounded once, by seconds_to_ps(), into int64 picoseconds; from there on all
+/// arithmetic is integer. Events with equal (time_ps, priority) run in insertion order (FIFO).
+
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <vector>
+
+namespace hcpsim::sim {
+
+/// Simulated time and durations: integer picoseconds (2^63 ps ≈ 106 days of simulated time).
+using TimePs = int64_t;
+
+/// Picoseconds per second. Source: SI prefix definition (pico = 10^-12).
+constexpr double kPsPerSecond = 1e12;
+
+/// Converts a duration in seconds to integer picoseconds, rounding to nearest (ties away from zero, llround).
+/// This is the only place in hcpsim where simulated time is rounded: compute a duration in seconds as one
+/// double expression (latency + bytes / bandwidth, flops / rate, …) and call this once.
+/// @param seconds  finite, ≥ 0 and < 9.2e6 s (the int64 picosecond range); HCPSIM_ASSERT otherwise.
+/// @return round(seconds · 10^12) in ps.
+TimePs seconds_to_ps(double seconds);
+
+/// Converts picoseconds to microseconds as a double (for trace output only; never used to order events).
+/// Exact for |ps| < 2^53; the result is the double nearest to ps / 10^6.
+double ps_to_us(TimePs ps);
+
+/// Handle of a scheduled event, usable with EventQueue::cancel. Handles are the insertion sequence number.
+using EventId = int64_t;
+
+/// A discrete-event queue. Events are callbacks scheduled at an absolute time; run() pops them in order of
+/// (time_ps, priority, insertion_seq) — lower first — and invokes them. A callback may schedule further events
+/// (at times ≥ now()) and cancel pending ones. Single-threaded by design.
+///
+/// The event key is a total order over distinct events (insertion_seq is unique), so the execution order is a
+/// pure function of the sequence of schedule() calls: two runs of the same program are identical.
+/// Extension point: a flow-level network model reschedules a flow's completion when the sharing changes by
+/// cancel()ing the old completion event and scheduling a new one.
+class EventQueue {
+ public:
+  using Action = std::function<void()>;
+
+  /// Current simulated time: the time of the event being run, or of the last one run (0 before the first).
+  [[nodiscard]] TimePs now() const { return now_ps_; }
+
+  /// Schedules `action` at absolute time `time_ps` with `priority` (lower runs first among equal times).
+  /// @param time_ps  ≥ now(); HCPSIM_ASSERT otherwise (time never goes backwards).
+  /// @return the event's id (its insertion sequence number).
+  EventId schedule_at(TimePs time_ps, int priority, Action action);
+
+  /// Schedules `action` at now() + delay_ps. @param delay_ps ≥ 0; HCPSIM_ASSERT otherwise.
+  EventId schedule_after(TimePs delay_ps, int priority, Action action);
+
+  /// Cancels a pending event: it is skipped when popped. Cancelling an event that already ran or was already
+  /// cancelled is an error (HCPSIM_ASSERT), because it means the caller's bookkeeping is wrong.
+  void cancel(EventId id);
+
+  /// Runs events until the queue is empty. @return the number of events run (cancelled ones not counted).
+  int64_t run();
+
+  /// Runs the single next pending (non-cancelled) event. @return false if there was none.
+  bool step();
+
+  /// True if no pending (non-cancelled) event remains.
+  [[nodiscard]] bool empty() const { return pending_count_ == 0; }
+
+  /// Number of pending (non-cancelled) events.
+  [[nodiscard]] int64_t pending() const { return pending_count_; }
+
+ private:
+  struct Entry {
+    TimePs time_ps;
+    int priority;
+    EventId seq;
+  };
+  /// std::priority_queue is a max-heap: "later" compares greater-priority-last, so invert the key order.
+  struct Later {
+    bool operator()(const Entry& x, const Entry& y) const {
+      if (x.time_ps != y.time_ps) return x.time_ps > y.time_ps;
+      if (x.priority != y.priority) return x.priority > y.priority;
+      return x.seq > y.seq;
+    }
+  };
+  enum class State : uint8_t { pending, done, cancelled };
+
+  std::priority_queue<Entry, std::vector<Entry>, Later> heap_;
+  std::vector<Action> actions_;  ///< by EventId; released (emptied) once the event ran or was cancelled
+  std::vector<State> states_;    ///< by EventId
+  int64_t pending_count_ = 0;
+  TimePs now_ps_ = 0;
+};
+
+}  // namespace hcpsim::sim

@@ -1,0 +1,135 @@
+#pragma once
+/// The contention-free discrete-event simulator: times one layer's Schedule (forward and backward) on a
+/// cluster, op by op, with the durations of cost_model.hpp.
+///
+/// Execution semantics (what every executor of the IR does; see schedule.hpp):
+/// * Each CP rank has three streams (Stream::compute, Stream::cp, Stream::comm). The ops of a stream start in
+///   RankProgram::ops list order; an op starts when the previous op of its stream has finished and all of its
+///   `deps` have finished.
+/// * Compute ops (attention blocks, lse_merge, out_correction, copy) run for their cost-model duration;
+///   alloc and free take 0 and change the rank's live memory when they start.
+/// * A SendRecvOp's message (source cp rank, destination cp rank, tag) starts when both the sender's op and
+///   the receiver's op have started (rendezvous) and takes message_ps(). The op finishes when its send has been
+///   delivered and its receive has arrived. Messages with equal (source, destination, tag) match in issue order.
+/// * An AllToAllOp starts when every member of its group has reached the op with the same tag; all members
+///   finish together after all_to_all_ps().
+/// * If no event is left while ops remain, the schedule deadlocks: HCPSIM_ASSERT with the blocked ops.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/schedule.hpp"
+#include "hcpsim/sim/cost_model.hpp"
+#include "hcpsim/sim/event_queue.hpp"
+
+namespace hcpsim::sim {
+
+/// Number of Stream values (compute, cp, comm).
+constexpr int kStreamCount = 3;
+/// Number of Phase values (forward, backward).
+constexpr int kPhaseCount = 2;
+
+/// One executed op: when it ran on which stream of which rank.
+struct TimelineEntry {
+  int64_t cp_rank = 0;
+  Stream stream = Stream::compute;
+  OpIndex op_index = 0;      ///< index in RankProgram::ops
+  OpKind kind = OpKind::alloc;
+  Phase phase = Phase::forward;
+  int64_t ring_step = -1;    ///< Op::ring_step
+  TimePs start_ps = 0;       ///< when the op started (for comm ops: when it was reached, before the rendezvous)
+  TimePs end_ps = 0;         ///< when it finished
+  double flops = 0;          ///< Op::flops
+  int64_t bytes = 0;         ///< Op::bytes
+  std::string label;         ///< Op::label
+};
+
+/// Number and total size of messages. An all-to-all over A members counts A·(A−1) messages of
+/// input bytes / A each (what leaves each member); a SendRecvOp counts one message per send.
+struct MessageTotals {
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+
+/// Message totals per phase (forward, backward) and link level (intra_node, inter_node),
+/// indexed [static_cast<int>(phase)][static_cast<int>(level)]. The phase is the sender's op phase.
+using MessageTable = std::array<std::array<MessageTotals, kLinkLevelCount>, kPhaseCount>;
+
+/// Per-rank results. Busy times are measures of unions of op intervals [start_ps, end_ps), so two
+/// overlapping kernels on the compute and cp streams count once.
+struct RankStats {
+  int64_t cp_rank = 0;
+  int64_t node = 0;                 ///< node index of the rank (from node_of_cp_rank)
+  TimePs end_ps = 0;                ///< end of the rank's last op
+  /// Time during which the compute stream or the cp stream runs an op (ps).
+  TimePs compute_busy_ps = 0;
+  /// Time during which the comm stream runs an op, waiting in a rendezvous included (ps).
+  TimePs comm_busy_ps = 0;
+  /// Exposed communication: the time during which the comm stream runs an op and neither the compute nor the
+  /// cp stream does (ps); = comm_busy_ps − |comm ∩ compute|. Communication hidden behind compute is not
+  /// exposed; waiting for a late peer counts as exposed (the rank has nothing else to do).
+  TimePs exposed_comm_ps = 0;
+  /// Sum of the durations of the compute ops (compute and cp streams); exceeds compute_busy_ps when the two
+  /// streams overlap.
+  TimePs compute_kernel_ps = 0;
+  int64_t input_bytes = 0;          ///< bytes of RankProgram::inputs buffers, live from t = 0
+  int64_t peak_memory_bytes = 0;    ///< maximum live bytes (inputs + allocated − freed) over the run
+  int64_t final_memory_bytes = 0;   ///< live bytes after the last op
+  MessageTable messages_sent{};     ///< messages this rank sent
+};
+
+/// Everything one simulation reports. Times are int64 picoseconds from t = 0 (all ranks start together).
+struct SimResult {
+  CpCommType cp_comm_type = CpCommType::a2a_p2p;
+  int64_t a2a_size = 1;                  ///< A
+  int64_t p2p_size = 1;                  ///< P
+  /// Forward time: max over ranks of the end of the rank's last forward op.
+  TimePs forward_ps = 0;
+  /// Start of the backward: min over ranks of the start of the rank's first backward op (0 if none).
+  TimePs backward_start_ps = 0;
+  /// Backward time: from backward_start_ps to the max over ranks of the end of the last backward op (0 if
+  /// none). Ranks may still run forward ops after another rank started its backward, so forward_ps +
+  /// backward_ps can exceed total_ps.
+  TimePs backward_ps = 0;
+  /// Makespan: the end of the last op of any rank.
+  TimePs total_ps = 0;
+  std::vector<RankStats> ranks;          ///< indexed by cp rank
+  MessageTable messages{};               ///< all ranks
+  /// FLOPs per phase, summed over ranks in cp-rank order and over ops in list order (the order
+  /// Schedule::total_flops uses); equals Schedule::total_flops(phase).
+  std::array<double, kPhaseCount> flops{};
+  /// Every op of every rank, ordered by (cp_rank, op_index).
+  std::vector<TimelineEntry> timeline;
+  int64_t event_count = 0;               ///< events the engine ran
+
+  /// Message totals of one phase and level.
+  [[nodiscard]] const MessageTotals& message_totals(Phase phase, LinkLevel level) const {
+    return messages[static_cast<size_t>(phase)][static_cast<size_t>(level)];
+  }
+  /// FLOPs of one phase.
+  [[nodiscard]] double phase_flops(Phase phase) const { return flops[static_cast<size_t>(phase)]; }
+};
+
+/// Simulates `schedule` on `cluster` without contention.
+/// @param schedule  a built schedule; check_invariants() is run first (HCPSIM_ASSERT on violation).
+/// @param cluster   GPU rates and efficiencies, link bandwidths (> 0) and latencies (≥ 0).
+/// @param node_of_cp_rank  node index of each CP rank (size = schedule.ranks.size()); the caller derives it
+///   from the Megatron rank order, e.g. with cp_rank_nodes().
+/// @return timings, per-rank stats, message and FLOP totals and the timeline.
+/// HCPSIM_ASSERT on a deadlock (the report lists each rank's blocked stream heads), on a message whose two
+/// sides differ in size, on alloc of a live buffer or free of a dead one.
+SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank);
+
+/// Node index of every CP rank of the (tp_rank = 0, dp_rank = 0, pp_rank = 0) CP group, with global ranks
+/// placed in Megatron order (global_rank()) and consecutive global ranks filling a node:
+/// node = global_rank / gpus_per_node. This is the pattern of the first CP group; another CP group may map
+/// differently when its ranks do not align with node boundaries the same way (then build the vector yourself).
+/// @param order  a valid Megatron order, e.g. "tp-cp-ep-dp-pp"; @param gpus_per_node ≥ 1.
+/// Source: megatron/core/parallel_state.py RankGenerator; HCP_ALGORITHM.md §2.2 "Node mapping".
+std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node);
+
+}  // namespace hcpsim::sim

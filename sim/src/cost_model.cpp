@@ -1,0 +1,184 @@
+#include "hcpsim/sim/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hcpsim/core/error.hpp"
+
+namespace hcpsim::sim {
+
+namespace {
+
+const BufferDecl& buffer_decl(const RankProgram& program, BufferId id) {
+  HCPSIM_ASSERT(id >= 0, "buffer id " + std::to_string(id) + " on cp rank " + std::to_string(program.cp_rank));
+  HCPSIM_ASSERT(static_cast<size_t>(id) < program.buffers.size(),
+                "buffer id " + std::to_string(id) + " out of range on cp rank " + std::to_string(program.cp_rank));
+  return program.buffers[static_cast<size_t>(id)];
+}
+
+/// Bytes of `rows` rows of buffer `id` (all batches, heads and width).
+int64_t row_range_bytes(const RankProgram& program, BufferId id, const RowRange& rows) {
+  const BufferDecl& b = buffer_decl(program, id);
+  return b.batch * rows.count * b.heads * b.width * dtype_size_bytes(b.dtype);
+}
+
+int64_t whole_buffer_bytes(const RankProgram& program, BufferId id) { return buffer_decl(program, id).size_bytes(); }
+
+void require_positive(double value, const char* what) {
+  HCPSIM_ASSERT(std::isfinite(value), std::string(what) + " must be finite");
+  HCPSIM_ASSERT(value > 0, std::string(what) + " must be > 0, got " + std::to_string(value));
+}
+
+}  // namespace
+
+std::string to_string(LinkLevel level) { return level == LinkLevel::intra_node ? "intra_node" : "inter_node"; }
+
+LinkLevel link_level(int64_t node_a, int64_t node_b) {
+  return node_a == node_b ? LinkLevel::intra_node : LinkLevel::inter_node;
+}
+
+const LinkSpec& link_spec(const ClusterSpec& cluster, LinkLevel level) {
+  return level == LinkLevel::intra_node ? cluster.nvlink : cluster.network;
+}
+
+double peak_fraction(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::bf16:
+    case Dtype::fp16: return 1.0;
+    case Dtype::fp32: return kFp32PeakFraction;
+    case Dtype::fp64: return kFp64PeakFraction;
+  }
+  HCPSIM_ASSERT(false, "unknown dtype");
+  return 0;
+}
+
+int64_t attention_block_hbm_bytes(const Op& op, const RankProgram& program) {
+  if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload)) {
+    return row_range_bytes(program, f->q, f->q_rows) + row_range_bytes(program, f->k, f->kv_rows) +
+           row_range_bytes(program, f->v, f->kv_rows) + whole_buffer_bytes(program, f->out) +
+           whole_buffer_bytes(program, f->lse);
+  }
+  if (const auto* g = std::get_if<AttnBwdBlockOp>(&op.payload)) {
+    return row_range_bytes(program, g->q, g->q_rows) + row_range_bytes(program, g->out, g->q_rows) +
+           row_range_bytes(program, g->dout, g->q_rows) + row_range_bytes(program, g->lse, g->q_rows) +
+           row_range_bytes(program, g->k, g->kv_rows) + row_range_bytes(program, g->v, g->kv_rows) +
+           whole_buffer_bytes(program, g->dq) + whole_buffer_bytes(program, g->dk) + whole_buffer_bytes(program, g->dv);
+  }
+  HCPSIM_ASSERT(false, "attention_block_hbm_bytes of a " + to_string(op.kind()) + " op '" + op.label + "'");
+  return 0;
+}
+
+TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dtype, const GpuSpec& gpu) {
+  const bool forward = kind == OpKind::attn_fwd_block;
+  const bool backward = kind == OpKind::attn_bwd_block;
+  HCPSIM_ASSERT(forward || backward, "attention_block_ps of a " + to_string(kind) + " op");
+  HCPSIM_ASSERT(flops >= 0, "negative flops");
+  HCPSIM_ASSERT(hbm_bytes >= 0, "negative bytes");
+  const double efficiency = forward ? gpu.attn_fwd_efficiency : gpu.attn_bwd_efficiency;
+  require_positive(gpu.peak_bf16_flops_per_s, "gpu.peak_bf16_flops_per_s");
+  require_positive(efficiency, forward ? "gpu.attn_fwd_efficiency" : "gpu.attn_bwd_efficiency");
+  require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
+  const double compute_s = flops / (gpu.peak_bf16_flops_per_s * peak_fraction(dtype) * efficiency);
+  const double memory_s = static_cast<double>(hbm_bytes) / gpu.hbm_bandwidth_bytes_per_s;
+  return seconds_to_ps(std::max(compute_s, memory_s));
+}
+
+TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu) {
+  HCPSIM_ASSERT(bytes >= 0, "negative bytes");
+  require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
+  return seconds_to_ps(kKernelLaunchOverheadS + static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s);
+}
+
+TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu) {
+  switch (op.kind()) {
+    case OpKind::alloc:
+    case OpKind::free: return 0;
+    case OpKind::attn_fwd_block:
+    case OpKind::attn_bwd_block:
+      return attention_block_ps(op.kind(), op.flops, attention_block_hbm_bytes(op, program), dtype, gpu);
+    case OpKind::lse_merge:
+    case OpKind::out_correction:
+    case OpKind::copy: return elementwise_ps(op.bytes, gpu);
+    case OpKind::all_to_all:
+    case OpKind::send_recv: break;
+  }
+  HCPSIM_ASSERT(false, "compute_op_ps of a communication op (" + to_string(op.kind()) + ") '" + op.label + "'");
+  return 0;
+}
+
+int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program) {
+  if (op.send_peer < 0) return 0;
+  int64_t bytes = 0;
+  for (BufferId id : op.send) bytes += whole_buffer_bytes(program, id);
+  return bytes;
+}
+
+int64_t recv_size_bytes(const SendRecvOp& op, const RankProgram& program) {
+  if (op.recv_peer < 0) return 0;
+  int64_t bytes = 0;
+  for (BufferId id : op.recv) bytes += whole_buffer_bytes(program, id);
+  return bytes;
+}
+
+TimePs message_ps(int64_t bytes, LinkLevel level, const ClusterSpec& cluster) {
+  HCPSIM_ASSERT(bytes >= 0, "negative message size");
+  const LinkSpec& link = link_spec(cluster, level);
+  require_positive(link.bandwidth_bytes_per_s, level == LinkLevel::intra_node ? "nvlink.bandwidth_bytes_per_s"
+                                                                             : "network.bandwidth_bytes_per_s");
+  HCPSIM_ASSERT(link.latency_s >= 0, "negative link latency");
+  HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
+  return seconds_to_ps(cluster.message_latency_s + link.latency_s +
+                       static_cast<double>(bytes) / link.bandwidth_bytes_per_s);
+}
+
+AllToAllTraffic all_to_all_traffic(const std::vector<int64_t>& group, const std::vector<int64_t>& bytes_per_peer,
+                                   const std::vector<int64_t>& node_of_cp_rank) {
+  HCPSIM_ASSERT(group.size() == bytes_per_peer.size(), "one bytes_per_peer entry per group member");
+  AllToAllTraffic t;
+  t.group_size = static_cast<int64_t>(group.size());
+  for (size_t m = 0; m < group.size(); ++m) {
+    HCPSIM_ASSERT(group[m] >= 0, "negative cp rank in a2a group");
+    HCPSIM_ASSERT(static_cast<size_t>(group[m]) < node_of_cp_rank.size(), "a2a member without a node");
+    HCPSIM_ASSERT(bytes_per_peer[m] >= 0, "negative a2a size");
+    int64_t intra = 0;
+    int64_t inter = 0;
+    for (size_t n = 0; n < group.size(); ++n) {
+      if (n == m) continue;
+      HCPSIM_ASSERT(static_cast<size_t>(group[n]) < node_of_cp_rank.size(), "a2a member without a node");
+      const LinkLevel level = link_level(node_of_cp_rank[static_cast<size_t>(group[m])],
+                                         node_of_cp_rank[static_cast<size_t>(group[n])]);
+      if (level == LinkLevel::intra_node) {
+        intra += bytes_per_peer[m];
+        t.uses_intra_node = true;
+      } else {
+        inter += bytes_per_peer[m];
+        t.uses_inter_node = true;
+      }
+    }
+    t.max_intra_node_bytes = std::max(t.max_intra_node_bytes, intra);
+    t.max_inter_node_bytes = std::max(t.max_inter_node_bytes, inter);
+  }
+  return t;
+}
+
+TimePs all_to_all_ps(const AllToAllTraffic& traffic, const ClusterSpec& cluster) {
+  if (traffic.group_size <= 1) return 0;
+  HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
+  double latency_s = 0;
+  double transfer_s = 0;
+  if (traffic.uses_intra_node) {
+    require_positive(cluster.nvlink.bandwidth_bytes_per_s, "nvlink.bandwidth_bytes_per_s");
+    latency_s = std::max(latency_s, cluster.nvlink.latency_s);
+    transfer_s = std::max(transfer_s,
+                          static_cast<double>(traffic.max_intra_node_bytes) / cluster.nvlink.bandwidth_bytes_per_s);
+  }
+  if (traffic.uses_inter_node) {
+    require_positive(cluster.network.bandwidth_bytes_per_s, "network.bandwidth_bytes_per_s");
+    latency_s = std::max(latency_s, cluster.network.latency_s);
+    transfer_s = std::max(transfer_s,
+                          static_cast<double>(traffic.max_inter_node_bytes) / cluster.network.bandwidth_bytes_per_s);
+  }
+  return seconds_to_ps(cluster.message_latency_s + latency_s + transfer_s);
+}
+
+}  // namespace hcpsim::sim

@@ -1,0 +1,6 @@
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cp_layout_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/schedule_builder_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/validation_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scenario_loader_test.cpp
+)

@@ -1,0 +1,88 @@
+#include <string>
+#include <vector>
+
+#include "catch_compat.hpp"
+#include "hcpsim/sim/event_queue.hpp"
+
+using hcpsim::sim::EventQueue;
+using hcpsim::sim::ps_to_us;
+using hcpsim::sim::seconds_to_ps;
+using hcpsim::sim::TimePs;
+
+TEST_CASE("sim: events with equal time and priority run in insertion order (FIFO)", "[sim]") {
+  EventQueue q;
+  std::vector<int> order;
+  for (int i = 0; i < 8; ++i) q.schedule_at(100, 0, [&order, i] { order.push_back(i); });
+  REQUIRE(q.pending() == 8);
+  REQUIRE(q.run() == 8);
+  REQUIRE(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  REQUIRE(q.now() == 100);
+  REQUIRE(q.empty());
+}
+
+TEST_CASE("sim: events are ordered by time, then priority, then insertion", "[sim]") {
+  EventQueue q;
+  std::vector<std::string> order;
+  auto rec = [&order](std::string s) { return [&order, s] { order.push_back(s); }; };
+  q.schedule_at(20, 0, rec("t20 p0 a"));
+  q.schedule_at(10, 1, rec("t10 p1 a"));
+  q.schedule_at(10, 0, rec("t10 p0 a"));
+  q.schedule_at(10, 1, rec("t10 p1 b"));
+  q.schedule_at(5, 9, rec("t5 p9"));
+  q.schedule_at(10, 0, rec("t10 p0 b"));
+  q.run();
+  REQUIRE(order == std::vector<std::string>{"t5 p9", "t10 p0 a", "t10 p0 b", "t10 p1 a", "t10 p1 b", "t20 p0 a"});
+}
+
+TEST_CASE("sim: an event scheduled for now from a callback runs after the events already queued for now", "[sim]") {
+  EventQueue q;
+  std::vector<int> order;
+  q.schedule_at(7, 0, [&] {
+    order.push_back(1);
+    q.schedule_after(0, 0, [&] { order.push_back(3); });
+  });
+  q.schedule_at(7, 0, [&] { order.push_back(2); });
+  q.run();
+  REQUIRE(order == std::vector<int>{1, 2, 3});
+  REQUIRE(q.now() == 7);
+}
+
+TEST_CASE("sim: a cancelled event never runs and is not counted", "[sim]") {
+  EventQueue q;
+  std::vector<int> order;
+  q.schedule_at(1, 0, [&] { order.push_back(1); });
+  const auto id = q.schedule_at(2, 0, [&] { order.push_back(2); });
+  q.schedule_at(3, 0, [&] { order.push_back(3); });
+  q.cancel(id);
+  REQUIRE(q.pending() == 2);
+  REQUIRE(q.run() == 2);
+  REQUIRE(order == std::vector<int>{1, 3});
+  REQUIRE(q.now() == 3);
+}
+
+TEST_CASE("sim: seconds_to_ps rounds once to the nearest picosecond", "[sim]") {
+  REQUIRE(seconds_to_ps(0) == 0);
+  REQUIRE(seconds_to_ps(1) == 1'000'000'000'000);
+  REQUIRE(seconds_to_ps(1e-6) == 1'000'000);
+  // 0.4 ps rounds down, 0.6 ps rounds up.
+  REQUIRE(seconds_to_ps(0.4e-12) == 0);
+  REQUIRE(seconds_to_ps(0.6e-12) == 1);
+  // A latency sum is rounded as a whole: 5 µs + 1 µs + 1e6 B / 1e11 B/s = 16 µs; the double sum is within
+  // 1e-20 s of 1.6e-5 s, far below half a picosecond.
+  REQUIRE(seconds_to_ps(5e-6 + 1e-6 + 1e6 / 1e11) == 16'000'000);
+  // bytes / bandwidth that is not a whole number of ps: 1 B at 3e11 B/s = 3.333... ps → 3 ps.
+  REQUIRE(seconds_to_ps(1.0 / 3e11) == 3);
+  // 2 B at 3e11 B/s = 6.666... ps → 7 ps.
+  REQUIRE(seconds_to_ps(2.0 / 3e11) == 7);
+  // One hour fits (3.6e15 ps).
+  REQUIRE(seconds_to_ps(3600) == 3'600'000'000'000'000);
+}
+
+TEST_CASE("sim: ps_to_us converts for trace output", "[sim]") {
+  REQUIRE(ps_to_us(0) == 0.0);
+  REQUIRE(ps_to_us(1'000'000) == 1.0);
+  REQUIRE(ps_to_us(16'000'000) == 16.0);
+  REQUIRE(ps_to_us(1'500'000) == 1.5);
+  const TimePs odd = 1'234'567;
+  REQUIRE(ps_to_us(odd) == 1.234567);
+}
