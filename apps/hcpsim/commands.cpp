@@ -256,6 +256,10 @@ int cmd_verify(const Common& c, const std::string& backend, int threads) {
   print_warnings(report);
   const auto types = buildable_types(s);
   const auto shape = attention_shape(s);
+  if (s.oracle.dtype != Dtype::fp64)
+    fmt::print("note: oracle.dtype is {}, but this version's CPU executor runs in fp64 only "
+               "(no {} emulation yet); the comparison below is fp64 vs the fp64 reference\n",
+               to_string(s.oracle.dtype), to_string(s.oracle.dtype));
   bool all_pass = true;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
@@ -264,7 +268,7 @@ int cmd_verify(const Common& c, const std::string& backend, int threads) {
                "inputs {}, threads {})\n",
                to_string(t), layout.a2a_size(), layout.p2p_size(), layout.cp_size(), shape.heads_q, shape.heads_kv,
                s.oracle.seed, s.oracle.input_distribution, threads);
-    const auto v = oracles::verify_schedule(sched, s.oracle.seed, s.oracle.input_distribution, threads);
+    const auto v = verify_schedule(sched, s.oracle.seed, s.oracle.input_distribution, threads);
     fmt::print("  {:<12} {:<22} {:>13} {:>13} {:>10}  {}\n", "tensor", "shape", "max_abs_err", "rel_l2_err",
                "tolerance", "result");
     for (const auto& e : v.tensors) {
@@ -299,9 +303,9 @@ int cmd_simulate(const Common& c, const std::string& trace_path, const std::stri
     const double fwd_f = r.phase_flops(Phase::forward), bwd_f = r.phase_flops(Phase::backward);
     fmt::print("  attention FLOPs: forward {:.6g}, backward {:.6g} (all CP ranks of one TP rank)\n", fwd_f, bwd_f);
     for (Phase ph : {Phase::forward, Phase::backward}) {
-      for (LinkLevel lv : {LinkLevel::intra_node, LinkLevel::inter_node}) {
+      for (sim::LinkLevel lv : {sim::LinkLevel::intra_node, sim::LinkLevel::inter_node}) {
         const auto& m = r.message_totals(ph, lv);
-        fmt::print("  {:<8} {:<10} messages {:>5}  bytes {:>14} ({})\n", to_string(ph), to_string(lv), m.count,
+        fmt::print("  {:<8} {:<10} messages {:>5}  bytes {:>14} ({})\n", to_string(ph), sim::to_string(lv), m.count,
                    m.bytes, human_bytes(static_cast<double>(m.bytes)));
       }
     }

@@ -6,9 +6,18 @@
 namespace hcpsim {
 
 std::string SourceLoc::to_string() const {
-  if (!override_text.empty()) return "override '" + override_text + "'";
+  if (!override_text.empty()) {
+    std::string quoted("override '");
+    quoted.append(override_text).push_back('\'');
+    return quoted;
+  }
   std::string where = file.empty() ? std::string("<input>") : file;
-  if (line > 0) where += ":" + std::to_string(line) + ":" + std::to_string(column);
+  if (line > 0) {
+    where.push_back(':');
+    where.append(std::to_string(line));
+    where.push_back(':');
+    where.append(std::to_string(column));
+  }
   return where;
 }
 

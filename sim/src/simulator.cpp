@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -19,6 +20,12 @@ namespace {
 // depends on priorities in this contention-free model.
 constexpr int kPriorityCompletion = 0;
 constexpr int kPriorityKick = 1;
+
+// Processor sharing of a GPU's SMs in integer arithmetic: remaining kernel work is kept in units of
+// 1/kShareScale ps of full-speed GPU time, so that with n ≤ kStreamCount running kernels each one's progress
+// over Δ ps, Δ·kShareScale/n units, is an integer. kShareScale = lcm(1, 2, 3).
+constexpr int64_t kShareScale = 6;
+static_assert(kStreamCount == 3, "kShareScale must be divisible by every possible number of running kernels");
 
 // A deadlock report lists at most this many ranks in detail (the rest are counted), so that a large schedule
 // still gives a readable message.
@@ -40,8 +47,17 @@ struct OpRuntime {
   [[nodiscard]] bool finished() const { return end_ps >= 0; }
 };
 
+/// A kernel running on a shared GPU.
+struct RunningKernel {
+  OpIndex op = -1;
+  int64_t remaining_units = 0;  ///< full-speed GPU time still needed, in 1/kShareScale ps
+  EventId completion = -1;      ///< pending completion event (rescheduled whenever the sharing changes)
+};
+
 /// Run-time state of one rank.
 struct RankRuntime {
+  std::vector<RunningKernel> running;  ///< kernels sharing the GPU now, in start order
+  TimePs gpu_updated_ps = 0;           ///< time up to which `running` progress has been applied
   std::array<std::vector<OpIndex>, kStreamCount> stream_ops;  ///< op indices of each stream, in list order
   std::array<size_t, kStreamCount> cursor{};                  ///< position of the stream's next unfinished op
   std::vector<OpRuntime> ops;
@@ -116,8 +132,9 @@ TimePs intersection_measure(const std::vector<std::pair<TimePs, TimePs>>& a,
 
 class Engine {
  public:
-  Engine(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank)
-      : schedule_(schedule), cluster_(cluster), nodes_(node_of_cp_rank) {
+  Engine(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank,
+         const SimOptions& options)
+      : schedule_(schedule), cluster_(cluster), nodes_(node_of_cp_rank), options_(options) {
     ranks_.resize(schedule.ranks.size());
     for (size_t r = 0; r < schedule.ranks.size(); ++r) {
       const RankProgram& program = schedule.ranks[r];
@@ -215,9 +232,7 @@ class Engine {
       case OpKind::attn_bwd_block:
       case OpKind::lse_merge:
       case OpKind::out_correction:
-      case OpKind::copy:
-        finish_at(compute_op_ps(op, program(rank), schedule_.shape.dtype, cluster_.gpu), rank, i);
-        return;
+      case OpKind::copy: start_kernel(rank, i); return;
     }
     HCPSIM_ASSERT(false, fmt::format("cp rank {} op {}: unknown op kind", rank, i));
   }
@@ -234,6 +249,59 @@ class Engine {
                   fmt::format("cp rank {} op {} finished but is not the head of its stream", rank, i));
     ++r.cursor[s];
     try_start_ready(rank);
+  }
+
+  // ---- kernels: full speed, or processor sharing of the GPU ----
+
+  void start_kernel(int64_t rank, OpIndex i) {
+    const TimePs work_ps = compute_op_ps(op_of(rank, i), program(rank), schedule_.shape.dtype, cluster_.gpu);
+    if (!options_.share_gpu_between_kernels) {
+      finish_at(work_ps, rank, i);
+      return;
+    }
+    HCPSIM_ASSERT(work_ps <= std::numeric_limits<int64_t>::max() / (kShareScale * kStreamCount),
+                  fmt::format("cp rank {} op {}: kernel of {} ps overflows the sharing arithmetic", rank, i, work_ps));
+    advance_gpu(rank);
+    rt(rank).running.push_back(RunningKernel{i, work_ps * kShareScale, -1});
+    reschedule_gpu(rank);
+  }
+
+  /// Applies the progress of the running kernels since the last change.
+  void advance_gpu(int64_t rank) {
+    RankRuntime& r = rt(rank);
+    const TimePs elapsed = queue_.now() - r.gpu_updated_ps;
+    if (!r.running.empty() && elapsed > 0) {
+      const auto n = static_cast<int64_t>(r.running.size());
+      HCPSIM_ASSERT(n <= kStreamCount, "more running kernels than streams");
+      const int64_t progress = elapsed * (kShareScale / n);
+      for (RunningKernel& k : r.running) k.remaining_units = std::max<int64_t>(0, k.remaining_units - progress);
+    }
+    r.gpu_updated_ps = queue_.now();
+  }
+
+  /// (Re)schedules the completion of every running kernel for the current number of running kernels:
+  /// remaining / (kShareScale / n) ps, rounded up (a kernel never finishes early; the error is < 1 ps per change).
+  void reschedule_gpu(int64_t rank) {
+    RankRuntime& r = rt(rank);
+    const auto n = static_cast<int64_t>(r.running.size());
+    for (RunningKernel& k : r.running) {
+      if (k.completion >= 0) queue_.cancel(k.completion);
+      const int64_t rate = kShareScale / n;  // units per ps
+      const TimePs delay = (k.remaining_units + rate - 1) / rate;
+      const OpIndex op = k.op;
+      k.completion = queue_.schedule_after(delay, kPriorityCompletion, [this, rank, op] { kernel_done(rank, op); });
+    }
+  }
+
+  void kernel_done(int64_t rank, OpIndex i) {
+    advance_gpu(rank);
+    RankRuntime& r = rt(rank);
+    const auto it = std::find_if(r.running.begin(), r.running.end(), [i](const RunningKernel& k) { return k.op == i; });
+    HCPSIM_ASSERT(it != r.running.end(), fmt::format("cp rank {} op {}: completion of a kernel not running", rank, i));
+    HCPSIM_ASSERT(it->remaining_units == 0, fmt::format("cp rank {} op {}: kernel completed early", rank, i));
+    r.running.erase(it);
+    reschedule_gpu(rank);
+    finish_op(rank, i);
   }
 
   // ---- send/recv ----
@@ -431,6 +499,7 @@ class Engine {
     res.cp_comm_type = schedule_.cp_comm_type;
     res.a2a_size = schedule_.a2a_size;
     res.p2p_size = schedule_.p2p_size;
+    res.share_gpu_between_kernels = options_.share_gpu_between_kernels;
     res.messages = totals_;
     res.event_count = events;
     bool any_backward = false;
@@ -483,6 +552,7 @@ class Engine {
   const Schedule& schedule_;
   const ClusterSpec& cluster_;
   const std::vector<int64_t>& nodes_;
+  SimOptions options_;
   EventQueue queue_;
   std::vector<RankRuntime> ranks_;
   std::map<MessageKey, MessageQueue> messages_;
@@ -492,21 +562,20 @@ class Engine {
 
 }  // namespace
 
-SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank) {
+SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank,
+                   const SimOptions& options) {
   schedule.check_invariants();
   HCPSIM_ASSERT(node_of_cp_rank.size() == schedule.ranks.size(),
                 fmt::format("node_of_cp_rank has {} entries for {} cp ranks", node_of_cp_rank.size(),
                             schedule.ranks.size()));
   for (int64_t n : node_of_cp_rank) HCPSIM_ASSERT(n >= 0, "negative node index");
-  Engine engine(schedule, cluster, node_of_cp_rank);
+  Engine engine(schedule, cluster, node_of_cp_rank, options);
   return engine.run();
 }
 
 std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node) {
-  HCPSIM_ASSERT(gpus_per_node >= 1, "gpus_per_node must be >= 1");
-  HCPSIM_ASSERT(sizes.cp >= 1, "cp size must be >= 1");
   std::vector<int64_t> nodes;
-  for (int64_t g = 0; g < sizes.cp; ++g) nodes.push_back(global_rank(order, sizes, 0, g, 0, 0) / gpus_per_node);
+  for (const CpRankPlacement& p : place_cp_group(order, sizes, gpus_per_node)) nodes.push_back(p.node);
   return nodes;
 }
 

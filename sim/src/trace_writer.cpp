@@ -125,7 +125,8 @@ std::string summary_json(const SimResult& result) {
   }
   Json flops = Json::object();
   for (size_t p = 0; p < kPhaseCount; ++p) flops[to_string(static_cast<Phase>(p))] = result.flops[p];
-  Json summary{{"model", "contention-free"},
+  Json summary{{"network_model", "contention-free"},
+               {"share_gpu_between_kernels", result.share_gpu_between_kernels},
                {"cp_comm_type", to_string(result.cp_comm_type)},
                {"a2a_size", result.a2a_size},
                {"p2p_size", result.p2p_size},

@@ -1,1 +1,6 @@
-list(APPEND HCPSIM_TEST_SOURCES)
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/inputs_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reference_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu_executor_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/verify_test.cpp
+)

@@ -164,7 +164,7 @@ TEST_CASE("sim: communication overlapping compute on another stream costs max, n
   }
 }
 
-TEST_CASE("sim: ops of one stream run in list order, ops of two compute streams overlap", "[sim]") {
+TEST_CASE("sim: ops of one stream run in list order; kernels of two streams share the GPU", "[sim]") {
   Schedule s = empty_schedule(1, 1);
   ProgramWriter w(s.ranks[0]);
   const BufferId x = w.input("x", 500, 1, 1000);
@@ -172,23 +172,66 @@ TEST_CASE("sim: ops of one stream run in list order, ops of two compute streams 
   const BufferId z = w.declare("z", 500, 1, 1000);
   w.alloc(y);
   w.alloc(z, Stream::cp);
-  // Each copy: 3 µs + 2e6 / 1e12 = 5 µs.
+  // Each copy alone: 3 µs + 2e6 / 1e12 = 5 µs of GPU time.
   w.copy(y, x, 2'000'000, Stream::compute, {}, "c1");
   w.copy(y, x, 2'000'000, Stream::compute, {}, "c2");
   w.copy(z, x, 2'000'000, Stream::cp, {}, "p1");
   const OpIndex p2 = w.copy(z, x, 2'000'000, Stream::cp, {}, "p2");
   w.copy(y, z, 2'000'000, Stream::compute, {p2}, "c3 after p2");
+  SECTION("shared GPU (default): two running kernels progress at half speed each") {
+    const SimResult r = simulate(s, round_cluster(1, 8), {0});
+    REQUIRE(r.share_gpu_between_kernels);
+    // c1 ∥ p1 over [0, 10) µs, c2 ∥ p2 over [10, 20) µs, then c3 (after c2 by stream, after p2 by dep) alone.
+    REQUIRE(entry(r, 0, "c1").start_ps == 0);
+    REQUIRE(entry(r, 0, "p1").start_ps == 0);
+    REQUIRE(entry(r, 0, "c1").end_ps == 10'000'000);
+    REQUIRE(entry(r, 0, "c2").start_ps == 10'000'000);
+    REQUIRE(entry(r, 0, "p2").end_ps == 20'000'000);
+    REQUIRE(entry(r, 0, "c3 after p2").start_ps == 20'000'000);
+    // Work is conserved: 5 kernels × 5 µs = 25 µs, the same as running them one after another.
+    REQUIRE(r.total_ps == 25'000'000);
+    REQUIRE(r.ranks[0].compute_busy_ps == 25'000'000);
+    REQUIRE(r.ranks[0].compute_kernel_ps == 45'000'000);
+  }
+  SECTION("unshared GPU: every stream at full speed") {
+    SimOptions opt;
+    opt.share_gpu_between_kernels = false;
+    const SimResult r = simulate(s, round_cluster(1, 8), {0}, opt);
+    REQUIRE_FALSE(r.share_gpu_between_kernels);
+    REQUIRE(entry(r, 0, "c1").start_ps == 0);
+    REQUIRE(entry(r, 0, "c2").start_ps == 5'000'000);
+    REQUIRE(entry(r, 0, "p1").start_ps == 0);
+    REQUIRE(entry(r, 0, "p2").end_ps == 10'000'000);
+    // c3 follows c2 on its stream (ends 10 µs) and p2 by dependency (ends 10 µs) → [10, 15) µs.
+    REQUIRE(entry(r, 0, "c3 after p2").start_ps == 10'000'000);
+    REQUIRE(r.total_ps == 15'000'000);
+    // Two streams busy over [0, 10) and one over [10, 15): union 15 µs, kernel sum 25 µs.
+    REQUIRE(r.ranks[0].compute_busy_ps == 15'000'000);
+    REQUIRE(r.ranks[0].compute_kernel_ps == 25'000'000);
+  }
+}
+
+TEST_CASE("sim: a kernel that joins a running one slows it down for the overlap only", "[sim]") {
+  Schedule s = empty_schedule(1, 1);
+  ProgramWriter w(s.ranks[0]);
+  const BufferId x = w.input("x", 500, 1, 1000);
+  const BufferId y = w.declare("y", 500, 1, 1000);
+  const BufferId z = w.declare("z", 500, 1, 1000);
+  w.alloc(y);
+  w.alloc(z, Stream::cp);
+  // Long: 3 µs + 9e6 / 1e12 = 12 µs. Short: 3 µs + 1e6 / 1e12 = 4 µs, started after a 5 µs kernel on cp.
+  w.copy(y, x, 9'000'000, Stream::compute, {}, "long");
+  w.copy(z, x, 2'000'000, Stream::cp, {}, "first");
+  w.copy(z, x, 1'000'000, Stream::cp, {}, "short");
   const SimResult r = simulate(s, round_cluster(1, 8), {0});
-  REQUIRE(entry(r, 0, "c1").start_ps == 0);
-  REQUIRE(entry(r, 0, "c2").start_ps == 5'000'000);
-  REQUIRE(entry(r, 0, "p1").start_ps == 0);
-  REQUIRE(entry(r, 0, "p2").end_ps == 10'000'000);
-  // c3 follows c2 on its stream (ends 10 µs) and p2 by dependency (ends 10 µs) → [10, 15) µs.
-  REQUIRE(entry(r, 0, "c3 after p2").start_ps == 10'000'000);
-  REQUIRE(r.total_ps == 15'000'000);
-  // Two streams busy over [0, 10) and one over [10, 15): union 15 µs, kernel sum 25 µs.
-  REQUIRE(r.ranks[0].compute_busy_ps == 15'000'000);
-  REQUIRE(r.ranks[0].compute_kernel_ps == 25'000'000);
+  // [0, 10) µs: long ∥ first at half speed; first (5 µs of work) ends at 10 µs, long has 12 − 5 = 7 µs left.
+  // [10, 18) µs: long ∥ short at half speed; short (4 µs) ends at 18 µs, long has 7 − 4 = 3 µs left.
+  // [18, 21) µs: long alone.
+  REQUIRE(entry(r, 0, "first").end_ps == 10'000'000);
+  REQUIRE(entry(r, 0, "short").start_ps == 10'000'000);
+  REQUIRE(entry(r, 0, "short").end_ps == 18'000'000);
+  REQUIRE(entry(r, 0, "long").end_ps == 21'000'000);
+  REQUIRE(r.total_ps == 21'000'000);  // = 12 + 5 + 4 µs: work-conserving
 }
 
 TEST_CASE("sim: all-to-all starts when every member arrived and ends together, intra vs inter node", "[sim]") {
@@ -239,7 +282,7 @@ TEST_CASE("sim: all-to-all starts when every member arrived and ends together, i
 TEST_CASE("sim: peak memory follows inputs, allocs and frees", "[sim]") {
   Schedule s = empty_schedule(1, 1);
   ProgramWriter w(s.ranks[0]);
-  const BufferId x = w.input("x", 500, 1, 1000);  // 1,000,000 B, live from t = 0
+  w.input("x", 500, 1, 1000);  // 1,000,000 B, live from t = 0
   const BufferId a = w.declare("a", 100, 1, 1000);  // 200,000 B
   const BufferId b = w.declare("b", 300, 1, 1000);  // 600,000 B
   const BufferId c = w.declare("c", 500, 1, 1000);  // 1,000,000 B
@@ -278,6 +321,8 @@ TEST_CASE("sim: a schedule that waits in a cycle is reported as a deadlock", "[s
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    // Child: die of the abort quietly (Catch2's own SIGABRT handler would report a failure from here).
+    std::signal(SIGABRT, SIG_DFL);
     close(fds[0]);
     dup2(fds[1], STDERR_FILENO);
     simulate(s, round_cluster(1, 8), {0, 0});
@@ -342,6 +387,18 @@ TEST_CASE("sim: a2a+p2p [2,2] schedule: exact message bytes, counts and FLOPs", 
     }
   }
   for (size_t p = 0; p < 2; ++p) REQUIRE(r.messages[p][0].bytes + r.messages[p][1].bytes == total[p]);
+  // In this placement only the ring crosses nodes, so inter-node bytes are exactly the schedule's declared
+  // SendRecvOp::bytes (Op::bytes = bytes sent).
+  for (int64_t g = 0; g < 4; ++g) {
+    std::array<int64_t, 2> declared{0, 0};
+    for (const Op& op : s.ranks[static_cast<size_t>(g)].ops)
+      if (op.kind() == OpKind::send_recv) declared[static_cast<size_t>(op.phase)] += op.bytes;
+    for (size_t p = 0; p < 2; ++p) {
+      REQUIRE(declared[p] > 0);
+      REQUIRE(r.ranks[static_cast<size_t>(g)].messages_sent[p][static_cast<size_t>(LinkLevel::inter_node)].bytes ==
+              declared[p]);
+    }
+  }
 
   // HCP_ALGORITHM.md §7 with b = 1, S = 64, A = P = 2, H = 4, Hkv = 2, dk = dv = 16, bf16 (e = 2):
   // KV message = b·(S/P)·(Hkv/A)·(dk+dv)·e = 32·1·32·2 = 2048 B; forward: P−1 = 1 per rank, across nodes.

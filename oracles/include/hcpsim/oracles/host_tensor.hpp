@@ -2,6 +2,7 @@
 /// An owning 4-D host tensor [b, rows, heads, width] in bshd order, the element store of the CPU oracle.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -36,9 +37,9 @@ class BasicHostTensor {
     return ((b * dims_[1] + r) * dims_[2] + h) * dims_[3] + w;
   }
   /// Unchecked element access.
-  T& operator()(int64_t b, int64_t r, int64_t h, int64_t w) { return values_[static_cast<size_t>(index(b, r, h, w))]; }
+  T& operator()(int64_t b, int64_t r, int64_t h, int64_t w) { return values_[static_cast<std::size_t>(index(b, r, h, w))]; }
   const T& operator()(int64_t b, int64_t r, int64_t h, int64_t w) const {
-    return values_[static_cast<size_t>(index(b, r, h, w))];
+    return values_[static_cast<std::size_t>(index(b, r, h, w))];
   }
   /// Bounds-checked element access (HCPSIM_ASSERT on an index outside its dim).
   T& at(int64_t b, int64_t r, int64_t h, int64_t w);

@@ -78,7 +78,7 @@ class EventQueue {
     int priority;
     EventId seq;
   };
-  /// std::priority_queue is a max-heap: "later" compares greater-priority-last, so invert the key order.
+  /// std::priority_queue pops its greatest element; ordering by "runs later" makes it pop the earliest key.
   struct Later {
     bool operator()(const Entry& x, const Entry& y) const {
       if (x.time_ps != y.time_ps) return x.time_ps > y.time_ps;

@@ -6,14 +6,20 @@
 /// * Each CP rank has three streams (Stream::compute, Stream::cp, Stream::comm). The ops of a stream start in
 ///   RankProgram::ops list order; an op starts when the previous op of its stream has finished and all of its
 ///   `deps` have finished.
-/// * Compute ops (attention blocks, lse_merge, out_correction, copy) run for their cost-model duration;
-///   alloc and free take 0 and change the rank's live memory when they start.
+/// * Compute ops (attention blocks, lse_merge, out_correction, copy) need their cost-model duration of GPU
+///   time. Kernels that run at the same time on different streams of one GPU share its SMs equally
+///   (processor sharing, SimOptions::share_gpu_between_kernels): with n kernels running, each progresses at
+///   1/n of its roofline speed, so a GPU never computes faster than its roofline. alloc and free take 0 and
+///   change the rank's live memory when they start.
 /// * A SendRecvOp's message (source cp rank, destination cp rank, tag) starts when both the sender's op and
 ///   the receiver's op have started (rendezvous) and takes message_ps(). The op finishes when its send has been
 ///   delivered and its receive has arrived. Messages with equal (source, destination, tag) match in issue order.
 /// * An AllToAllOp starts when every member of its group has reached the op with the same tag; all members
 ///   finish together after all_to_all_ps().
 /// * If no event is left while ops remain, the schedule deadlocks: HCPSIM_ASSERT with the blocked ops.
+///
+/// The network is contention-free (cost_model.hpp); the GPU's compute is the one shared resource.
+/// Communication kernels (NCCL) are assumed to take no SMs from compute kernels.
 
 #include <array>
 #include <cstdint>
@@ -87,6 +93,7 @@ struct SimResult {
   CpCommType cp_comm_type = CpCommType::a2a_p2p;
   int64_t a2a_size = 1;                  ///< A
   int64_t p2p_size = 1;                  ///< P
+  bool share_gpu_between_kernels = true; ///< SimOptions used
   /// Forward time: max over ranks of the end of the rank's last forward op.
   TimePs forward_ps = 0;
   /// Start of the backward: min over ranks of the start of the rank's first backward op (0 if none).
@@ -114,20 +121,31 @@ struct SimResult {
   [[nodiscard]] double phase_flops(Phase phase) const { return flops[static_cast<size_t>(phase)]; }
 };
 
-/// Simulates `schedule` on `cluster` without contention.
+/// Modelling choices of simulate().
+struct SimOptions {
+  /// true: kernels running at the same time on one GPU (compute, cp or comm stream) share its SMs equally —
+  /// with n running, each progresses at 1/n of its roofline speed (work-conserving processor sharing).
+  /// false: every stream computes at full speed whatever the others do (an idealised upper bound on
+  /// overlap that can exceed the GPU's peak; kernel durations then equal the cost model's exactly).
+  /// Source: assumption; concurrent kernels on one GPU divide its SMs, and TE overlaps consecutive ring
+  /// steps on two streams only to fill the SMs left by wave quantization (HCP_ALGORITHM.md §4.3).
+  bool share_gpu_between_kernels = true;
+};
+
+/// Simulates `schedule` on `cluster` with a contention-free network.
 /// @param schedule  a built schedule; check_invariants() is run first (HCPSIM_ASSERT on violation).
 /// @param cluster   GPU rates and efficiencies, link bandwidths (> 0) and latencies (≥ 0).
 /// @param node_of_cp_rank  node index of each CP rank (size = schedule.ranks.size()); the caller derives it
 ///   from the Megatron rank order, e.g. with cp_rank_nodes().
 /// @return timings, per-rank stats, message and FLOP totals and the timeline.
+/// @param options  modelling choices (default: kernels share the GPU).
 /// HCPSIM_ASSERT on a deadlock (the report lists each rank's blocked stream heads), on a message whose two
 /// sides differ in size, on alloc of a live buffer or free of a dead one.
-SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank);
+SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank,
+                   const SimOptions& options = {});
 
-/// Node index of every CP rank of the (tp_rank = 0, dp_rank = 0, pp_rank = 0) CP group, with global ranks
-/// placed in Megatron order (global_rank()) and consecutive global ranks filling a node:
-/// node = global_rank / gpus_per_node. This is the pattern of the first CP group; another CP group may map
-/// differently when its ranks do not align with node boundaries the same way (then build the vector yourself).
+/// Node index of every CP rank of the (tp_rank, dp_rank, pp_rank) = (0, 0, 0) CP group: the `node` fields of
+/// place_cp_group() (Megatron rank order, node = global_rank / gpus_per_node), as simulate() takes them.
 /// @param order  a valid Megatron order, e.g. "tp-cp-ep-dp-pp"; @param gpus_per_node ≥ 1.
 /// Source: megatron/core/parallel_state.py RankGenerator; HCP_ALGORITHM.md §2.2 "Node mapping".
 std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node);

@@ -23,8 +23,9 @@ std::string chrome_trace_json(const SimResult& result);
 /// @throws InputError (located at `path`) if the file cannot be written, with the OS reason and a fix.
 void write_chrome_trace(const std::string& path, const SimResult& result);
 
-/// The JSON summary of a result (no timeline): comm type, A, P, forward/backward/total times in ps,
-/// FLOPs and messages per phase and link level, and per-rank stats (busy, exposed comm, memory, messages).
+/// The JSON summary of a result (no timeline): the model options, comm type, A, P, forward/backward/total
+/// times in ps, FLOPs and messages per phase and link level, and per-rank stats (busy, exposed comm, memory,
+/// messages).
 std::string summary_json(const SimResult& result);
 
 /// Writes summary_json(result) to `path` (temporary file, then rename).

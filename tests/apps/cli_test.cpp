@@ -1,0 +1,148 @@
+// Runs the real hcpsim binary: exit codes and messages as a user sees them.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "catch_compat.hpp"
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Run run_hcpsim(const std::string& args) {
+  const std::string cmd = std::string("cd '") + HCPSIM_SOURCE_DIR + "' && '" + HCPSIM_BINARY + "' " + args + " 2>&1";
+  Run r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::filesystem::path> yaml_files(const std::string& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(HCPSIM_SOURCE_DIR) + "/" + dir))
+    if (e.path().extension() == ".yaml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("apps: --version prints the version and exits 0", "[apps]") {
+  const auto r = run_hcpsim("--version");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.rfind("hcpsim 0.1.0", 0) == 0);
+}
+
+TEST_CASE("apps: every bundled scenario validates and prints the Megatron group layout", "[apps]") {
+  const auto files = yaml_files("scenarios");
+  REQUIRE(files.size() >= 3);
+  for (const auto& f : files) {
+    INFO(f);
+    const auto r = run_hcpsim("validate " + f.string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.output.find("HIERARCHICAL_CONTEXT_PARALLEL_GROUPS") != std::string::npos);
+    REQUIRE(r.output.find("valid: ") != std::string::npos);
+  }
+  // Llama-3-8B [8,2] on 4 nodes: a2a inside each node, p2p ring between nodes 0 and 1 (DP 2 fills nodes 2, 3).
+  const auto r = run_hcpsim("validate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
+  REQUIRE(r.output.find("level 0 (a2a) group 0: global ranks [0, 1, 2, 3, 4, 5, 6, 7] on nodes [0, 0, 0, 0, 0, 0, "
+                        "0, 0] -> intra-node") != std::string::npos);
+  REQUIRE(r.output.find("level 1 (p2p) group 3: global ranks [3, 11] on nodes [0, 1] -> ring crosses nodes") !=
+          std::string::npos);
+  REQUIRE(r.output.find("data_parallel_size=2") != std::string::npos);
+}
+
+TEST_CASE("apps: every file in scenarios/invalid exits 2 with its expected message", "[apps]") {
+  const auto files = yaml_files("scenarios/invalid");
+  REQUIRE(files.size() >= 15);
+  const std::regex expect_re(R"re(validate: \{exit_code: 2, error: "(.*)"\})re");
+  for (const auto& f : files) {
+    INFO(f);
+    std::smatch m;
+    const std::string text = read_file(f);
+    REQUIRE(std::regex_search(text, m, expect_re));
+    const auto r = run_hcpsim("validate " + f.string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.output.find(m[1].str()) != std::string::npos);
+    REQUIRE(r.output.rfind("error: " + f.string() + ":", 0) == 0);  // names the file (and line:col)
+    REQUIRE(r.output.find("; fix: ") != std::string::npos);
+  }
+}
+
+TEST_CASE("apps: bad command lines exit 2 with a clear message", "[apps]") {
+  auto r = run_hcpsim("validate scenarios/does_not_exist.yaml");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: scenarios/does_not_exist.yaml: cannot open the scenario file") != std::string::npos);
+  r = run_hcpsim("validate scenarios/llama32_1b_cp4_a2a_p2p.yaml \"parallel.hierarchical_context_parallel_sizes=[4,2]\"");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: override 'parallel.hierarchical_context_parallel_sizes=[4,2]': "
+                        "parallel.hierarchical_context_parallel_sizes: 4*2 = 8 != context_parallel_size 4") !=
+          std::string::npos);
+  r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --threads 0");
+  REQUIRE(r.exit_code == 2);
+  r = run_hcpsim("simulate --no-such-flag scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  REQUIRE(r.exit_code == 2);
+  r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml parallel.cp_comm_type=all_gather "
+                 "parallel.hierarchical_context_parallel_sizes=null");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("all_gather has no schedule builder in this version") != std::string::npos);
+}
+
+TEST_CASE("apps: verify --backend gpu without a usable device exits 3", "[apps]") {
+  const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 --backend gpu");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 3);
+  REQUIRE(r.output.rfind("device error: ", 0) == 0);
+}
+
+TEST_CASE("apps: verify on the default scenario at 1024 tokens matches full attention to 1e-10", "[apps]") {
+  const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=1024 --threads 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("result: PASS") != std::string::npos);
+  // Every tensor row: name, shape, max_abs_err, rel_l2_err, tolerance, result.
+  const std::regex row(R"(\n  (out|softmax_lse|dq|dk|dv) +\[[0-9, ]+\] +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+)  pass)");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), row); it != std::sregex_iterator(); ++it) {
+    ++rows;
+    REQUIRE(std::stod((*it)[3].str()) <= 1e-10);
+  }
+  REQUIRE(rows == 5);
+}
+
+TEST_CASE("apps: simulate prints phase times, messages and memory and writes a Chrome trace", "[apps]") {
+  const auto dir = std::filesystem::temp_directory_path() / "hcpsim_cli_test";
+  std::filesystem::create_directories(dir);
+  const auto trace = (dir / "trace.json").string();
+  std::filesystem::remove(trace);
+  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml --trace " + trace);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // [2,2], S=8192, b=1, Hkv=8, dk=dv=64, bf16: one forward KV message per rank = 1·4096·4·128·2 B = 4 MiB;
+  // 4 ranks → 4 inter-rank KV messages of 4194304 B in the forward ring, all inside the node.
+  REQUIRE(r.output.find("forward  intra_node") != std::string::npos);
+  REQUIRE(std::filesystem::exists(trace));
+  REQUIRE(read_file(trace).find("\"traceEvents\"") != std::string::npos);
+}
