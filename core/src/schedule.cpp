@@ -112,6 +112,10 @@ void Schedule::check_invariants() const {
     for (size_t i = 0; i < r.ops.size(); ++i) {
       c.op_index = i;
       const Op& op = r.ops[i];
+      const bool is_comm = op.kind() == OpKind::all_to_all || op.kind() == OpKind::send_recv;
+      const bool is_memory = op.kind() == OpKind::alloc || op.kind() == OpKind::free;
+      HCPSIM_ASSERT(!is_comm || op.stream == Stream::comm, c.where() + ": communication must run on the comm stream");
+      HCPSIM_ASSERT(is_comm || is_memory || op.stream != Stream::comm, c.where() + ": compute op on the comm stream");
       for (OpIndex d : op.deps) {
         HCPSIM_ASSERT(d >= 0, c.where() + ": negative dependency");
         HCPSIM_ASSERT(static_cast<size_t>(d) < i, c.where() + ": dependency must point to an earlier op");
@@ -141,6 +145,7 @@ void Schedule::check_invariants() const {
                 HCPSIM_ASSERT(out.heads == A * in.heads, c.where() + ": gather heads not divisible");
               }
               HCPSIM_ASSERT(in.width == out.width, c.where() + ": a2a width mismatch");
+              HCPSIM_ASSERT(p.input != p.output, c.where() + ": a2a input and output alias");
               bool member = false;
               for (int64_t m : p.group) member = member || m == r.cp_rank;
               HCPSIM_ASSERT(member, c.where() + ": rank is not a member of its a2a group");
@@ -170,6 +175,9 @@ void Schedule::check_invariants() const {
               HCPSIM_ASSERT(c.buf(p.out).rows == p.q_rows.count, c.where() + ": out rows != q rows");
               HCPSIM_ASSERT(c.buf(p.lse).rows == p.q_rows.count, c.where() + ": lse rows != q rows");
               HCPSIM_ASSERT(c.buf(p.q).heads % c.buf(p.k).heads == 0, c.where() + ": GQA heads not divisible");
+              HCPSIM_ASSERT(c.buf(p.lse).width == 1, c.where() + ": lse width must be 1");
+              HCPSIM_ASSERT(c.buf(p.out).heads == c.buf(p.q).heads, c.where() + ": out heads != q heads");
+              HCPSIM_ASSERT(c.buf(p.out).width == c.buf(p.v).width, c.where() + ": out width != v width");
             } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
               c.rows(p.q, p.q_rows);
               c.rows(p.out, p.q_rows);
@@ -186,16 +194,24 @@ void Schedule::check_invariants() const {
             } else if constexpr (std::is_same_v<T, LseMergeOp>) {
               c.rows(p.dst, p.dst_rows);
               c.rows(p.src, {0, p.dst_rows.count});
+              HCPSIM_ASSERT(c.buf(p.dst).width == 1, c.where() + ": lse width must be 1");
+              HCPSIM_ASSERT(c.buf(p.src).width == 1, c.where() + ": lse width must be 1");
+              HCPSIM_ASSERT(p.dst != p.src, c.where() + ": lse merge into its own source");
             } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
               c.rows(p.dst, p.dst_rows);
               c.rows(p.lse, p.dst_rows);
               c.rows(p.src, {0, p.dst_rows.count});
               c.rows(p.src_lse, {0, p.dst_rows.count});
               c.same_row_shape(p.dst, p.src);
+              HCPSIM_ASSERT(c.buf(p.lse).width == 1, c.where() + ": lse width must be 1");
+              HCPSIM_ASSERT(c.buf(p.src_lse).width == 1, c.where() + ": lse width must be 1");
+              HCPSIM_ASSERT(c.buf(p.lse).heads == c.buf(p.dst).heads, c.where() + ": lse heads != out heads");
+              HCPSIM_ASSERT(p.dst != p.src, c.where() + ": out correction into its own source");
             } else if constexpr (std::is_same_v<T, CopyOp>) {
               c.rows(p.dst, p.dst_rows);
               c.rows(p.src, p.src_rows);
               HCPSIM_ASSERT(p.dst_rows.count == p.src_rows.count, c.where() + ": copy row counts differ");
+              HCPSIM_ASSERT(p.dst != p.src, c.where() + ": copy into its own source");
               c.same_row_shape(p.dst, p.src);
             }
           },

@@ -431,6 +431,16 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
     a2a(AllToAllOp::Direction::gather_heads, fin.dv, dvf, kTagBwdA2aDv, B, {prev_accum}, "bwd a2a dv");
     for (BufferId id : {dqa, fin.dk, fin.dv, douta, qa, out_a}) rb.free(id, B, comm);
   }
+  // The backward of a layer starts after its forward: the first backward op of every stream waits for the
+  // end of the forward (otherwise backward buffers would be allocated during the forward's last a2a).
+  bool seen[3] = {false, false, false};
+  for (auto& op : prog.ops) {
+    if (op.phase != Phase::backward) continue;
+    const auto st = static_cast<size_t>(op.stream);
+    if (seen[st]) continue;
+    seen[st] = true;
+    op.deps.push_back(fwd_done);
+  }
   prog.outputs = {{"out", out, flat_tokens, 0},
                   {"softmax_lse", lse, post_tokens, a * Hl},
                   {"dq", dq, flat_tokens, 0},

@@ -10,14 +10,16 @@
 namespace hcpsim::sim {
 
 namespace {
-// The largest duration seconds_to_ps accepts: int64 max in ps, with a margin so that llround cannot overflow.
+// The largest duration seconds_to_ps accepts: the int64 range is 9.22e18 ps = 9.22e6 s; the margin keeps
+// llround from overflowing.
 constexpr double kMaxSeconds = 9.2e6;
 }  // namespace
 
 TimePs seconds_to_ps(double seconds) {
   HCPSIM_ASSERT(std::isfinite(seconds), "duration must be finite, got " + std::to_string(seconds) + " s");
   HCPSIM_ASSERT(seconds >= 0, "duration must be >= 0, got " + std::to_string(seconds) + " s");
-  HCPSIM_ASSERT(seconds < kMaxSeconds, "duration exceeds the int64 picosecond range: " + std::to_string(seconds) + " s");
+  HCPSIM_ASSERT(seconds < kMaxSeconds,
+                "duration exceeds the int64 picosecond range: " + std::to_string(seconds) + " s");
   return static_cast<TimePs>(std::llround(seconds * kPsPerSecond));
 }
 

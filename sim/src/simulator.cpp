@@ -348,7 +348,7 @@ class Engine {
   void start_transfer(const MessageKey& key, const HalfMessage& sender, const HalfMessage& receiver) {
     const auto [src, dst, tag] = key;
     HCPSIM_ASSERT(sender.size_bytes == receiver.size_bytes,
-                  fmt::format("message {}→{} tag {}: sender op {} '{}' sends {} B but receiver op {} '{}' expects {} B",
+                  fmt::format("message {}→{} tag {}: sender op {} '{}' sends {} B, receiver op {} '{}' takes {} B",
                               src, dst, tag, sender.endpoint.op, op_of(src, sender.endpoint.op).label,
                               sender.size_bytes, receiver.endpoint.op, op_of(dst, receiver.endpoint.op).label,
                               receiver.size_bytes));
@@ -448,8 +448,20 @@ class Engine {
       return "not started; waiting for deps [" + deps + "]";
     }
     if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) {
-      return fmt::format("started at {} ps; waiting for a rendezvous: send to {} tag {}, recv from {} tag {}",
-                         r.ops[index_of(i)].start_ps, sr->send_peer, sr->send_tag, sr->recv_peer, sr->recv_tag);
+      // A side is unmatched while its half message still waits in the queue of its key.
+      auto waiting = [this, rank, i](const MessageKey& key, bool sender) {
+        const auto it = messages_.find(key);
+        if (it == messages_.end()) return false;
+        for (const HalfMessage& h : sender ? it->second.senders : it->second.receivers)
+          if (h.endpoint.cp_rank == rank && h.endpoint.op == i) return true;
+        return false;
+      };
+      std::string sides;
+      if (sr->send_peer >= 0 && waiting(MessageKey{rank, sr->send_peer, sr->send_tag}, true))
+        sides += fmt::format(" send to cp rank {} tag {} (receiver not there);", sr->send_peer, sr->send_tag);
+      if (sr->recv_peer >= 0 && waiting(MessageKey{sr->recv_peer, rank, sr->recv_tag}, false))
+        sides += fmt::format(" recv from cp rank {} tag {} (sender not there);", sr->recv_peer, sr->recv_tag);
+      return fmt::format("started at {} ps; waiting for a rendezvous:{}", r.ops[index_of(i)].start_ps, sides);
     }
     if (const auto* a2a = std::get_if<AllToAllOp>(&op.payload)) {
       std::string missing;

@@ -140,9 +140,32 @@ TEST_CASE("apps: simulate prints phase times, messages and memory and writes a C
   const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml --trace " + trace);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  // [2,2], S=8192, b=1, Hkv=8, dk=dv=64, bf16: one forward KV message per rank = 1·4096·4·128·2 B = 4 MiB;
-  // 4 ranks → 4 inter-rank KV messages of 4194304 B in the forward ring, all inside the node.
-  REQUIRE(r.output.find("forward  intra_node") != std::string::npos);
+  // [2,2], S=8192, b=1, H=32, Hkv=8, dk=dv=64, bf16, all on one node. Forward per rank: one KV ring message
+  // 1·(S/P=4096)·(Hkv/A=4)·(64+64)·2 B = 4 MiB; a2a of q, k, v, out leave (A−1)/A = 1/2 of
+  // 1·2048·32·64·2 = 8 MiB, 2 MiB, 2 MiB, 8 MiB → 4+1+1+4 = 10 MiB in 4 messages. 4 ranks: 4·(4+10) MiB =
+  // 56 MiB = 58720256 B in 4·(1+4) = 20 messages. Backward per rank: KV (4 MiB) + dKV (4 MiB) + a2a of dout, dq,
+  // dk, dv (4+4+1+1 MiB) = 18 MiB in 6 messages → 72 MiB = 75497472 B in 24 messages.
+  REQUIRE(r.output.find("forward  intra_node messages    20  bytes       58720256") != std::string::npos);
+  REQUIRE(r.output.find("forward  inter_node messages     0  bytes              0") != std::string::npos);
+  REQUIRE(r.output.find("backward intra_node messages    24  bytes       75497472") != std::string::npos);
+  // FLOPs: causal S(S+1)/2 = 33558528 pairs per head × 32 heads × 2·(64+64) = 2.74911e+11 forward, ×2.5 backward.
+  REQUIRE(r.output.find("attention FLOPs: forward 2.74911e+11, backward 6.87279e+11") != std::string::npos);
   REQUIRE(std::filesystem::exists(trace));
   REQUIRE(read_file(trace).find("\"traceEvents\"") != std::string::npos);
+}
+
+TEST_CASE("apps: validate --schedule lists every rank's ops with sections and messages", "[apps]") {
+  const auto r = run_hcpsim("validate scenarios/llama32_1b_cp4_a2a_p2p.yaml --schedule model.seq_length=16 "
+                            "model.num_attention_heads=4 model.num_query_groups=2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const char* rank : {"cp_rank 0 (", "cp_rank 1 (", "cp_rank 2 (", "cp_rank 3 ("})
+    REQUIRE(r.output.find(rank) != std::string::npos);
+  // p2p rank 0 (cp rank 0), forward step 1: KV of origin 1 in the upper section: second Q half × all KV rows.
+  REQUIRE(r.output.find("attn_fwd_block upper q[4,8) x kv[0,8) of kv_ring1.k/kv_ring1.v mask=none") !=
+          std::string::npos);
+  REQUIRE(r.output.find("all_to_all scatter_heads q -> q.a2a group [0, 1] chunk_order [0, 2, 3, 1]") !=
+          std::string::npos);
+  REQUIRE(r.output.find("send_recv send [bwd_ring1.dk,bwd_ring1.dv] -> cp2 | recv [bwd_ring0.dk,bwd_ring0.dv] <- cp2") !=
+          std::string::npos);
 }

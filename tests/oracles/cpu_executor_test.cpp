@@ -57,6 +57,8 @@ struct Prog {
     o.payload = std::move(payload);
     o.phase = phase;
     o.label = label;
+    // Communication runs on the comm stream (Schedule::check_invariants requires it).
+    if (o.kind() == OpKind::send_recv || o.kind() == OpKind::all_to_all) o.stream = Stream::comm;
     p.ops.push_back(std::move(o));
   }
 };

@@ -81,8 +81,9 @@ struct CpRankPlacement {
   int64_t local_gpu = 0;  ///< global_rank % gpus_per_node
 };
 
-/// Placement of the CP group with coordinates (tp_rank, dp_rank, pp_rank) = (0, 0, 0) — every CP group has the
-/// same shape up to a shift — on nodes of `gpus_per_node` GPUs, by Megatron's rank order.
+/// Placement of the first CP group, coordinates (tp_rank, dp_rank, pp_rank) = (0, 0, 0), on nodes of
+/// `gpus_per_node` GPUs, by Megatron's rank order. Other CP groups are shifted copies; when TP·CP does not align
+/// with node boundaries they may cross nodes differently (validation warns about such a2a groups).
 /// Source: HCP_ALGORITHM.md §2.2 "Node mapping" (G = t + TP·g + TP·CP·d + … for tp-cp-ep-dp-pp).
 std::vector<CpRankPlacement> place_cp_group(const std::string& order, const ParallelSizes& sizes,
                                             int64_t gpus_per_node);

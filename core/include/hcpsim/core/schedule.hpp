@@ -160,7 +160,10 @@ struct Op {
   int64_t ring_step = -1;     ///< ring step i this op belongs to, −1 outside the ring
   std::string label;          ///< short human text, e.g. "fwd step 1 upper"
   double flops = 0;           ///< floating-point operations (attention blocks; see schedule_builder.hpp)
-  int64_t bytes = 0;          ///< bytes sent (comm ops) or bytes read+written (elementwise ops)
+  /// Bytes the op moves: send_recv = bytes sent; all_to_all = the member's whole input buffer ((A−1)/A of it
+  /// leaves the rank); copy / lse_merge / out_correction = bytes read + written; attention blocks = the
+  /// buffers they read and write (an upper bound on HBM traffic); alloc / free = 0.
+  int64_t bytes = 0;
 
   [[nodiscard]] OpKind kind() const { return static_cast<OpKind>(payload.index()); }
 };
@@ -208,6 +211,7 @@ struct Schedule {
   std::vector<RankProgram> ranks;  ///< indexed by flat CP rank
 
   /// Checks structural invariants and aborts (HCPSIM_ASSERT) on the first violation: buffer ids in range,
+  /// all_to_all and send_recv on Stream::comm and compute ops never on it,
   /// row ranges inside buffers, deps point backwards, every send has one matching recv of equal size,
   /// every all-to-all is issued by all group members with equal tags, alloc/free balanced and used only
   /// while live, inputs/outputs bound to buffers of the right shape.

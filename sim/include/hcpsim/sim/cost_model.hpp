@@ -2,11 +2,12 @@
 /// Contention-free cost model: the duration of every op of a Schedule, from a roofline for kernels and from
 /// latency + bytes / bandwidth of the link level a message crosses.
 ///
-/// Model limits (stated once, here): there is no contention. Each GPU has one port per link level and
+/// Model limits (stated once, here): the network has no contention. Each GPU has one port per link level and
 /// direction (NVLink through the NVSwitch, one NIC rail per GPU), messages of different GPUs never share a
-/// link, and a GPU's concurrent send and receive use the two directions of a full-duplex port. Two kernels that
-/// overlap on different streams of one GPU each run at full speed. The flow-level model (max-min sharing over
-/// routed links of the topology graph) replaces the message part of this file.
+/// link, and a GPU's concurrent send and receive use the two directions of a full-duplex port. Kernel times
+/// are for a kernel that has the GPU to itself; the simulator divides the GPU between kernels that run at the
+/// same time (simulator.hpp, SimOptions). The flow-level model (max-min sharing over routed links of the
+/// topology graph) replaces the message part of this file.
 ///
 /// Every duration is computed in seconds as one expression and rounded once by seconds_to_ps().
 

@@ -1,6 +1,6 @@
 #pragma once
-/// The contention-free discrete-event simulator: times one layer's Schedule (forward and backward) on a
-/// cluster, op by op, with the durations of cost_model.hpp.
+/// The discrete-event simulator with a contention-free network: times one layer's Schedule (forward and
+/// backward) on a cluster, op by op, with the durations of cost_model.hpp.
 ///
 /// Execution semantics (what every executor of the IR does; see schedule.hpp):
 /// * Each CP rank has three streams (Stream::compute, Stream::cp, Stream::comm). The ops of a stream start in
@@ -66,7 +66,8 @@ struct MessageTotals {
 using MessageTable = std::array<std::array<MessageTotals, kLinkLevelCount>, kPhaseCount>;
 
 /// Per-rank results. Busy times are measures of unions of op intervals [start_ps, end_ps), so two
-/// overlapping kernels on the compute and cp streams count once.
+/// overlapping kernels on the compute and cp streams count once. Ops are classified by stream (compute and
+/// cp vs comm), as the builders put every communication op, and only those, on the comm stream.
 struct RankStats {
   int64_t cp_rank = 0;
   int64_t node = 0;                 ///< node index of the rank (from node_of_cp_rank)
@@ -79,8 +80,8 @@ struct RankStats {
   /// cp stream does (ps); = comm_busy_ps − |comm ∩ compute|. Communication hidden behind compute is not
   /// exposed; waiting for a late peer counts as exposed (the rank has nothing else to do).
   TimePs exposed_comm_ps = 0;
-  /// Sum of the durations of the compute ops (compute and cp streams); exceeds compute_busy_ps when the two
-  /// streams overlap.
+  /// Sum of the durations (end − start) of the ops on the compute and cp streams; exceeds compute_busy_ps
+  /// when the two streams overlap (with a shared GPU, overlapping kernels are also stretched).
   TimePs compute_kernel_ps = 0;
   int64_t input_bytes = 0;          ///< bytes of RankProgram::inputs buffers, live from t = 0
   int64_t peak_memory_bytes = 0;    ///< maximum live bytes (inputs + allocated − freed) over the run
