@@ -288,7 +288,7 @@ TEST_CASE("sim: peak memory follows inputs, allocs and frees", "[sim]") {
   const BufferId c = w.declare("c", 500, 1, 1000);  // 1,000,000 B
   w.alloc(a);  // 1.2 MB
   w.alloc(b);  // 1.8 MB
-  w.copy(b, b, 1000, Stream::compute, {}, "touch b");
+  w.copy(b, a, 1000, Stream::compute, {}, "touch b");  // a (100 rows) into the first rows of b
   w.free(a);   // 1.6 MB
   w.alloc(c);  // 2.6 MB  ← peak
   w.free(b);   // 2.0 MB
