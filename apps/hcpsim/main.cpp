@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "app_common.hpp"
 #include "commands.hpp"
 #include "hcpsim/core/error.hpp"
 

@@ -1,5 +1,6 @@
 #include "hcpsim/core/validation.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "hcpsim/core/cp_layout.hpp"
@@ -76,6 +77,18 @@ class Validator {
            "use qkv_format: bshd or sbhd");
   }
 
+  /// A legal split to suggest: the largest a2a size A < cp that divides cp and the KV heads per TP rank and keeps
+  /// TP·A inside one node (a2a on NVLink, ring across groups), as the Megatron-Bridge HCP guide recommends.
+  std::string suggest_sizes() const {
+    const int64_t cp = s_.parallel.context_parallel_size, tp = s_.parallel.tensor_model_parallel_size;
+    const int64_t hkv = s_.model.num_query_groups / std::max<int64_t>(tp, 1);
+    for (int64_t a = cp - 1; a >= 2; --a)
+      if (cp % a == 0 && hkv % a == 0 && tp * a <= s_.cluster.gpus_per_node)
+        return ", e.g. [" + str(a) + ", " + str(cp / a) + "] (a2a over " + str(a) +
+               " GPUs of a node, p2p ring over " + str(cp / a) + " groups)";
+    return "";
+  }
+
   void check_parallel() {
     const ParallelConfig& p = s_.parallel;
     const ModelConfig& m = s_.model;
@@ -108,7 +121,7 @@ class Validator {
            "hierarchical groups, TE receives cp_group=None and training silently runs WITHOUT context parallelism "
            "(each rank attends only to its own chunks)",
            "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size " + str(cp) +
-               ", e.g. [" + str(cp >= 8 ? 8 : cp) + ", " + str(cp >= 8 ? cp / 8 : 1) + "] for an a2a of 8 GPUs per node");
+               suggest_sizes());
     if (!uses_hier && sizes)
       fail(sizes_key,
            "hierarchical_context_parallel_sizes is only used by cp_comm_type a2a+p2p, but cp_comm_type is " +

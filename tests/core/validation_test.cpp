@@ -55,6 +55,12 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                 "choose [A, P] with A*P = 4");
   require_error({"parallel.hierarchical_context_parallel_sizes=null"}, "parallel.cp_comm_type",
                 "training silently runs WITHOUT context parallelism", "set parallel.hierarchical_context_parallel_sizes");
+  // The fix proposes a legal split: the largest A < cp dividing cp and the KV heads with TP·A inside a node.
+  require_error({"parallel.hierarchical_context_parallel_sizes=null", "parallel.context_parallel_size=16",
+                 "cluster.nodes=2"},
+                "parallel.cp_comm_type", "silently runs WITHOUT context parallelism",
+                "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size 16, e.g. "
+                "[8, 2] (a2a over 8 GPUs of a node, p2p ring over 2 groups)");
   require_error({"parallel.cp_comm_type=p2p"}, sizes, "only used by cp_comm_type a2a+p2p",
                 "remove hierarchical_context_parallel_sizes");
   require_error({"model.seq_length=8196"}, "model.seq_length", "not divisible by 2*context_parallel_size = 8",

@@ -1,0 +1,188 @@
+#include "app_common.hpp"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "hcpsim/core/schedule_builder.hpp"
+
+namespace hcpsim::app {
+
+void add_scenario_args(CLI::App* cmd, Common& c) {
+  cmd->add_option("scenario", c.scenario_path, "scenario YAML file")->required();
+  cmd->add_option("overrides", c.overrides,
+                  "Megatron-Bridge style overrides applied before validation, e.g. model.seq_length=131072 "
+                  "\"parallel.hierarchical_context_parallel_sizes=[8,2]\"");
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) { b /= 1024.0; ++u; }
+  return fmt::format("{:.2f} {}", b, units[u]);
+}
+
+std::string human_time_ps(int64_t ps) {
+  const double s = static_cast<double>(ps) * 1e-12;
+  if (s >= 1.0) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.3f} us", s * 1e6);
+}
+
+ParallelSizes sizes_of(const Scenario& s, int64_t dp) {
+  ParallelSizes ps;
+  ps.tp = s.parallel.tensor_model_parallel_size;
+  ps.cp = s.parallel.context_parallel_size;
+  ps.pp = s.parallel.pipeline_model_parallel_size;
+  ps.dp = dp;
+  return ps;
+}
+
+void print_header(const Scenario& s) {
+  const auto& m = s.model;
+  fmt::print("scenario {} ({})\n", s.name, s.source_path);
+  fmt::print("  model: num_attention_heads={} num_query_groups={} kv_channels={}{} seq_length={} "
+             "micro_batch_size={} num_layers={} attn_mask_type={} qkv_format={} params_dtype={}\n",
+             m.num_attention_heads, m.num_query_groups, m.kv_channels,
+             m.kv_channels_v != m.kv_channels ? fmt::format(" kv_channels_v={}", m.kv_channels_v) : "",
+             m.seq_length, m.micro_batch_size, m.num_layers, to_string(m.attn_mask_type), to_string(m.qkv_format),
+             to_string(m.params_dtype));
+}
+
+void print_warnings(const ValidationReport& r) {
+  for (const auto& w : r.warnings) fmt::print("warning: {}\n", w);
+}
+
+std::string join(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+/// Prints the process groups of the first CP group as a Megatron log names them, with node placement.
+void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
+  const auto layout = cp_layout_for(s, type);
+  const auto& c = s.cluster;
+  const auto place = place_cp_group(s.parallel.order, sizes_of(s, dp), c.gpus_per_node);
+  auto globals = [&](const std::vector<int64_t>& cps) {
+    std::vector<int64_t> g;
+    for (int64_t r : cps) g.push_back(place[static_cast<size_t>(r)].global_rank);
+    return g;
+  };
+  auto nodes = [&](const std::vector<int64_t>& cps) {
+    std::vector<int64_t> n;
+    for (int64_t r : cps) n.push_back(place[static_cast<size_t>(r)].node);
+    return n;
+  };
+  auto one_node = [&](const std::vector<int64_t>& cps) {
+    for (int64_t r : cps)
+      if (place[static_cast<size_t>(r)].node != place[static_cast<size_t>(cps.front())].node) return false;
+    return true;
+  };
+  std::vector<int64_t> all;
+  for (int64_t g = 0; g < layout.cp_size(); ++g) all.push_back(g);
+  const int64_t groups = s.parallel.tensor_model_parallel_size * dp * s.parallel.pipeline_model_parallel_size;
+  fmt::print("\ncp_comm_type {}: A={} (a2a) x P={} (p2p) = context_parallel_size {}\n", to_string(type),
+             layout.a2a_size(), layout.p2p_size(), layout.cp_size());
+  fmt::print("  CONTEXT_PARALLEL_GROUP: global ranks {} (first of {} CP groups; nodes {})\n", join(globals(all)),
+             groups, join(nodes(all)));
+  if (type == CpCommType::a2a_p2p) {
+    fmt::print("  HIERARCHICAL_CONTEXT_PARALLEL_GROUPS:\n");
+    for (int64_t p = 0; p < layout.p2p_size(); ++p) {
+      const auto g = layout.a2a_group(p);
+      fmt::print("    level 0 (a2a) group {}: global ranks {} on nodes {} -> {}\n", p, join(globals(g)),
+                 join(nodes(g)), one_node(g) ? "intra-node" : "SPANS NODES");
+    }
+    for (int64_t a = 0; a < layout.a2a_size(); ++a) {
+      const auto g = layout.p2p_group(a);
+      fmt::print("    level 1 (p2p) group {}: global ranks {} on nodes {} -> ring {}\n", a, join(globals(g)),
+                 join(nodes(g)), one_node(g) ? "intra-node" : "crosses nodes");
+    }
+  }
+  fmt::print("  zigzag split: {} chunks of {} tokens; after the a2a each rank holds {} tokens of {} query heads\n",
+             2 * layout.cp_size(), layout.chunk_size(), layout.seq_length() / layout.p2p_size(),
+             s.model.num_attention_heads / s.parallel.tensor_model_parallel_size / layout.a2a_size());
+  fmt::print("  {:>7} {:>11} {:>8} {:>8} {:>8} {:>10}  {:<28} {}\n", "cp_rank", "global_rank", "node:gpu",
+             "a2a_rank", "p2p_rank", "chunks", "tokens before a2a", "tokens after a2a");
+  for (int64_t g = 0; g < layout.cp_size(); ++g) {
+    const auto& pl = place[static_cast<size_t>(g)];
+    const auto ch = layout.zigzag_chunks(g);
+    const int64_t c0 = layout.chunk_size();
+    const int64_t p = layout.p2p_rank(g), C = layout.super_chunk_size();
+    fmt::print("  {:>7} {:>11} {:>8} {:>8} {:>8} {:>10}  {:<28} {}\n", g, pl.global_rank,
+               fmt::format("{}:{}", pl.node, pl.local_gpu), layout.a2a_rank(g), p,
+               fmt::format("{},{}", ch[0], ch[1]),
+               fmt::format("[{},{}) [{},{})", ch[0] * c0, (ch[0] + 1) * c0, ch[1] * c0, (ch[1] + 1) * c0),
+               fmt::format("[{},{}) [{},{})", p * C, (p + 1) * C, (2 * layout.p2p_size() - 1 - p) * C,
+                           (2 * layout.p2p_size() - p) * C));
+  }
+}
+
+static std::string describe(const Schedule& s, const RankProgram& r, const Op& op) {
+  auto name = [&](BufferId id) { return id < 0 ? std::string("-") : r.buffers[static_cast<size_t>(id)].name; };
+  auto rows = [](RowRange rr) { return fmt::format("[{},{})", rr.begin, rr.end()); };
+  (void)s;
+  return std::visit(
+      [&](const auto& p) -> std::string {
+        using T = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, AllocOp>) {
+          const auto& b = r.buffers[static_cast<size_t>(p.buffer)];
+          return fmt::format("alloc {} [{},{},{},{}] {} ({})", b.name, b.batch, b.rows, b.heads, b.width,
+                             to_string(b.dtype), human_bytes(static_cast<double>(b.size_bytes())));
+        } else if constexpr (std::is_same_v<T, FreeOp>) {
+          return "free " + name(p.buffer);
+        } else if constexpr (std::is_same_v<T, AllToAllOp>) {
+          return fmt::format("all_to_all {} {} -> {} group {} chunk_order {}",
+                             p.direction == AllToAllOp::Direction::scatter_heads ? "scatter_heads" : "gather_heads",
+                             name(p.input), name(p.output), join(p.group), join(p.chunk_order));
+        } else if constexpr (std::is_same_v<T, SendRecvOp>) {
+          std::vector<std::string> sn, rn;
+          for (BufferId id : p.send) sn.push_back(name(id));
+          for (BufferId id : p.recv) rn.push_back(name(id));
+          return fmt::format("send_recv send [{}] -> cp{} | recv [{}] <- cp{}", fmt::join(sn, ","), p.send_peer,
+                             fmt::join(rn, ","), p.recv_peer);
+        } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
+          return fmt::format("attn_fwd_block {} q{} x kv{} of {}/{} mask={} -> {}, {}", to_string(p.section),
+                             rows(p.q_rows), rows(p.kv_rows), name(p.k), name(p.v),
+                             p.mask == BlockMask::causal ? "causal" : "none", name(p.out), name(p.lse));
+        } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
+          return fmt::format("attn_bwd_block {} q{} x kv{} of {}/{} mask={} -> {}, {}, {}", to_string(p.section),
+                             rows(p.q_rows), rows(p.kv_rows), name(p.k), name(p.v),
+                             p.mask == BlockMask::causal ? "causal" : "none", name(p.dq), name(p.dk), name(p.dv));
+        } else if constexpr (std::is_same_v<T, LseMergeOp>) {
+          return fmt::format("lse_merge {}{} <- {}", name(p.dst), rows(p.dst_rows), name(p.src));
+        } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
+          return fmt::format("out_correction {}{} {} {}*exp({}-{})", name(p.dst), rows(p.dst_rows),
+                             p.accumulate ? "+=" : "=", name(p.src), name(p.src_lse), name(p.lse));
+        } else {
+          return fmt::format("{} {}{} {} {}{}", p.accumulate ? "add" : "copy", name(p.dst), rows(p.dst_rows),
+                             p.accumulate ? "+=" : "=", name(p.src), rows(p.src_rows));
+        }
+      },
+      op.payload);
+}
+
+void print_schedule(const Schedule& s) {
+  for (const auto& r : s.ranks) {
+    fmt::print("\n  cp_rank {} ({} ops)\n", r.cp_rank, r.ops.size());
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      const Op& op = r.ops[i];
+      std::string deps = op.deps.empty() ? "" : fmt::format(" after {}", fmt::join(op.deps, ","));
+      std::string extra;
+      if (op.flops > 0) extra += fmt::format(" {:.4g} FLOP", op.flops);
+      if (op.kind() == OpKind::send_recv || op.kind() == OpKind::all_to_all)
+        extra += " " + human_bytes(static_cast<double>(op.bytes));
+      fmt::print("    {:>3} {:<8} {:<9} {}{}{}\n", i, to_string(op.phase).substr(0, 3), to_string(op.stream),
+                 describe(s, r, op), extra, deps);
+    }
+  }
+}
+
+std::vector<CpCommType> buildable_types(const Scenario& s) {
+  std::vector<CpCommType> types;
+  for (CpCommType t : s.parallel.distinct_cp_comm_types()) {
+    if (t == CpCommType::all_gather)
+      throw InputError(s.loc("parallel.cp_comm_type"), "parallel.cp_comm_type",
+                       "cp_comm_type all_gather has no schedule builder in this version of hcpsim (validation only)",
+                       "use p2p, a2a or a2a+p2p for verify and simulate");
+    types.push_back(t);
+  }
+  return types;
+}
+
+}  // namespace hcpsim::app

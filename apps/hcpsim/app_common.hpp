@@ -1,0 +1,57 @@
+#pragma once
+/// Helpers shared by the hcpsim subcommands: scenario arguments, formatting, layout printing.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/scenario.hpp"
+#include "hcpsim/core/schedule.hpp"
+#include "hcpsim/core/validation.hpp"
+
+namespace hcpsim::app {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;    ///< verification or regression failed
+inline constexpr int kExitBadInput = 2;  ///< bad scenario, override, option or configuration
+inline constexpr int kExitDevice = 3;    ///< device error or no device
+inline constexpr int kExitInternal = 4;  ///< a bug in hcpsim
+
+/// The scenario path and trailing `key.path=value` overrides every scenario command takes.
+struct Common {
+  std::string scenario_path;
+  std::vector<std::string> overrides;
+};
+
+/// Adds the positional `scenario` and `overrides` arguments to `cmd`.
+void add_scenario_args(CLI::App* cmd, Common& c);
+/// "1.50 MiB" style text (binary units).
+std::string human_bytes(double bytes);
+/// "12.345 us" / "ms" / "s" text of a picosecond duration.
+std::string human_time_ps(int64_t ps);
+/// "[1, 2, 3]".
+std::string join(const std::vector<int64_t>& v);
+/// Megatron parallel sizes of a scenario with the resolved data-parallel size.
+ParallelSizes sizes_of(const Scenario& s, int64_t dp);
+/// Prints the scenario name and model shape line.
+void print_header(const Scenario& s);
+/// Prints each validation warning on its own "warning: " line.
+void print_warnings(const ValidationReport& r);
+/// Prints the process groups of the first CP group as a Megatron log names them, with node placement.
+void print_layout(const Scenario& s, CpCommType type, int64_t dp);
+/// Prints every rank's ops, one line each.
+void print_schedule(const Schedule& s);
+/// The scenario's distinct comm types that have a schedule builder.
+/// @throws InputError for all_gather (no builder in this version).
+std::vector<CpCommType> buildable_types(const Scenario& s);
+
+/// Subcommand registration: each adds its options and sets `exit_code` from its callback.
+/// Callbacks throw InputError / DeviceError, which main() maps to exit codes.
+CLI::App* add_validate_command(CLI::App& app, int& exit_code);
+CLI::App* add_verify_command(CLI::App& app, int& exit_code);
+CLI::App* add_simulate_command(CLI::App& app, int& exit_code);
+
+}  // namespace hcpsim::app
