@@ -113,6 +113,15 @@ void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
   }
 }
 
+static const char* mask_name(BlockMask m) {
+  switch (m) {
+    case BlockMask::none: return "none";
+    case BlockMask::causal: return "causal";
+    case BlockMask::causal_bottom_right: return "causal_bottom_right";
+  }
+  return "?";
+}
+
 static std::string describe(const Schedule& s, const RankProgram& r, const Op& op) {
   auto name = [&](BufferId id) { return id < 0 ? std::string("-") : r.buffers[static_cast<size_t>(id)].name; };
   auto rows = [](RowRange rr) { return fmt::format("[{},{})", rr.begin, rr.end()); };
@@ -139,17 +148,24 @@ static std::string describe(const Schedule& s, const RankProgram& r, const Op& o
         } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
           return fmt::format("attn_fwd_block {} q{} x kv{} of {}/{} mask={} -> {}, {}", to_string(p.section),
                              rows(p.q_rows), rows(p.kv_rows), name(p.k), name(p.v),
-                             p.mask == BlockMask::causal ? "causal" : "none", name(p.out), name(p.lse));
+                             mask_name(p.mask), name(p.out), name(p.lse));
         } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
           return fmt::format("attn_bwd_block {} q{} x kv{} of {}/{} mask={} -> {}, {}, {}", to_string(p.section),
                              rows(p.q_rows), rows(p.kv_rows), name(p.k), name(p.v),
-                             p.mask == BlockMask::causal ? "causal" : "none", name(p.dq), name(p.dk), name(p.dv));
+                             mask_name(p.mask), name(p.dq), name(p.dk), name(p.dv));
         } else if constexpr (std::is_same_v<T, LseMergeOp>) {
           return fmt::format("lse_merge {}{} <- {}", name(p.dst), rows(p.dst_rows), name(p.src));
         } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
           return fmt::format("out_correction {}{} {} {}*exp({}-{})", name(p.dst), rows(p.dst_rows),
                              p.accumulate ? "+=" : "=", name(p.src), name(p.src_lse), name(p.lse));
+        } else if constexpr (std::is_same_v<T, AllGatherOp>) {
+          return fmt::format("all_gather {} -> {} group {} chunk_order {}", name(p.input), name(p.output),
+                             join(p.group), join(p.chunk_order));
+        } else if constexpr (std::is_same_v<T, ReduceScatterOp>) {
+          return fmt::format("reduce_scatter {} -> {} group {} chunk_order {}", name(p.input), name(p.output),
+                             join(p.group), join(p.chunk_order));
         } else {
+          static_assert(std::is_same_v<T, CopyOp>, "every op kind needs a description");
           return fmt::format("{} {}{} {} {}{}", p.accumulate ? "add" : "copy", name(p.dst), rows(p.dst_rows),
                              p.accumulate ? "+=" : "=", name(p.src), rows(p.src_rows));
         }
@@ -165,7 +181,7 @@ void print_schedule(const Schedule& s) {
       std::string deps = op.deps.empty() ? "" : fmt::format(" after {}", fmt::join(op.deps, ","));
       std::string extra;
       if (op.flops > 0) extra += fmt::format(" {:.4g} FLOP", op.flops);
-      if (op.kind() == OpKind::send_recv || op.kind() == OpKind::all_to_all)
+      if (is_communication(op.kind()))
         extra += " " + human_bytes(static_cast<double>(op.bytes));
       fmt::print("    {:>3} {:<8} {:<9} {}{}{}\n", i, to_string(op.phase).substr(0, 3), to_string(op.stream),
                  describe(s, r, op), extra, deps);

@@ -39,8 +39,15 @@ std::string to_string(OpKind k) {
     case OpKind::lse_merge: return "lse_merge";
     case OpKind::out_correction: return "out_correction";
     case OpKind::copy: return "copy";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
   }
   return "?";
+}
+
+bool is_communication(OpKind k) {
+  return k == OpKind::all_to_all || k == OpKind::send_recv || k == OpKind::all_gather ||
+         k == OpKind::reduce_scatter;
 }
 
 BufferId RankProgram::buffer(const std::string& name) const {
@@ -112,7 +119,7 @@ void Schedule::check_invariants() const {
     for (size_t i = 0; i < r.ops.size(); ++i) {
       c.op_index = i;
       const Op& op = r.ops[i];
-      const bool is_comm = op.kind() == OpKind::all_to_all || op.kind() == OpKind::send_recv;
+      const bool is_comm = is_communication(op.kind());
       const bool is_memory = op.kind() == OpKind::alloc || op.kind() == OpKind::free;
       HCPSIM_ASSERT(!is_comm || op.stream == Stream::comm, c.where() + ": communication must run on the comm stream");
       HCPSIM_ASSERT(is_comm || is_memory || op.stream != Stream::comm, c.where() + ": compute op on the comm stream");
@@ -149,6 +156,23 @@ void Schedule::check_invariants() const {
               bool member = false;
               for (int64_t m : p.group) member = member || m == r.cp_rank;
               HCPSIM_ASSERT(member, c.where() + ": rank is not a member of its a2a group");
+              a2a_members[{p.group, p.tag}] += 1;
+            } else if constexpr (std::is_same_v<T, AllGatherOp> || std::is_same_v<T, ReduceScatterOp>) {
+              c.use(p.input);
+              c.use(p.output);
+              HCPSIM_ASSERT(p.input != p.output, c.where() + ": collective input and output alias");
+              const int64_t n = static_cast<int64_t>(p.group.size());
+              HCPSIM_ASSERT(static_cast<int64_t>(p.chunk_order.size()) == 2 * n, c.where() + ": chunk_order size != 2n");
+              const auto& in = c.buf(p.input);
+              const auto& out = c.buf(p.output);
+              const bool gather = std::is_same_v<T, AllGatherOp>;
+              HCPSIM_ASSERT((gather ? out.rows == n * in.rows : in.rows == n * out.rows),
+                            c.where() + ": collective rows != group size × member rows");
+              HCPSIM_ASSERT(in.heads == out.heads, c.where() + ": collective heads mismatch");
+              HCPSIM_ASSERT(in.width == out.width, c.where() + ": collective width mismatch");
+              bool member = false;
+              for (int64_t m : p.group) member = member || m == r.cp_rank;
+              HCPSIM_ASSERT(member, c.where() + ": rank is not a member of its collective group");
               a2a_members[{p.group, p.tag}] += 1;
             } else if constexpr (std::is_same_v<T, SendRecvOp>) {
               int64_t sb = 0, rbytes = 0;

@@ -1,5 +1,6 @@
 #include "hcpsim/core/schedule_builder.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -17,6 +18,12 @@ double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v) {
 
 int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask) {
   if (mask == BlockMask::none) return q_rows * kv_rows;
+  if (mask == BlockMask::causal_bottom_right) {
+    // Row r sees kv rows 0..r + (kv_rows − q_rows), clamped to [0, kv_rows].
+    int64_t pairs = 0;
+    for (int64_t r = 0; r < q_rows; ++r) pairs += std::clamp<int64_t>(r + kv_rows - q_rows + 1, 0, kv_rows);
+    return pairs;
+  }
   // Top-left causal: row r sees kv rows 0..min(r, kv_rows-1).
   int64_t pairs = 0;
   int64_t full_rows = std::min(q_rows, kv_rows);

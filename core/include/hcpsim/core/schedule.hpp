@@ -46,9 +46,11 @@ struct RowRange {
 enum class Section { diagonal, lower, upper, full };
 std::string to_string(Section s);
 
-/// The mask the kernel applies inside its (Q rows × KV rows) block.
-/// causal = top-left causal over local row order (row r sees KV rows ≤ r); none = all pairs.
-enum class BlockMask { none, causal };
+/// The mask the kernel applies inside its (Q rows × KV rows) block, rows counted within the block.
+/// causal = top-left causal (row r sees KV rows ≤ r); causal_bottom_right = FlashAttention's bottom-right
+/// alignment (row r sees KV rows ≤ r + kv_rows − q_rows; used by all_gather, HCP_ALGORITHM.md §9.5);
+/// none = all pairs.
+enum class BlockMask { none, causal, causal_bottom_right };
 
 enum class Phase { forward, backward };
 std::string to_string(Phase p);
@@ -78,6 +80,29 @@ struct AllToAllOp {
   BufferId input = -1;
   BufferId output = -1;
   int64_t tag = 0;                   ///< identical on every member
+};
+
+/// All-gather along the sequence inside `group` (TE all_gather CP, HCP_ALGORITHM.md §9.5). Every member's
+/// input [b, s, h, w] is split into two half-chunks; the concatenation over members j (index 2j+half) is
+/// permuted so that output half-chunk k = concatenated half-chunk chunk_order[k] (chunk_order = before(cp),
+/// which yields natural sequence order). Output [b, cp·s, h, w]. All members run the matching op.
+struct AllGatherOp {
+  std::vector<int64_t> group;        ///< CP ranks, in rank order
+  std::vector<int64_t> chunk_order;  ///< 2·|group| entries
+  BufferId input = -1;
+  BufferId output = -1;
+  int64_t tag = 0;
+};
+
+/// Reduce-scatter along the sequence, the inverse of AllGatherOp: every member's input [b, cp·s, h, w] is cut
+/// into 2·cp half-chunks, slot m = input half-chunk chunk_order[m] (chunk_order = after(cp)); member j receives
+/// slots (2j, 2j+1) of every member and sums them in member order 0, 1, … (deterministic). Output [b, s, h, w].
+struct ReduceScatterOp {
+  std::vector<int64_t> group;
+  std::vector<int64_t> chunk_order;
+  BufferId input = -1;
+  BufferId output = -1;
+  int64_t tag = 0;
 };
 
 /// One isend/irecv pair (TE flash_attn_p2p_communicate): sends `send` buffers (concatenated) to send_peer and
@@ -145,10 +170,15 @@ struct CopyOp {
 };
 
 using OpPayload = std::variant<AllocOp, FreeOp, AllToAllOp, SendRecvOp, AttnFwdBlockOp, AttnBwdBlockOp, LseMergeOp,
-                               OutCorrectionOp, CopyOp>;
+                               OutCorrectionOp, CopyOp, AllGatherOp, ReduceScatterOp>;
 
 /// Op kinds, in OpPayload alternative order.
-enum class OpKind { alloc, free, all_to_all, send_recv, attn_fwd_block, attn_bwd_block, lse_merge, out_correction, copy };
+enum class OpKind {
+  alloc, free, all_to_all, send_recv, attn_fwd_block, attn_bwd_block, lse_merge, out_correction, copy,
+  all_gather, reduce_scatter
+};
+/// True for the ops that communicate (all_to_all, send_recv, all_gather, reduce_scatter).
+bool is_communication(OpKind k);
 std::string to_string(OpKind k);
 
 /// One op of a rank's program.

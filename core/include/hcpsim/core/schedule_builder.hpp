@@ -14,8 +14,8 @@ double attn_fwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 /// when dk = dv. Source: DESIGN.md; FlashAttention-2 paper §3.2.
 double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 
-/// Number of (query, key) pairs a block computes: q·kv, or for a causal (top-left) block the pairs (r, c)
-/// with c ≤ r (q(q+1)/2 when q = kv).
+/// Number of (query, key) pairs a block computes: q·kv; for a causal (top-left) block the pairs (r, c) with
+/// c ≤ r (q(q+1)/2 when q = kv); for causal_bottom_right the pairs with c ≤ r + kv − q.
 int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask);
 
 /// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size).
