@@ -1,0 +1,81 @@
+#include "catch_compat.hpp"
+#include "death_test.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+
+using namespace hcpsim;
+
+namespace {
+
+Schedule good_schedule() {
+  AttentionShape sh;
+  sh.batch = 1;
+  sh.seq_length = 16;
+  sh.heads_q = 4;
+  sh.heads_kv = 2;
+  sh.head_dim_qk = 4;
+  sh.head_dim_v = 4;
+  sh.causal = true;
+  sh.softmax_scale = 0.5;
+  return build_schedule(CpCommType::a2a_p2p, CpLayout(2, 2, 16), sh);
+}
+
+/// Applies `corrupt` to a correct schedule and expects check_invariants() to abort with `needle`.
+template <class Corrupt>
+void require_rejected(Corrupt corrupt, const std::string& needle) {
+  Schedule s = good_schedule();
+  corrupt(s);
+  const auto end = test::run_in_child([&] { s.check_invariants(); });
+  INFO("stderr: " << end.stderr_text);
+  REQUIRE(end.aborted);
+  REQUIRE(end.stderr_text.find(needle) != std::string::npos);
+}
+
+template <class T>
+T* first_op(Schedule& s, int64_t rank, Phase phase) {
+  for (auto& op : s.ranks[static_cast<size_t>(rank)].ops)
+    if (auto* p = std::get_if<T>(&op.payload); p && op.phase == phase) return p;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("core: check_invariants accepts the built schedule and rejects broken ones", "[core][schedule]") {
+  const auto ok = test::run_in_child([] { good_schedule().check_invariants(); });
+  REQUIRE_FALSE(ok.aborted);
+  require_rejected([](Schedule& s) { first_op<SendRecvOp>(s, 0, Phase::forward)->send_tag = 99; },
+                   "has no receive");
+  require_rejected([](Schedule& s) { first_op<SendRecvOp>(s, 0, Phase::forward)->send.pop_back(); },
+                   "message size differs between send and receive");
+  require_rejected([](Schedule& s) { first_op<AllToAllOp>(s, 1, Phase::forward)->tag = 77; },
+                   "is not issued by every group member");
+  require_rejected([](Schedule& s) { first_op<AttnFwdBlockOp>(s, 0, Phase::forward)->q_rows.count = 100; },
+                   "rows beyond buffer");
+  require_rejected([](Schedule& s) { s.ranks[0].ops[5].deps.push_back(7); },
+                   "dependency must point to an earlier op");
+  require_rejected(
+      [](Schedule& s) {
+        for (auto& op : s.ranks[0].ops)
+          if (op.kind() == OpKind::attn_fwd_block) op.stream = Stream::comm;
+      },
+      "compute op on the comm stream");
+  require_rejected(
+      [](Schedule& s) {
+        for (auto& op : s.ranks[0].ops)
+          if (op.kind() == OpKind::send_recv) op.stream = Stream::compute;
+      },
+      "communication must run on the comm stream");
+  require_rejected(
+      [](Schedule& s) {
+        // Free the forward's softmax_lse right after it is created: later ops use a dead buffer.
+        auto& r = s.ranks[0];
+        const BufferId lse = r.buffer("softmax_lse");
+        for (size_t i = 0; i < r.ops.size(); ++i)
+          if (auto* a = std::get_if<AllocOp>(&r.ops[i].payload); a && a->buffer == lse) {
+            Op f;
+            f.payload = FreeOp{lse};
+            r.ops.insert(r.ops.begin() + static_cast<std::ptrdiff_t>(i) + 1, f);
+            break;
+          }
+      },
+      "while not live");
+}
