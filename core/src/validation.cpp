@@ -1,6 +1,7 @@
 #include "hcpsim/core/validation.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "hcpsim/core/cp_layout.hpp"
@@ -26,6 +27,13 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+std::string fmt_double(double v) {
+  std::ostringstream os;
+  os.precision(3);
+  os << v;
+  return os.str();
+}
+
 /// First TE release that has a cp_comm_type. Source: HCP_ALGORITHM.md §8.5 version matrix.
 std::vector<int> min_te_version(CpCommType t) {
   switch (t) {
@@ -37,6 +45,16 @@ std::vector<int> min_te_version(CpCommType t) {
   return {0, 0, 0};
 }
 
+// Bounds that keep every size, byte count and FLOP count of a schedule exact in int64 / double arithmetic.
+// They are far beyond any real model or cluster (2^20 GPUs per parallel dimension, 2^34 tokens).
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+constexpr int64_t kMaxSeqLength = int64_t{1} << 34;
+// Largest attention tensor, b·S·H·max(dk, dv) elements: 2^50 keeps every byte count (×8 B) exact in int64.
+constexpr double kMaxTensorElements = 1125899906842624.0;  // 2^50
+// Largest full-attention forward FLOP count: at 1 PFLOP/s on one GPU this is 10^6 s, so simulated times stay far
+// below the int64 picosecond range (9.2·10^6 s).
+constexpr double kMaxAttentionFlops = 1e21;
+
 class Validator {
  public:
   Validator(const Scenario& s, ValidationScope scope) : s_(s), scope_(scope) {}
@@ -45,8 +63,9 @@ class Validator {
     throw InputError(s_.loc(key), key, problem, fix);
   }
 
-  void positive(const std::string& key, int64_t v) const {
+  void positive(const std::string& key, int64_t v, int64_t max = kMaxSize) const {
     if (v < 1) fail(key, "must be at least 1, got " + str(v), "set a positive value");
+    if (v > max) fail(key, str(v) + " is larger than hcpsim models (at most " + str(max) + ")", "use a realistic value");
   }
 
   ValidationReport run() {
@@ -63,9 +82,22 @@ class Validator {
     positive("model.num_query_groups", m.num_query_groups);
     positive("model.kv_channels", m.kv_channels);
     positive("model.kv_channels_v", m.kv_channels_v);
-    positive("model.seq_length", m.seq_length);
+    positive("model.seq_length", m.seq_length, kMaxSeqLength);
     positive("model.micro_batch_size", m.micro_batch_size);
     positive("model.num_layers", m.num_layers);
+    const double elements = static_cast<double>(m.micro_batch_size) * static_cast<double>(m.seq_length) *
+                            static_cast<double>(m.num_attention_heads) *
+                            static_cast<double>(std::max(m.kv_channels, m.kv_channels_v));
+    if (elements > kMaxTensorElements)
+      fail("model.seq_length",
+           "the attention tensors would have " + fmt_double(elements) + " elements, more than hcpsim represents (2^50)",
+           "use a smaller seq_length, micro_batch_size, head count or head dim");
+    const double flops = 2.0 * static_cast<double>(m.kv_channels + m.kv_channels_v) * static_cast<double>(m.seq_length) *
+                         static_cast<double>(m.seq_length) * static_cast<double>(m.num_attention_heads) *
+                         static_cast<double>(m.micro_batch_size);
+    if (flops > kMaxAttentionFlops)
+      fail("model.seq_length", "one attention layer would need " + fmt_double(flops) + " FLOPs, more than 1e21",
+           "use a smaller seq_length or micro_batch_size");
     if (m.num_attention_heads % m.num_query_groups != 0)
       fail("model.num_query_groups",
            "num_attention_heads " + str(m.num_attention_heads) + " is not divisible by num_query_groups " +
@@ -134,7 +166,8 @@ class Validator {
       int64_t prod = 1;
       for (int64_t v : *sizes) {
         if (v < 1) fail(sizes_key, "every size must be at least 1, got " + str(v), "use positive sizes");
-        prod *= v;
+        if (v > kMaxSize) fail(sizes_key, "size " + str(v) + " is larger than hcpsim models", "use a realistic value");
+        prod *= v;  // two factors ≤ 2^20: exact
       }
       if (prod != cp)
         fail(sizes_key,
@@ -208,16 +241,22 @@ class Validator {
   void check_cluster() {
     const ParallelConfig& p = s_.parallel;
     const ClusterSpec& c = s_.cluster;
-    const int64_t world = c.world_size();
+    positive("cluster.nodes", c.nodes);
+    positive("cluster.gpus_per_node", c.gpus_per_node, 1024);
+    const int64_t world = c.world_size();  // ≤ 2^30
+    // Each factor ≤ 2^20, so the product of three fits in int64.
     const int64_t model_ranks = p.tensor_model_parallel_size * p.context_parallel_size * p.pipeline_model_parallel_size;
     int64_t dp = 1;
     if (p.data_parallel_size) {
       dp = *p.data_parallel_size;
-      if (model_ranks * dp > world)
+      if (model_ranks > world || dp > world / model_ranks)
         fail("parallel.data_parallel_size",
-             "TP*CP*DP*PP = " + str(model_ranks * dp) + " GPUs, but the cluster has " + str(c.nodes) + " x " +
+             "TP*CP*DP*PP = " + fmt_double(static_cast<double>(model_ranks) * static_cast<double>(dp)) +
+                 " GPUs, but the cluster has " + str(c.nodes) + " x " +
                  str(c.gpus_per_node) + " = " + str(world),
-             "use at least " + str((model_ranks * dp + c.gpus_per_node - 1) / c.gpus_per_node) +
+             "use at least " +
+                 fmt_double(std::ceil(static_cast<double>(model_ranks) * static_cast<double>(dp) /
+                                      static_cast<double>(c.gpus_per_node))) +
                  " nodes, or smaller parallel sizes");
     } else {
       if (model_ranks > world)

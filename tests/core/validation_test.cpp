@@ -101,6 +101,21 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                 "write [A, P]");
 }
 
+TEST_CASE("core: sizes beyond what int64/double arithmetic keeps exact are rejected", "[core][validation]") {
+  require_error({"model.seq_length=17179869186"}, "model.seq_length", "is larger than hcpsim models (at most 17179869184)",
+                "use a realistic value");
+  require_error({"parallel.context_parallel_size=2097152"}, "parallel.context_parallel_size",
+                "2097152 is larger than hcpsim models (at most 1048576)", "use a realistic value");
+  // 2^20 batch × 2^33 tokens × 32 heads × 64 = 2^64 elements > 2^50.
+  require_error({"model.micro_batch_size=1048576", "model.seq_length=8589934592"}, "model.seq_length",
+                "elements, more than hcpsim represents (2^50)", "use a smaller seq_length");
+  // 2·(64+64)·(2^28)^2·64 heads = 2^70 ≈ 1.18e21 FLOPs > 1e21.
+  require_error({"model.seq_length=268435456", "model.num_attention_heads=64", "model.num_query_groups=8"},
+                "model.seq_length", "FLOPs, more than 1e21", "use a smaller seq_length");
+  require_error({"parallel.data_parallel_size=1048576"}, "parallel.data_parallel_size",
+                "GPUs, but the cluster has 1 x 8 = 8", "use at least");
+}
+
 TEST_CASE("core: the CPU oracle scope ignores the cluster", "[core][validation]") {
   const std::vector<std::string> big{"parallel.context_parallel_size=64",
                                      "parallel.hierarchical_context_parallel_sizes=[8,8]"};
