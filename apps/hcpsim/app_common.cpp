@@ -191,13 +191,7 @@ void print_schedule(const Schedule& s) {
 
 std::vector<CpCommType> buildable_types(const Scenario& s) {
   std::vector<CpCommType> types;
-  for (CpCommType t : s.parallel.distinct_cp_comm_types()) {
-    if (t == CpCommType::all_gather)
-      throw InputError(s.loc("parallel.cp_comm_type"), "parallel.cp_comm_type",
-                       "cp_comm_type all_gather has no schedule builder in this version of hcpsim (validation only)",
-                       "use p2p, a2a or a2a+p2p for verify and simulate");
-    types.push_back(t);
-  }
+  for (CpCommType t : s.parallel.distinct_cp_comm_types()) types.push_back(t);
   return types;
 }
 

@@ -44,8 +44,7 @@ void print_warnings(const ValidationReport& r);
 void print_layout(const Scenario& s, CpCommType type, int64_t dp);
 /// Prints every rank's ops, one line each.
 void print_schedule(const Schedule& s);
-/// The scenario's distinct comm types that have a schedule builder.
-/// @throws InputError for all_gather (no builder in this version).
+/// The scenario's distinct comm types (every one has a schedule builder, all_gather included).
 std::vector<CpCommType> buildable_types(const Scenario& s);
 
 /// Subcommand registration: each adds its options and sets `exit_code` from its callback.
@@ -53,5 +52,6 @@ std::vector<CpCommType> buildable_types(const Scenario& s);
 CLI::App* add_validate_command(CLI::App& app, int& exit_code);
 CLI::App* add_verify_command(CLI::App& app, int& exit_code);
 CLI::App* add_simulate_command(CLI::App& app, int& exit_code);
+CLI::App* add_compare_command(CLI::App& app, int& exit_code);
 
 }  // namespace hcpsim::app

@@ -1,36 +1,83 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "app_common.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/topology.hpp"
 #include "hcpsim/sim/simulator.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 
 namespace hcpsim::app {
 namespace {
 
-int cmd_simulate(const Common& c, const std::string& trace_path, const std::string& json_path) {
+// The per-rank table lists at most this many ranks (the rest are in --summary), so CP = 4096 stays readable.
+// Source: readability choice (one screen).
+constexpr size_t kMaxRankRows = 32;
+
+struct SimulateOutputs {
+  std::string trace;
+  std::string summary;
+  std::string links;
+};
+
+int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
+
+int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   const auto report = validate_scenario(s, ValidationScope::placement);
-  const auto types = buildable_types(s);  // all validation before any output file is opened
+  const auto types = buildable_types(s);
+  const auto& cl = s.cluster;
+  const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
+  const auto place = place_cp_group(s.parallel.order, sizes_of(s, report.data_parallel_size), cl.gpus_per_node);
+  std::vector<int64_t> gpus;
+  for (const auto& p : place) gpus.push_back(p.global_rank);
+  for (int64_t g : gpus)
+    if (g >= topology.gpu_count())
+      throw InputError(s.locations.count("cluster") ? s.locations.at("cluster") : SourceLoc{}, "cluster",
+                       fmt::format("the topology has {} GPUs but CP rank placement needs GPU {}", topology.gpu_count(), g),
+                       "add GPUs to cluster.topology or reduce the parallel sizes");
   print_header(s);
   print_warnings(report);
   const auto shape = attention_shape(s);
-  const auto& cl = s.cluster;
-  const auto place = place_cp_group(s.parallel.order, sizes_of(s, report.data_parallel_size), cl.gpus_per_node);
-  std::vector<int64_t> node_of;
-  for (const auto& p : place) node_of.push_back(p.node);
+  const int64_t layers = s.model.num_layers;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     const auto sched = build_schedule(t, layout, shape);
-    const auto r = sim::simulate(sched, cl, node_of);
-    fmt::print("\nsimulate {} [A={}, P={}] on {} x {} ({}), one attention layer per TP rank, contention-free\n",
-               to_string(t), layout.a2a_size(), layout.p2p_size(), cl.nodes, cl.gpus_per_node, cl.gpu.name);
-    fmt::print("  forward  {:>12}   backward {:>12}   total {:>12}   ({} ps total)\n", human_time_ps(r.forward_ps),
-               human_time_ps(r.backward_ps), human_time_ps(r.total_ps), r.total_ps);
+    sim::SimOptions options;
+    options.record_timeline = !out.trace.empty();  // only the trace needs every op's entry
+    const auto r = sim::simulate(sched, cl, topology, gpus, options);
+    fmt::print("\nsimulate {} [A={}, P={}] on {} x {} ({}), one attention layer per TP rank, flow-level network ({})\n",
+               to_string(t), layout.a2a_size(), layout.p2p_size(), cl.nodes, cl.gpus_per_node, cl.gpu.name,
+               cl.topology.vertices.empty() ? to_string(cl.fabric.kind) + " fabric" : std::string("explicit topology"));
+    fmt::print("  {:<26} {:>12} {:>16}\n", "", "per layer", fmt::format("x {} layers", layers));
+    fmt::print("  {:<26} {:>12} {:>16}\n", "forward", human_time_ps(r.forward_ps),
+               human_time_ps(times_layers(r.forward_ps, layers)));
+    fmt::print("  {:<26} {:>12} {:>16}\n", "backward", human_time_ps(r.backward_ps),
+               human_time_ps(times_layers(r.backward_ps, layers)));
+    fmt::print("  {:<26} {:>12} {:>16}   ({} ps per layer)\n", "total", human_time_ps(r.total_ps),
+               human_time_ps(times_layers(r.total_ps, layers)), r.total_ps);
+    sim::TimePs max_compute = 0, max_exposed = 0;
+    int64_t peak = 0;
+    for (const auto& rs : r.ranks) {
+      max_compute = std::max(max_compute, rs.compute_busy_ps);
+      max_exposed = std::max(max_exposed, rs.exposed_comm_ps);
+      peak = std::max(peak, rs.peak_memory_bytes);
+    }
+    fmt::print("  {:<26} {:>12} {:>16}\n", "compute (busiest GPU)", human_time_ps(max_compute),
+               human_time_ps(times_layers(max_compute, layers)));
+    fmt::print("  {:<26} {:>12} {:>16}\n", "exposed comm (worst GPU)", human_time_ps(max_exposed),
+               human_time_ps(times_layers(max_exposed, layers)));
+    fmt::print("  peak attention memory per GPU: {} (max over CP ranks; one layer's attention buffers)\n",
+               human_bytes(static_cast<double>(peak)));
+    for (LinkClass lc : {LinkClass::nvlink, LinkClass::network}) {
+      const auto u = r.link_class_utilisation(lc);
+      fmt::print("  link utilisation {:<8} links {:>6}  bytes {:>14}  mean {:5.1f}%  max {:5.1f}%\n", to_string(lc),
+                 u.links, u.bytes, 100 * u.mean_utilisation, 100 * u.max_utilisation);
+    }
     const double fwd_f = r.phase_flops(Phase::forward), bwd_f = r.phase_flops(Phase::backward);
     fmt::print("  attention FLOPs: forward {:.6g}, backward {:.6g} (all CP ranks of one TP rank)\n", fwd_f, bwd_f);
     for (Phase ph : {Phase::forward, Phase::backward}) {
@@ -40,24 +87,30 @@ int cmd_simulate(const Common& c, const std::string& trace_path, const std::stri
                    m.bytes, human_bytes(static_cast<double>(m.bytes)));
       }
     }
-    fmt::print("  {:>7} {:>5} {:>12} {:>12} {:>12} {:>14}\n", "cp_rank", "node", "compute", "comm", "exposed",
-               "peak memory");
-    for (const auto& rs : r.ranks)
-      fmt::print("  {:>7} {:>5} {:>12} {:>12} {:>12} {:>14}\n", rs.cp_rank, rs.node, human_time_ps(rs.compute_busy_ps),
-                 human_time_ps(rs.comm_busy_ps), human_time_ps(rs.exposed_comm_ps),
-                 human_bytes(static_cast<double>(rs.peak_memory_bytes)));
-    const double layers = static_cast<double>(s.model.num_layers);
-    fmt::print("  x num_layers {}: attention forward {}, backward {} per micro-batch (layers run one after another)\n",
-               s.model.num_layers, human_time_ps(static_cast<int64_t>(std::llround(static_cast<double>(r.forward_ps) * layers))),
-               human_time_ps(static_cast<int64_t>(std::llround(static_cast<double>(r.backward_ps) * layers))));
-    const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
-    if (!trace_path.empty()) {
-      sim::write_chrome_trace(trace_path + suffix, r);
-      fmt::print("  wrote Chrome trace {}\n", trace_path + suffix);
+    fmt::print("  {:>7} {:>5} {:>5} {:>12} {:>12} {:>12} {:>14} {:>14}\n", "cp_rank", "node", "gpu", "compute", "comm",
+               "exposed", "peak fwd mem", "peak bwd mem");
+    for (size_t i = 0; i < r.ranks.size() && i < kMaxRankRows; ++i) {
+      const auto& rs = r.ranks[i];
+      fmt::print("  {:>7} {:>5} {:>5} {:>12} {:>12} {:>12} {:>14} {:>14}\n", rs.cp_rank, rs.node, rs.gpu,
+                 human_time_ps(rs.compute_busy_ps), human_time_ps(rs.comm_busy_ps), human_time_ps(rs.exposed_comm_ps),
+                 human_bytes(static_cast<double>(rs.phase_peak_memory_bytes[0])),
+                 human_bytes(static_cast<double>(rs.phase_peak_memory_bytes[1])));
     }
-    if (!json_path.empty()) {
-      sim::write_summary_json(json_path + suffix, r);
-      fmt::print("  wrote summary {}\n", json_path + suffix);
+    if (r.ranks.size() > kMaxRankRows) fmt::print("  ... {} more CP ranks (see --summary)\n", r.ranks.size() - kMaxRankRows);
+    fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flows.size(),
+               r.network_recomputes);
+    const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
+    if (!out.trace.empty()) {
+      sim::write_chrome_trace(out.trace + suffix, r);
+      fmt::print("  wrote Chrome trace {}\n", out.trace + suffix);
+    }
+    if (!out.summary.empty()) {
+      sim::write_summary_json(out.summary + suffix, r);
+      fmt::print("  wrote summary {}\n", out.summary + suffix);
+    }
+    if (!out.links.empty()) {
+      sim::write_links_csv(out.links + suffix, r);
+      fmt::print("  wrote link usage {}\n", out.links + suffix);
     }
   }
   return kExitOk;
@@ -68,12 +121,12 @@ int cmd_simulate(const Common& c, const std::string& trace_path, const std::stri
 CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("simulate", "time one attention layer of the schedule on the cluster");
   auto common = std::make_shared<Common>();
-  auto trace = std::make_shared<std::string>();
-  auto json = std::make_shared<std::string>();
+  auto out = std::make_shared<SimulateOutputs>();
   add_scenario_args(cmd, *common);
-  cmd->add_option("--trace", *trace, "write a Chrome trace (chrome://tracing, Perfetto)");
-  cmd->add_option("--json", *json, "write a JSON summary");
-  cmd->callback([&exit_code, common, trace, json] { exit_code = cmd_simulate(*common, *trace, *json); });
+  cmd->add_option("--trace", out->trace, "write a Chrome trace (chrome://tracing, Perfetto)");
+  cmd->add_option("--summary,--json", out->summary, "write a JSON summary (--json is an alias)");
+  cmd->add_option("--links", out->links, "write per-link bytes and busy time as CSV");
+  cmd->callback([&exit_code, common, out] { exit_code = cmd_simulate(*common, *out); });
   return cmd;
 }
 

@@ -1,11 +1,19 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "app_common.hpp"
+#include "hcpsim/core/fault_injection.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/oracles/dump.hpp"
 #include "hcpsim/oracles/verify.hpp"
 #if defined(HCPSIM_HAVE_CUDA)
 #include "hcpsim/gpu/device_info.hpp"
@@ -14,13 +22,180 @@
 namespace hcpsim::app {
 namespace {
 
-int cmd_verify(const Common& c, const std::string& backend, int threads) {
+/// Options of `hcpsim verify` besides the scenario.
+struct VerifyArgs {
+  std::string backend = "cpu";
+  int threads = 1;
+  std::string dtype;   ///< empty: oracle.dtype
+  std::string inject;  ///< empty: oracle.inject (or none); "list" prints the injectors
+  std::string json_path;
+  std::string dump_path;  ///< empty: no HDF5 dump
+};
+
+/// Checks that an output path's directory exists, before any work (STYLE.md: validation before outputs).
+void check_output_path(const std::string& path, const char* option) {
+  if (path.empty()) return;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir))
+    throw InputError(SourceLoc{}, option, "directory '" + dir.string() + "' does not exist",
+                     "create it first or choose another path");
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string injector_list() {
+  std::string text;
+  for (FaultKind k : all_fault_kinds()) text += fmt::format("  {:<24} {}\n", to_string(k), describe(k));
+  return text;
+}
+
+/// The checked heads of one comm type (oracle.heads): schedule shape and the full-model head of each schedule head.
+struct HeadSelection {
+  AttentionShape shape;
+  std::vector<int64_t> q_heads, kv_heads;  ///< empty = all heads
+};
+
+HeadSelection select_heads(const Scenario& s, const AttentionShape& full, int64_t A) {
+  HeadSelection sel{full, {}, {}};
+  if (s.oracle.heads == "all") return sel;
+  const int64_t per_member = full.heads_q / A;       // H/A
+  const int64_t group = full.heads_q / full.heads_kv;  // H/Hkv
+  int64_t n = std::min<int64_t>(std::stoll(s.oracle.heads), per_member);
+  n = (n + group - 1) / group * group;  // whole KV groups only
+  n = std::min(n, per_member);
+  if (n == per_member) return sel;
+  const int64_t kv_member = full.heads_kv / A;
+  for (int64_t a = 0; a < A; ++a) {
+    for (int64_t hh = 0; hh < n; ++hh) sel.q_heads.push_back(a * per_member + hh);
+    for (int64_t j = 0; j < n / group; ++j) sel.kv_heads.push_back(a * kv_member + j);
+  }
+  sel.shape.heads_q = static_cast<int64_t>(sel.q_heads.size());
+  sel.shape.heads_kv = static_cast<int64_t>(sel.kv_heads.size());
+  return sel;
+}
+
+std::string element_text(const TensorError& e) {
+  if (e.worst_index.size() != 4) return "-";
+  return fmt::format("[b={}, s={}, h={}, w={}]", e.worst_index[0], e.worst_index[1], e.worst_index[2],
+                     e.worst_index[3]);
+}
+
+void print_table(const VerifyReport& v) {
+  fmt::print("  {:<12} {:<22} {:>11} {:>11} {:>11} {:>11} {:>10}  {}\n", "tensor", "shape", "max_abs_err",
+             "max_rel_err", "rel_l2_err", "baseline", "tolerance", "result");
+  for (const auto& e : v.tensors) {
+    fmt::print("  {:<12} {:<22} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e} {:>10.2e}  {}\n", e.tensor, join(e.shape),
+               e.max_abs_err, e.max_rel_err, e.rel_l2_err, e.baseline_rel_l2_err, e.tolerance,
+               e.pass ? "pass" : (e.finite ? "FAIL" : "FAIL (non-finite)"));
+  }
+}
+
+nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
+  nlohmann::json j;
+  j["cp_comm_type"] = to_string(v.cp_comm_type);
+  j["a2a_size"] = v.a2a_size;
+  j["p2p_size"] = v.p2p_size;
+  j["dtype"] = to_string(v.dtype);
+  j["seed"] = v.seed;
+  j["input_distribution"] = v.input_distribution;
+  j["inject"] = injected.empty() ? nlohmann::json(nullptr) : nlohmann::json(injected);
+  j["heads_q"] = v.shape.heads_q;
+  j["heads_kv"] = v.shape.heads_kv;
+  j["pass"] = v.pass;
+  nlohmann::json ts = nlohmann::json::array();
+  for (const auto& e : v.tensors) {
+    nlohmann::json t;
+    t["tensor"] = e.tensor;
+    t["shape"] = e.shape;
+    t["max_abs_err"] = e.max_abs_err;
+    t["max_rel_err"] = e.max_rel_err;
+    t["rel_l2_err"] = e.rel_l2_err;
+    t["baseline_rel_l2_err"] = e.baseline_rel_l2_err;
+    t["rounding_rel_l2_err"] = e.rounding_rel_l2_err;
+    t["tolerance"] = e.tolerance;
+    t["nonfinite"] = e.nonfinite;
+    t["pass"] = e.pass;
+    t["worst_index"] = e.worst_index;
+    t["worst_cp_rank"] = e.worst_cp_rank;
+    ts.push_back(t);
+  }
+  j["tensors"] = ts;
+  if (v.worst_tensor >= 0) j["worst_tensor"] = v.tensors[static_cast<size_t>(v.worst_tensor)].tensor;
+  return j;
+}
+
+/// Writes `text` to `path` through a temporary name and a rename (STYLE.md).
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError(SourceLoc{}, "--json", "cannot write '" + path + "'", "check the directory exists");
+    f << text;
+    if (!f) throw InputError(SourceLoc{}, "--json", "cannot write '" + path + "'", "check free space");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+/// bf16_accumulation: dQ/dKV error with fp32 vs bf16 accumulators for P = 2, 4, 8 (where S allows) at A.
+nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const AttentionShape& shape, Dtype dtype,
+                                          const VerifyOptions& base) {
+  const CpLayout layout = cp_layout_for(s, t);
+  const int64_t A = layout.a2a_size();
+  nlohmann::json rows = nlohmann::json::array();
+  fmt::print("  error growth with P (A={}, {} inputs; rel_l2 of dq / dk / dv, fp32 vs {} accumulators):\n", A,
+             to_string(dtype), to_string(dtype));
+  fmt::print("  {:>3}  {:>11} {:>11} {:>11}   {:>11} {:>11} {:>11}\n", "P", "dq fp32", "dk fp32", "dv fp32", "dq acc",
+             "dk acc", "dv acc");
+  for (int64_t P : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}}) {
+    if (shape.seq_length % (2 * A * P) != 0) continue;
+    const CpCommType type = A == 1 ? CpCommType::p2p : (P == 1 ? CpCommType::a2a : CpCommType::a2a_p2p);
+    const Schedule good = build_schedule(type, CpLayout(A, P, shape.seq_length), shape);
+    const Schedule bad = inject_fault(good, FaultKind::bf16_accumulation);
+    VerifyOptions o = base;
+    o.dtype = dtype;
+    const VerifyReport g = verify_schedule_run(good, o).report;
+    const VerifyReport b = verify_schedule_run(bad, o).report;
+    fmt::print("  {:>3}  {:>11.3e} {:>11.3e} {:>11.3e}   {:>11.3e} {:>11.3e} {:>11.3e}\n", P, g.tensors[2].rel_l2_err,
+               g.tensors[3].rel_l2_err, g.tensors[4].rel_l2_err, b.tensors[2].rel_l2_err, b.tensors[3].rel_l2_err,
+               b.tensors[4].rel_l2_err);
+    nlohmann::json r;
+    r["P"] = P;
+    r["fp32_accumulation"] = {g.tensors[2].rel_l2_err, g.tensors[3].rel_l2_err, g.tensors[4].rel_l2_err};
+    r["dtype_accumulation"] = {b.tensors[2].rel_l2_err, b.tensors[3].rel_l2_err, b.tensors[4].rel_l2_err};
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+int cmd_verify(const Common& c, const VerifyArgs& args) {
+  if (args.inject == "list") {
+    fmt::print("fault injectors (--inject NAME or oracle.inject: NAME):\n{}", injector_list());
+    return kExitOk;
+  }
   Scenario s = load_scenario(c.scenario_path, c.overrides);
-  if (backend != "cpu" && backend != "gpu")
-    throw InputError(SourceLoc{}, "--backend", "unknown backend '" + backend + "'", "use --backend cpu or gpu");
-  if (threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  if (args.backend != "cpu" && args.backend != "gpu")
+    throw InputError(SourceLoc{}, "--backend", "unknown backend '" + args.backend + "'", "use --backend cpu or gpu");
+  if (args.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  Dtype dtype = s.oracle.dtype;
+  if (!args.dtype.empty()) {
+    const auto d = parse_dtype(args.dtype);
+    if (!d) throw InputError(SourceLoc{}, "--dtype", "unknown dtype '" + args.dtype + "'", "use fp64, fp32, bf16 or fp16");
+    dtype = *d;
+  }
+  std::optional<FaultKind> fault;
+  std::string inject_name = !args.inject.empty() ? args.inject : s.oracle.inject.value_or("");
+  if (!inject_name.empty()) {
+    fault = parse_fault_kind(inject_name);
+    if (!fault)
+      throw InputError(args.inject.empty() ? s.loc("oracle.inject") : SourceLoc{}, "--inject",
+                       "unknown fault injector '" + inject_name + "'",
+                       "use one of the names printed by 'hcpsim verify --inject list'");
+  }
   const auto report = validate_scenario(s, ValidationScope::attention);
-  if (backend == "gpu") {
+  if (args.backend == "gpu") {
 #if defined(HCPSIM_HAVE_CUDA)
     const auto probe = gpu::probe_devices();
     if (probe.devices.empty()) throw DeviceError(probe.status);
@@ -30,31 +205,99 @@ int cmd_verify(const Common& c, const std::string& backend, int threads) {
     throw DeviceError("hcpsim was built without CUDA (HCPSIM_ENABLE_CUDA=OFF); use --backend cpu");
 #endif
   }
+  const auto types = buildable_types(s);
+  if (fault && std::find(types.begin(), types.end(), CpCommType::all_gather) != types.end())
+    throw InputError(s.loc("parallel.cp_comm_type"), "--inject", "fault injectors need a p2p, a2a or a2a+p2p schedule",
+                     "drop --inject or use parallel.cp_comm_type=a2a+p2p");
+  check_output_path(args.json_path, "--json");
+  check_output_path(args.dump_path, "--dump");
   print_header(s);
   print_warnings(report);
-  const auto types = buildable_types(s);
-  const auto shape = attention_shape(s);
-  if (s.oracle.dtype != Dtype::fp64)
-    fmt::print("note: oracle.dtype is {}, but this version's CPU executor runs in fp64 only "
-               "(no {} emulation yet); the comparison below is fp64 vs the fp64 reference\n",
-               to_string(s.oracle.dtype), to_string(s.oracle.dtype));
+  bool dumped = false;
+  const auto full_shape = attention_shape(s);
+  nlohmann::json json_runs = nlohmann::json::array();
   bool all_pass = true;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
-    const auto sched = build_schedule(t, layout, shape);
-    fmt::print("\nverify {} [A={}, P={}] on the CPU in fp64 ({} virtual ranks, heads per TP rank {}/{}, seed {}, "
-               "inputs {}, threads {})\n",
-               to_string(t), layout.a2a_size(), layout.p2p_size(), layout.cp_size(), shape.heads_q, shape.heads_kv,
-               s.oracle.seed, s.oracle.input_distribution, threads);
-    const auto v = verify_schedule(sched, s.oracle.seed, s.oracle.input_distribution, threads);
-    fmt::print("  {:<12} {:<22} {:>13} {:>13} {:>10}  {}\n", "tensor", "shape", "max_abs_err", "rel_l2_err",
-               "tolerance", "result");
-    for (const auto& e : v.tensors) {
-      fmt::print("  {:<12} {:<22} {:>13.3e} {:>13.3e} {:>10.1e}  {}\n", e.tensor, join(e.shape), e.max_abs_err,
-                 e.rel_l2_err, e.tolerance, e.pass ? "pass" : (e.finite ? "FAIL" : "FAIL (non-finite)"));
+    const HeadSelection sel = select_heads(s, full_shape, layout.a2a_size());
+    Schedule sched = build_schedule(t, layout, sel.shape);
+    if (fault) sched = inject_fault(sched, *fault);
+    VerifyOptions opt;
+    opt.seed = s.oracle.seed;
+    opt.input_distribution = s.oracle.input_distribution;
+    opt.dtype = dtype;
+    opt.threads = args.threads;
+    opt.q_heads = sel.q_heads;
+    opt.kv_heads = sel.kv_heads;
+    opt.full_heads_q = full_shape.heads_q;
+    opt.full_heads_kv = full_shape.heads_kv;
+    fmt::print("\nverify {} [A={}, P={}] on the CPU in {} ({} virtual ranks, heads per TP rank {}/{}{}, seed {}, "
+               "inputs {}, threads {}{})\n",
+               to_string(t), layout.a2a_size(), layout.p2p_size(), to_string(dtype), layout.cp_size(),
+               full_shape.heads_q, full_shape.heads_kv,
+               sel.q_heads.empty() ? std::string()
+                                   : fmt::format(", checking {}/{} (oracle.heads)", sel.shape.heads_q,
+                                                 sel.shape.heads_kv),
+               s.oracle.seed, s.oracle.input_distribution, args.threads,
+               fault ? ", injected fault " + to_string(*fault) : std::string());
+    if (fault == FaultKind::bf16_accumulation) {
+      const Dtype acc = (dtype == Dtype::bf16 || dtype == Dtype::fp16) ? dtype : Dtype::bf16;
+      if (acc != dtype) fmt::print("  note: bf16_accumulation needs a 16-bit dtype; measuring with bf16\n");
+      nlohmann::json j;
+      j["cp_comm_type"] = to_string(t);
+      j["inject"] = "bf16_accumulation";
+      j["growth"] = report_accumulation_growth(s, t, sel.shape, acc, opt);
+      json_runs.push_back(j);
+      fmt::print("  result: REPORT (bf16_accumulation is TE's real F16 behaviour: measured, not a failure)\n");
+      continue;
     }
-    fmt::print("  result: {}\n", v.pass ? "PASS (HCP equals full attention)" : "FAIL");
+    const VerifyRun run = verify_schedule_run(sched, opt);
+    const VerifyReport& v = run.report;
+    print_table(v);
+    if (v.pass) {
+      fmt::print("  result: PASS (HCP equals full attention within the {} error model)\n", to_string(dtype));
+    } else {
+      const TensorError& w = v.tensors[static_cast<size_t>(v.worst_tensor)];
+      fmt::print("  result: FAIL: worst tensor {} (rel_l2_err {:.3e} vs tolerance {:.2e}{}), cp_rank {}, element {}: "
+                 "got {:.17g}, reference {:.17g}\n",
+                 w.tensor, w.rel_l2_err, w.tolerance, w.finite ? "" : fmt::format(", {} non-finite", w.nonfinite),
+                 w.worst_cp_rank, element_text(w), w.worst_value, w.worst_reference);
+    }
+    json_runs.push_back(report_json(v, fault ? to_string(*fault) : std::string()));
+    if (!args.dump_path.empty() && !dumped) {  // the first comm type of a per-layer list
+      DumpContents d;
+      d.dtype = dtype;
+      d.inputs = run.inputs;
+      d.reference = run.reference;
+      d.hcp = run.hcp;
+      d.metrics = v.tensors;
+      d.meta_text = {{"scenario_yaml", read_text(s.source_path)},
+                     {"dtype", to_string(dtype)},
+                     {"backend", args.backend},
+                     {"hcpsim_version", HCPSIM_VERSION_STRING},
+                     {"x86_level", HCPSIM_X86_LEVEL_STRING},
+                     {"attn_mask_type", to_string(s.model.attn_mask_type)},
+                     {"qkv_format", to_string(s.model.qkv_format)},
+                     {"cp_comm_type", to_string(t)},
+                     {"input_distribution", s.oracle.input_distribution},
+                     {"inject", fault ? to_string(*fault) : std::string()}};
+      d.meta_number = {{"seed", static_cast<double>(s.oracle.seed)},
+                       {"a2a_size", static_cast<double>(layout.a2a_size())},
+                       {"p2p_size", static_cast<double>(layout.p2p_size())},
+                       {"causal", sel.shape.causal ? 1.0 : 0.0},
+                       {"softmax_scale", sel.shape.softmax_scale}};
+      write_dump(args.dump_path, d);
+      dumped = true;
+      fmt::print("  dump: {}\n", args.dump_path);
+    }
     all_pass = all_pass && v.pass;
+  }
+  if (!args.json_path.empty()) {
+    nlohmann::json j;
+    j["scenario"] = s.name;
+    j["pass"] = all_pass;
+    j["runs"] = json_runs;
+    write_file_atomically(args.json_path, j.dump(2) + "\n");
   }
   return all_pass ? kExitOk : kExitFailed;
 }
@@ -64,12 +307,24 @@ int cmd_verify(const Common& c, const std::string& backend, int threads) {
 CLI::App* add_verify_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("verify", "run the HCP schedule numerically and compare with full attention");
   auto common = std::make_shared<Common>();
-  auto backend = std::make_shared<std::string>("cpu");
-  auto threads = std::make_shared<int>(1);
+  auto args = std::make_shared<VerifyArgs>();
   add_scenario_args(cmd, *common);
-  cmd->add_option("--backend", *backend, "cpu (Eigen, fp64) or gpu")->capture_default_str();
-  cmd->add_option("--threads", *threads, "CPU threads (results are identical for any count)")->capture_default_str();
-  cmd->callback([&exit_code, common, backend, threads] { exit_code = cmd_verify(*common, *backend, *threads); });
+  // `--inject list` needs no scenario.
+  cmd->get_option("scenario")->required(false);
+  cmd->add_option("--backend", args->backend, "cpu (Eigen) or gpu")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "CPU threads (results are identical for any count)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "precision: fp64, fp32 (default, or oracle.dtype), bf16, fp16 (emulated at TE's rounding points); "
+                  "never taken from params_dtype");
+  cmd->add_option("--inject", args->inject, "inject a fault ('list' prints them):\n" + injector_list());
+  cmd->add_option("--json", args->json_path, "also write the report as JSON to this file");
+  cmd->add_option("--dump", args->dump_path, "write inputs, fp64 reference and HCP results to this HDF5 file");
+  cmd->callback([&exit_code, common, args] {
+    if (common->scenario_path.empty() && args->inject != "list")
+      throw InputError(SourceLoc{}, "scenario", "missing scenario file", "run 'hcpsim verify SCENARIO.yaml'");
+    exit_code = cmd_verify(*common, *args);
+  });
   return cmd;
 }
 

@@ -43,6 +43,53 @@ constexpr double kMessageLatencyS = 5e-6;
 constexpr double kAttnFwdEfficiency = 0.6;
 constexpr double kAttnBwdEfficiency = 0.5;
 
+// Source: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608) Figures 5 and 6: H100 SXM5 BF16 TFLOP/s of
+// FlashAttention-3 at sequence length 512 … 16k (batch·seqlen = 16k tokens, 2048 hidden), read off the plots to
+// about ±5% and divided by the 989.4 TFLOP/s peak. Index: head dim {64, 128}, square blocks of n = 512 … 16384
+// rows, causal or not. A non-square block (r × c) takes the value of the square block of the same area,
+// n = sqrt(r·c) (assumption). Used for H100 and H200 (same SMs); A100 and B200 keep the scalar efficiencies.
+constexpr int64_t kFa3SeqLens[] = {512, 1024, 2048, 4096, 8192, 16384};
+constexpr double kFa3FwdD64[] = {0.33, 0.42, 0.48, 0.50, 0.51, 0.51};
+constexpr double kFa3FwdD128[] = {0.45, 0.56, 0.65, 0.70, 0.73, 0.75};
+constexpr double kFa3FwdCausalD64[] = {0.17, 0.26, 0.35, 0.42, 0.46, 0.48};
+constexpr double kFa3FwdCausalD128[] = {0.20, 0.33, 0.48, 0.60, 0.67, 0.72};
+constexpr double kFa3BwdD64[] = {0.27, 0.33, 0.38, 0.41, 0.43, 0.44};
+constexpr double kFa3BwdD128[] = {0.31, 0.40, 0.47, 0.52, 0.55, 0.57};
+constexpr double kFa3BwdCausalD64[] = {0.18, 0.25, 0.31, 0.36, 0.40, 0.42};
+constexpr double kFa3BwdCausalD128[] = {0.21, 0.30, 0.39, 0.46, 0.51, 0.54};
+
+// Source: assumption, order of magnitude only: CUDA kernel launch overhead is commonly quoted at a few µs per
+// launch from eager-mode frameworks, and a tiny kernel adds ~1 µs of device time (to be calibrated).
+constexpr double kKernelLaunchOverheadS = 3e-6;
+// Source: assumption: no slowdown by default. NCCL kernels occupy a few SMs (NCCL_MIN/MAX_NCHANNELS, 1 block
+// per channel) out of 132 on H100, a few percent; set cluster.gpu.compute_slowdown_during_comm to calibrate.
+constexpr double kCommSlowdown = 1.0;
+// Source: NVIDIA DGX SuperPOD H100 reference architecture: scalable units of 32 nodes, one leaf per rail per
+// unit (rail-optimised), non-blocking. The spine count is an assumption (8: one per rail of a unit).
+constexpr int64_t kLeafDownlinks = 32;
+constexpr int64_t kSpines = 8;
+
+std::vector<EfficiencyPoint> fa3_table(const double (&d64)[6], const double (&d128)[6], const double (&c64)[6],
+                                       const double (&c128)[6]) {
+  std::vector<EfficiencyPoint> t;
+  for (int causal = 0; causal < 2; ++causal) {
+    for (int64_t hd : {64, 128}) {
+      const double* e = causal ? (hd == 64 ? c64 : c128) : (hd == 64 ? d64 : d128);
+      for (size_t i = 0; i < 6; ++i) {
+        for (size_t j = 0; j < 6; ++j) {
+          // Area-equivalent square block: sqrt(r·c) sits between seqlens i and j in log2 space at (i+j)/2.
+          const double pos = static_cast<double>(i + j) / 2;
+          const auto lo = static_cast<size_t>(pos);
+          const double frac = pos - static_cast<double>(lo);
+          const double v = frac == 0 ? e[lo] : e[lo] * (1 - frac) + e[lo + 1] * frac;
+          t.push_back({hd, kFa3SeqLens[i], kFa3SeqLens[j], causal == 1, v});
+        }
+      }
+    }
+  }
+  return t;
+}
+
 ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_bytes_per_s, double nic_bytes_per_s) {
   ClusterSpec c;
   c.preset = preset;
@@ -52,22 +99,32 @@ ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_by
   c.nvlink = {nvlink_bytes_per_s, kNvlinkLatencyS};
   c.network = {nic_bytes_per_s, kNetworkLatencyS};
   c.message_latency_s = kMessageLatencyS;
+  c.nics_per_node = 8;  // Source: DGX H100/H200/A100/B200 user guides: 8 single-port compute NICs, one per GPU.
+  c.fabric.leaf_downlinks = kLeafDownlinks;
+  c.fabric.spines = kSpines;
+  c.gpu.kernel_launch_overhead_s = kKernelLaunchOverheadS;
+  c.gpu.compute_slowdown_during_comm = kCommSlowdown;
   return c;
 }
 
 }  // namespace
 
+std::string to_string(FabricSpec::Kind k) {
+  return k == FabricSpec::Kind::fat_tree ? "fat_tree" : "rail_optimized";
+}
+
 std::optional<ClusterSpec> cluster_preset(const std::string& name, int64_t nodes) {
-  if (name == "dgx-h100")
-    return dgx("dgx-h100", nodes,
-               {"H100-SXM5-80GB", kH100PeakBf16FlopsPerS, kH100MemoryBytes, kH100HbmBytesPerS, kAttnFwdEfficiency,
-                kAttnBwdEfficiency},
-               kNvlink4BytesPerS, kCx7AchievedBytesPerS);
-  if (name == "dgx-h200")
-    return dgx("dgx-h200", nodes,
-               {"H200-SXM-141GB", kH100PeakBf16FlopsPerS, kH200MemoryBytes, kH200HbmBytesPerS, kAttnFwdEfficiency,
-                kAttnBwdEfficiency},
-               kNvlink4BytesPerS, kCx7AchievedBytesPerS);
+  if (name == "dgx-h100" || name == "dgx-h200") {
+    const bool h100 = name == "dgx-h100";
+    auto c = dgx(h100 ? "dgx-h100" : "dgx-h200", nodes,
+                 {h100 ? "H100-SXM5-80GB" : "H200-SXM-141GB", kH100PeakBf16FlopsPerS,
+                  h100 ? kH100MemoryBytes : kH200MemoryBytes, h100 ? kH100HbmBytesPerS : kH200HbmBytesPerS,
+                  kAttnFwdEfficiency, kAttnBwdEfficiency},
+                 kNvlink4BytesPerS, kCx7AchievedBytesPerS);
+    c.gpu.attn_fwd_table = fa3_table(kFa3FwdD64, kFa3FwdD128, kFa3FwdCausalD64, kFa3FwdCausalD128);
+    c.gpu.attn_bwd_table = fa3_table(kFa3BwdD64, kFa3BwdD128, kFa3BwdCausalD64, kFa3BwdCausalD128);
+    return c;
+  }
   if (name == "dgx-a100")
     return dgx("dgx-a100", nodes,
                {"A100-SXM4-80GB", kA100PeakBf16FlopsPerS, kA100MemoryBytes, kA100HbmBytesPerS, kAttnFwdEfficiency,

@@ -1,5 +1,7 @@
 #include "hcpsim/core/scenario_loader.hpp"
 
+#include "hcpsim/core/fault_injection.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -257,7 +259,8 @@ class Reader {
       sc_.cluster = *cluster_preset("dgx-h100", 1);
       return;
     }
-    check_map(m, P, {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network", "message_latency_us"});
+    check_map(m, P, {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network", "message_latency_us",
+                     "nics_per_node", "fabric", "topology"});
     const int64_t nodes = m["nodes"] ? get_int(m["nodes"], P + ".nodes") : 1;
     if (nodes < 1) fail(m["nodes"], P + ".nodes", "must be at least 1", "set cluster.nodes to the node count");
     ClusterSpec& c = sc_.cluster;
@@ -283,6 +286,94 @@ class Reader {
     if (m["network"]) c.network = read_link(m["network"], P + ".network", !m["preset"]);
     if (m["message_latency_us"])
       c.message_latency_s = positive(m["message_latency_us"], P + ".message_latency_us", true) / 1e6;
+    if (m["nics_per_node"]) {
+      c.nics_per_node = get_int(m["nics_per_node"], P + ".nics_per_node");
+      if (c.nics_per_node < 1 || c.gpus_per_node % c.nics_per_node != 0)
+        fail(m["nics_per_node"], P + ".nics_per_node",
+             "must be ≥ 1 and divide gpus_per_node (" + std::to_string(c.gpus_per_node) + ")",
+             "give a divisor of gpus_per_node, e.g. " + std::to_string(c.gpus_per_node) + " (one NIC per GPU)");
+    }
+    if (m["fabric"]) read_fabric(m["fabric"], P + ".fabric");
+    if (m["topology"]) read_topology(m["topology"], P + ".topology");
+  }
+
+  void read_fabric(const YAML::Node& m, const std::string& P) {
+    check_map(m, P, {"kind", "leaf_downlinks", "spines", "oversubscription"});
+    FabricSpec& f = sc_.cluster.fabric;
+    if (m["kind"]) {
+      const std::string k = get_string(m["kind"], P + ".kind");
+      if (k == "rail_optimized") f.kind = FabricSpec::Kind::rail_optimized;
+      else if (k == "fat_tree") f.kind = FabricSpec::Kind::fat_tree;
+      else fail(m["kind"], P + ".kind", "unknown fabric '" + k + "'", "use one of: rail_optimized, fat_tree");
+    }
+    for (const char* key : {"leaf_downlinks", "spines"}) {
+      if (!m[key]) continue;
+      const int64_t v = get_int(m[key], P + "." + key);
+      if (v < 1) fail(m[key], P + "." + key, "must be at least 1", "give a positive count, e.g. 32");
+      (std::string(key) == "spines" ? f.spines : f.leaf_downlinks) = v;
+    }
+    if (m["oversubscription"]) {
+      f.oversubscription = get_double(m["oversubscription"], P + ".oversubscription");
+      if (f.oversubscription < 1)
+        fail(m["oversubscription"], P + ".oversubscription", "must be ≥ 1 (downlink : uplink bandwidth)",
+             "use 1 for a non-blocking fabric, 2 for 2:1");
+    }
+  }
+
+  /// cluster.topology: {vertices: [{name, kind, node}], links: [{a, b, bandwidth_GB_per_s, latency_us}]}.
+  void read_topology(const YAML::Node& m, const std::string& P) {
+    check_map(m, P, {"vertices", "links"});
+    ExplicitTopology& t = sc_.cluster.topology;
+    t = ExplicitTopology{};
+    if (!m["vertices"] || !m["vertices"].IsSequence() || m["vertices"].size() == 0)
+      fail(m, P + ".vertices", "expected a non-empty list of vertices",
+           "write '" + P + ".vertices: [{name: g0, kind: gpu, node: 0}, ...]'");
+    std::map<std::string, int64_t> index;
+    const YAML::Node vs = m["vertices"];
+    for (size_t i = 0; i < vs.size(); ++i) {
+      const std::string vp = P + ".vertices[" + std::to_string(i) + "]";
+      check_map(vs[i], vp, {"name", "kind", "node"});
+      if (!vs[i]["name"] || !vs[i]["kind"]) fail(vs[i], vp, "a vertex needs 'name' and 'kind'", "add both keys");
+      ExplicitTopology::Vertex v;
+      v.name = get_string(vs[i]["name"], vp + ".name");
+      v.kind = get_string(vs[i]["kind"], vp + ".kind");
+      const std::vector<std::string> kinds{"gpu", "nvswitch", "nic", "leaf", "spine"};
+      if (std::find(kinds.begin(), kinds.end(), v.kind) == kinds.end())
+        fail(vs[i]["kind"], vp + ".kind", "unknown vertex kind '" + v.kind + "'",
+             "use one of: gpu, nvswitch, nic, leaf, spine");
+      if (vs[i]["node"]) v.node = get_int(vs[i]["node"], vp + ".node");
+      if (v.kind == "gpu" && v.node < 0) fail(vs[i], vp + ".node", "a gpu vertex needs its node", "add 'node: <index>'");
+      if (!index.emplace(v.name, static_cast<int64_t>(t.vertices.size())).second)
+        fail(vs[i]["name"], vp + ".name", "duplicate vertex name '" + v.name + "'", "give every vertex its own name");
+      t.vertices.push_back(v);
+    }
+    int64_t gpus = 0;
+    for (const auto& v : t.vertices) gpus += v.kind == "gpu" ? 1 : 0;
+    if (gpus != sc_.cluster.world_size())
+      fail(m["vertices"], P + ".vertices",
+           "lists " + std::to_string(gpus) + " gpu vertices but nodes · gpus_per_node = " +
+               std::to_string(sc_.cluster.world_size()),
+           "list one gpu vertex per GPU, or fix cluster.nodes / cluster.gpus_per_node");
+    const YAML::Node ls = m["links"];
+    if (!ls || !ls.IsSequence()) fail(m, P + ".links", "expected a list of links", "write '" + P + ".links: [{a: g0, b: sw0, bandwidth_GB_per_s: 450, latency_us: 0.5}, ...]'");
+    for (size_t i = 0; i < ls.size(); ++i) {
+      const std::string lp = P + ".links[" + std::to_string(i) + "]";
+      check_map(ls[i], lp, {"a", "b", "bandwidth_GB_per_s", "latency_us"});
+      ExplicitTopology::Link l;
+      for (const char* end : {"a", "b"}) {
+        if (!ls[i][end]) fail(ls[i], lp, std::string("a link needs '") + end + "'", "name both end vertices");
+        const std::string name = get_string(ls[i][end], lp + "." + end);
+        const auto it = index.find(name);
+        if (it == index.end())
+          fail(ls[i][end], lp + "." + end, "unknown vertex '" + name + "'", "use a name listed under " + P + ".vertices");
+        (std::string(end) == "a" ? l.a : l.b) = it->second;
+      }
+      if (l.a == l.b) fail(ls[i], lp, "a link joins a vertex to itself", "name two different vertices");
+      if (!ls[i]["bandwidth_GB_per_s"]) fail(ls[i], lp, "a link needs 'bandwidth_GB_per_s'", "add the per-direction rate");
+      l.bandwidth_bytes_per_s = positive(ls[i]["bandwidth_GB_per_s"], lp + ".bandwidth_GB_per_s", false) * 1e9;
+      if (ls[i]["latency_us"]) l.latency_s = positive(ls[i]["latency_us"], lp + ".latency_us", true) / 1e6;
+      t.links.push_back(l);
+    }
   }
 
   double positive(const YAML::Node& n, const std::string& path, bool allow_zero) const {
@@ -294,7 +385,10 @@ class Reader {
   void read_gpu(const YAML::Node& m, const std::string& P, bool all_required) {
     const std::vector<std::string> keys{"name", "peak_bf16_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s",
                                         "attn_fwd_efficiency", "attn_bwd_efficiency"};
-    check_map(m, P, keys);
+    std::vector<std::string> allowed = keys;
+    allowed.insert(allowed.end(),
+                   {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table"});
+    check_map(m, P, allowed);
     if (all_required)
       for (const auto& k : keys)
         if (!m[k]) fail(m, P, "explicit gpu without '" + k + "'", "add '" + P + "." + k + "'");
@@ -308,7 +402,59 @@ class Reader {
       const double e = get_double(m[key], P + "." + key);
       if (e <= 0 || e > 1) fail(m[key], P + "." + key, "must be in (0, 1]", "give achieved/peak, e.g. 0.6");
       (std::string(key) == "attn_fwd_efficiency" ? g.attn_fwd_efficiency : g.attn_bwd_efficiency) = e;
+      // A scalar efficiency replaces the preset's table for that direction.
+      (std::string(key) == "attn_fwd_efficiency" ? g.attn_fwd_table : g.attn_bwd_table).clear();
     }
+    for (const char* key : {"attn_fwd_table", "attn_bwd_table"})
+      if (m[key]) (std::string(key) == "attn_fwd_table" ? g.attn_fwd_table : g.attn_bwd_table) =
+                      read_efficiency_table(m[key], P + "." + key);
+    if (m["kernel_launch_overhead_us"])
+      g.kernel_launch_overhead_s = positive(m["kernel_launch_overhead_us"], P + ".kernel_launch_overhead_us", true) / 1e6;
+    if (m["compute_slowdown_during_comm"]) {
+      g.compute_slowdown_during_comm = get_double(m["compute_slowdown_during_comm"], P + ".compute_slowdown_during_comm");
+      if (g.compute_slowdown_during_comm < 1)
+        fail(m["compute_slowdown_during_comm"], P + ".compute_slowdown_during_comm", "must be ≥ 1",
+             "give compute time with communication / without, e.g. 1.1 (1 = no slowdown)");
+    }
+  }
+
+  /// A list of {head_dim, q_rows, kv_rows, causal, efficiency}; per (causal, head_dim) the points must form a
+  /// full q_rows × kv_rows grid (the simulator interpolates on it). An empty list clears the table.
+  std::vector<EfficiencyPoint> read_efficiency_table(const YAML::Node& m, const std::string& P) {
+    if (!m.IsSequence())
+      fail(m, P, "expected a list of points",
+           "write '" + P + ": [{head_dim: 128, q_rows: 4096, kv_rows: 4096, causal: false, efficiency: 0.7}, ...]'");
+    std::vector<EfficiencyPoint> t;
+    std::map<std::pair<bool, int64_t>, std::pair<std::set<int64_t>, std::set<int64_t>>> grids;
+    std::map<std::pair<bool, int64_t>, size_t> counts;
+    for (size_t i = 0; i < m.size(); ++i) {
+      const std::string ip = P + "[" + std::to_string(i) + "]";
+      check_map(m[i], ip, {"head_dim", "q_rows", "kv_rows", "causal", "efficiency"});
+      for (const char* k : {"head_dim", "q_rows", "kv_rows", "efficiency"})
+        if (!m[i][k]) fail(m[i], ip, std::string("a point needs '") + k + "'", std::string("add '") + k + "'");
+      EfficiencyPoint e;
+      e.head_dim = get_int(m[i]["head_dim"], ip + ".head_dim");
+      e.q_rows = get_int(m[i]["q_rows"], ip + ".q_rows");
+      e.kv_rows = get_int(m[i]["kv_rows"], ip + ".kv_rows");
+      if (e.head_dim < 1 || e.q_rows < 1 || e.kv_rows < 1)
+        fail(m[i], ip, "head_dim, q_rows and kv_rows must be ≥ 1", "give the block shape in rows and the head dim");
+      if (m[i]["causal"]) e.causal = get_bool(m[i]["causal"], ip + ".causal");
+      e.efficiency = get_double(m[i]["efficiency"], ip + ".efficiency");
+      if (e.efficiency <= 0 || e.efficiency > 1)
+        fail(m[i]["efficiency"], ip + ".efficiency", "must be in (0, 1]", "give achieved/peak, e.g. 0.6");
+      auto& grid = grids[{e.causal, e.head_dim}];
+      grid.first.insert(e.q_rows);
+      grid.second.insert(e.kv_rows);
+      ++counts[{e.causal, e.head_dim}];
+      t.push_back(e);
+    }
+    for (const auto& [k, grid] : grids)
+      if (grid.first.size() * grid.second.size() != counts[k])
+        fail(m, P,
+             "the points of head_dim " + std::to_string(k.second) + (k.first ? " (causal)" : "") +
+                 " do not form a full q_rows x kv_rows grid (or repeat a point)",
+             "give one point for every combination of the listed q_rows and kv_rows");
+    return t;
   }
 
   LinkSpec read_link(const YAML::Node& m, const std::string& P, bool all_required) {
@@ -324,7 +470,7 @@ class Reader {
 
   void read_oracle(const YAML::Node& m) {
     const std::string P = "oracle";
-    check_map(m, P, {"seed", "dtype", "input_distribution", "heads"});
+    check_map(m, P, {"seed", "dtype", "input_distribution", "heads", "inject"});
     OracleSpec& o = sc_.oracle;
     if (m["seed"]) {
       const int64_t seed = get_int(m["seed"], P + ".seed");
@@ -335,19 +481,33 @@ class Reader {
     if (m["input_distribution"]) {
       o.input_distribution = get_string(m["input_distribution"], P + ".input_distribution");
       if (o.input_distribution != "clamped_normal" && o.input_distribution != "normal" &&
-          o.input_distribution != "uniform")
+          o.input_distribution != "uniform" && o.input_distribution != "adversarial")
         fail(m["input_distribution"], P + ".input_distribution", "unknown distribution '" + o.input_distribution + "'",
-             "use one of: clamped_normal, normal, uniform");
+             "use one of: clamped_normal, normal, uniform, adversarial");
     }
     if (m["heads"]) {
       o.heads = get_string(m["heads"], P + ".heads");
-      if (o.heads != "all") fail(m["heads"], P + ".heads", "only 'all' is supported", "write 'heads: all'");
+      const bool digits = !o.heads.empty() && o.heads.size() < 10 &&
+                          std::all_of(o.heads.begin(), o.heads.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      if (o.heads != "all" && (!digits || std::stoll(o.heads) < 1))
+        fail(m["heads"], P + ".heads", "expected 'all' or a positive number of q-heads, got '" + o.heads + "'",
+             "write 'heads: all' or e.g. 'heads: 4' (the first 4 q-heads of each a2a member)");
+    }
+    if (m["inject"]) {
+      const std::string name = get_string(m["inject"], P + ".inject");
+      if (!parse_fault_kind(name)) {
+        std::string list;
+        for (FaultKind k : all_fault_kinds()) list += (list.empty() ? "" : ", ") + to_string(k);
+        fail(m["inject"], P + ".inject", "unknown fault injector '" + name + "'", "use one of: " + list);
+      }
+      o.inject = name;
     }
   }
 
   void read_expect(const YAML::Node& m) {
     const std::string P = "expect";
-    check_map(m, P, {"validate", "verify"});
+    check_map(m, P, {"validate", "verify", "simulate"});
+    sc_.expect.present = true;
     if (m["validate"]) {
       const YAML::Node& v = m["validate"];
       check_map(v, P + ".validate", {"exit_code", "error"});
@@ -356,15 +516,43 @@ class Reader {
     }
     if (m["verify"]) {
       const YAML::Node& v = m["verify"];
-      check_map(v, P + ".verify", {"result"});
+      check_map(v, P + ".verify", {"result", "max_rel_l2"});
       if (v["result"]) {
         const std::string r = get_string(v["result"], P + ".verify.result");
         if (r != "pass" && r != "fail") fail(v["result"], P + ".verify.result", "unknown result '" + r + "'", "use pass or fail");
         sc_.expect.verify_result = r;
       }
+      if (v["max_rel_l2"]) {
+        const std::string key = P + ".verify.max_rel_l2";
+        check_map(v["max_rel_l2"], key, {"out", "lse", "dq", "dk", "dv"});
+        for (auto it = v["max_rel_l2"].begin(); it != v["max_rel_l2"].end(); ++it) {
+          const std::string name = it->first.as<std::string>();
+          const double bound = get_double(it->second, key + "." + name);
+          if (bound < 0) fail(it->second, key + "." + name, "must be >= 0", "give an upper bound on the relative L2 error");
+          sc_.expect.verify_max_rel_l2[name] = bound;
+        }
+      }
+    }
+    if (m["simulate"]) {
+      const YAML::Node& v = m["simulate"];
+      const std::string key = P + ".simulate";
+      if (!v.IsMap()) fail(v, key, "expected a mapping of golden values", "write e.g. 'simulate: {total_ps: 123}'");
+      // Field names are checked by the replay, which knows what the simulator reports.
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        const std::string name = it->first.as<std::string>();
+        sc_.locations[key + "." + name] = loc(it->first, key + "." + name);
+        sc_.expect.simulate[name] = get_int(it->second, key + "." + name);
+      }
     }
   }
 
+ public:
+  /// Reads just the expect block of `root` (for load_expect).
+  void read_expect_only(const YAML::Node& root) {
+    if (root.IsMap() && root["expect"]) read_expect(root["expect"]);
+  }
+
+ private:
   std::string file_;
   std::map<std::string, std::string> overridden_;
   Scenario& sc_;
@@ -459,6 +647,27 @@ Scenario load_scenario_text(const std::string& text, const std::string& display_
     throw InputError(l, "", "not valid YAML (" + e.msg + ")", "fix the syntax at that position");
   }
   return load_from_node(root, display_name, overrides);
+}
+
+ExpectSpec load_expect(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SourceLoc l;
+  l.file = path;
+  if (!in) throw InputError(l, "", "cannot open the scenario file", "check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Scenario sc;
+  sc.source_path = path;
+  try {
+    YAML::Node root = YAML::Load(ss.str());
+    Reader reader(path, {}, sc);
+    reader.read_expect_only(root);
+  } catch (const YAML::Exception& e) {
+    l.line = e.mark.line + 1;
+    l.column = e.mark.column + 1;
+    throw InputError(l, "expect", "not valid YAML (" + e.msg + ")", "fix the syntax at that position");
+  }
+  return sc.expect;
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "hcpsim/core/error.hpp"
 
@@ -72,6 +73,7 @@ namespace {
 constexpr int64_t kTagFwdA2aQ = 1, kTagFwdA2aK = 2, kTagFwdA2aV = 3, kTagFwdA2aOut = 4;
 constexpr int64_t kTagBwdA2aDout = 11, kTagBwdA2aDq = 12, kTagBwdA2aDk = 13, kTagBwdA2aDv = 14;
 constexpr int64_t kTagFwdRing = 1000, kTagBwdRing = 2000;
+constexpr int64_t kTagFwdAgK = 21, kTagBwdAgK = 31, kTagBwdRsDk = 33, kTagBwdRsDv = 34;  // all_gather (+1: v)
 
 int64_t mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 
@@ -162,7 +164,7 @@ Section bwd_section(bool causal, int64_t P, int64_t p, int64_t i) {
   return i >= P - p - 1 ? Section::lower : Section::upper;
 }
 
-void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
+void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const BuilderFaults& faults) {
   const AttentionShape& sh = sched.shape;
   const int64_t A = layout.a2a_size(), P = layout.p2p_size();
   const int64_t a = layout.a2a_rank(g), p = layout.p2p_rank(g);
@@ -242,7 +244,12 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
       comm_op[iu] = rb.add(m, F, comm, deps, "fwd step " + std::to_string(i) + " send/recv kv", i, 0,
                            rb.bytes_of(ring_k[iu]) + rb.bytes_of(ring_v[iu]));
     }
-    const Section sec = fwd_section(causal, P, p, i);
+    Section sec = fwd_section(causal, P, p, i);
+    if (faults.swapped_causal_sections && sec == Section::lower) {
+      sec = Section::upper;
+    } else if (faults.swapped_causal_sections && sec == Section::upper) {
+      sec = Section::lower;
+    }
     fsec[iu] = sec;
     const auto rows = rows_of(sec, C);
     out_step[iu] = rb.alloc("out_step" + std::to_string(i), rows.q.count, Hl, dv, dt, F, st);
@@ -262,7 +269,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
     } else {
       RowRange dst = rows.q;
       std::vector<OpIndex> mdeps{kernel, last_merge};
-      last_merge = rb.add(LseMergeOp{lse, lse_step[iu], dst}, F, st, mdeps,
+      last_merge = rb.add(LseMergeOp{lse, lse_step[iu], dst, false}, F, st, mdeps,
                           "fwd step " + std::to_string(i) + " lse merge", i, 0, dst.count * sh.batch * Hl * 4 * 3);
     }
   }
@@ -308,6 +315,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
   KvBuf buf[2];
   const BufferId saved_k = ring_k[static_cast<size_t>(P - 1)], saved_v = ring_v[static_cast<size_t>(P - 1)];
   OpIndex b0_copy = -1;
+  BufferId stale_k = -1, stale_v = -1;  // fault stale_kv_backward only
   if (P == 1) {
     buf[0] = {saved_k, saved_v, -1, -1};
     buf[0].dk = rb.alloc(A > 1 ? "dk.a2a" : "dk", s_l, Hkvl, dk, dt, B, cs);
@@ -322,6 +330,12 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
     }
     rb.copy(buf[0].k, {0, s_l}, saved_k, {0, s_l}, false, B, cs, bwd_ready, "bwd ring buffer 0 (k)");
     b0_copy = rb.copy(buf[0].v, {0, s_l}, saved_v, {0, s_l}, false, B, cs, {}, "bwd ring buffer 0 (v)");
+    if (faults.stale_kv_backward) {
+      stale_k = rb.alloc("bwd_stale.k", s_l, Hkvl, dk, dt, B, cs);
+      stale_v = rb.alloc("bwd_stale.v", s_l, Hkvl, dv, dt, B, cs);
+      rb.copy(stale_k, {0, s_l}, saved_k, {0, s_l}, false, B, cs, {}, "bwd stale kv (k)");
+      b0_copy = rb.copy(stale_v, {0, s_l}, saved_v, {0, s_l}, false, B, cs, {}, "bwd stale kv (v)");
+    }
     rb.free(saved_k, B, cs);
     rb.free(saved_v, B, cs);
   }
@@ -361,7 +375,9 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
     if (prev_comm >= 0) kdeps.push_back(prev_comm);
     if (b0_copy >= 0) kdeps.push_back(b0_copy);
     const double flops = bwd_pair * static_cast<double>(block_pairs(rows.q.count, rows.kv.count, rows.mask));
-    OpIndex kernel = rb.add(AttnBwdBlockOp{qa, buf[cur].k, buf[cur].v, out_a, douta, lse, rows.q, rows.kv, rows.mask,
+    const BufferId kern_k = stale_k >= 0 ? stale_k : buf[cur].k;
+    const BufferId kern_v = stale_v >= 0 ? stale_v : buf[cur].v;
+    OpIndex kernel = rb.add(AttnBwdBlockOp{qa, kern_k, kern_v, out_a, douta, lse, rows.q, rows.kv, rows.mask,
                                            sec, dq_, dk_, dv_},
                             B, cs, kdeps, step + " " + to_string(sec), i, flops,
                             2 * (rb.bytes_of(qa) + rb.bytes_of(buf[cur].k) + rb.bytes_of(buf[cur].v)) +
@@ -421,6 +437,10 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
     for (BufferId id : {spare.k, spare.v, spare.dk, spare.dv}) rb.free(id, B, cs);
     rb.free(fin.k, B, cs);
     rb.free(fin.v, B, cs);
+    if (stale_k >= 0) {
+      rb.free(stale_k, B, cs);
+      rb.free(stale_v, B, cs);
+    }
   } else {
     rb.free(saved_k, B, cs);
     rb.free(saved_v, B, cs);
@@ -455,10 +475,119 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g) {
                   {"dv", dvf, flat_tokens, 0}};
 }
 
+/// TE AttnFuncWithCPAndKVAllGather (HCP_ALGORITHM.md §9.5) for flat CP rank g: all-gather K and V along the
+/// sequence into natural order (before(cp)), one forward kernel per local chunk (g and 2cp−1−g) against the KV
+/// prefix it may see (bottom-right causal), backward per chunk into full-length zeroed dK/dV accumulators that are
+/// reduce-scattered (after(cp)) back to the zigzag shards. K and V are gathered again in the backward, as TE does.
+void build_rank_all_gather(Schedule& sched, const CpLayout& layout, int64_t g) {
+  const AttentionShape& sh = sched.shape;
+  const int64_t cp = layout.cp_size();
+  const int64_t c = layout.chunk_size();  // S/(2cp)
+  const int64_t S = sh.seq_length, s_f = 2 * c;
+  const int64_t H = sh.heads_q, Hkv = sh.heads_kv, dk = sh.head_dim_qk, dv = sh.head_dim_v;
+  const Dtype dt = sh.dtype;
+  const bool causal = sh.causal;
+  const double fwd_pair = attn_fwd_flops_per_pair(dk, dv) * static_cast<double>(sh.batch * H);
+  const double bwd_pair = attn_bwd_flops_per_pair(dk, dv) * static_cast<double>(sh.batch * H);
+  RankProgram& prog = sched.ranks[static_cast<size_t>(g)];
+  prog.cp_rank = g;
+  RankBuilder rb(prog, sh);
+  const auto F = Phase::forward;
+  const auto B = Phase::backward;
+  const auto comm = Stream::comm;
+  const auto tokens = layout.tokens_before_a2a(g);
+  BufferId q = rb.declare("q", s_f, H, dk, dt);        // [b, S/cp, H, dk]
+  BufferId k = rb.declare("k", s_f, Hkv, dk, dt);      // [b, S/cp, Hkv, dk]
+  BufferId v = rb.declare("v", s_f, Hkv, dv, dt);      // [b, S/cp, Hkv, dv]
+  BufferId dout = rb.declare("dout", s_f, H, dv, dt);  // [b, S/cp, H, dv]
+  prog.inputs = {{"q", q, tokens, 0}, {"k", k, tokens, 0}, {"v", v, tokens, 0}, {"dout", dout, tokens, 0}};
+  std::vector<int64_t> group(static_cast<size_t>(cp));
+  for (int64_t r = 0; r < cp; ++r) group[static_cast<size_t>(r)] = r;
+  const auto before = CpLayout::chunk_ids_before_attn(cp);
+  const auto after = CpLayout::chunk_ids_after_attn(cp);
+  auto gather_kv = [&](Phase ph, const std::string& what, std::vector<OpIndex> deps) {
+    const BufferId kf = rb.alloc("k.ag" + what, S, Hkv, dk, dt, ph, comm);  // [b, S, Hkv, dk], natural order
+    const BufferId vf = rb.alloc("v.ag" + what, S, Hkv, dv, dt, ph, comm);  // [b, S, Hkv, dv]
+    const int64_t tag0 = ph == F ? kTagFwdAgK : kTagBwdAgK;
+    const OpIndex a = rb.add(AllGatherOp{group, before, k, kf, tag0}, ph, comm, deps, std::string(ph == F ? "fwd" : "bwd") +
+                             " all_gather k", -1, 0, rb.bytes_of(k));
+    const OpIndex b = rb.add(AllGatherOp{group, before, v, vf, tag0 + 1}, ph, comm, deps, std::string(ph == F ? "fwd" : "bwd") +
+                             " all_gather v", -1, 0, rb.bytes_of(v));
+    return std::tuple{kf, vf, std::vector<OpIndex>{a, b}};
+  };
+  // Visible KV prefix of local chunk `half` (global chunk g or 2cp−1−g).
+  auto kv_len = [&](int64_t half) { return causal ? ((half == 0 ? g : 2 * cp - 1 - g) + 1) * c : S; };
+  const BlockMask mask = causal ? BlockMask::causal_bottom_right : BlockMask::none;
+  const Section sec = causal ? Section::diagonal : Section::full;
+
+  // ---- forward ----
+  auto [kf, vf, ready] = gather_kv(F, "", {});
+  const BufferId out = rb.alloc("out", s_f, H, dv, dt, F, Stream::compute);             // [b, S/cp, H, dv]
+  const BufferId lse = rb.alloc("softmax_lse", s_f, H, 1, Dtype::fp32, F, Stream::compute);  // [b, S/cp, H] fp32
+  std::vector<OpIndex> fwd_tail;
+  for (int64_t half = 0; half < 2; ++half) {
+    const Stream st = half == 0 ? Stream::compute : Stream::cp;
+    const std::string n = std::to_string(half);
+    const BufferId o = rb.alloc("out_chunk" + n, c, H, dv, dt, F, st);
+    const BufferId l = rb.alloc("lse_chunk" + n, c, H, 1, Dtype::fp32, F, st);
+    const RowRange qr{half * c, c}, kr{0, kv_len(half)};
+    const OpIndex kern = rb.add(AttnFwdBlockOp{q, kf, vf, qr, kr, mask, sec, o, l}, F, st, ready,
+                                "fwd chunk " + n, half, fwd_pair * static_cast<double>(block_pairs(c, kr.count, mask)),
+                                rb.bytes_of(q) / 2 + rb.bytes_of(kf) + rb.bytes_of(vf) + rb.bytes_of(o));
+    rb.copy(out, qr, o, {0, c}, false, F, st, {kern}, "fwd out chunk " + n, half);
+    fwd_tail.push_back(rb.copy(lse, qr, l, {0, c}, false, F, st, {kern}, "fwd lse chunk " + n, half));
+    rb.free(o, F, st);
+    rb.free(l, F, st);
+  }
+  rb.free(kf, F, comm, fwd_tail);
+  const OpIndex fwd_done = rb.free(vf, F, comm, fwd_tail);
+
+  // ---- backward ----
+  auto [kb, vb, bready] = gather_kv(B, ".bwd", {fwd_done});
+  const BufferId dq = rb.alloc("dq", s_f, H, dk, dt, B, Stream::compute);
+  const BufferId dkf = rb.declare("dk.ag", S, Hkv, dk, dt);  // [b, S, Hkv, dk], zeroed (TE torch.zeros)
+  const BufferId dvf = rb.declare("dv.ag", S, Hkv, dv, dt);
+  rb.add(AllocOp{dkf, true}, B, Stream::compute, {}, "alloc dk.ag (zeros)");
+  rb.add(AllocOp{dvf, true}, B, Stream::compute, {}, "alloc dv.ag (zeros)");
+  std::vector<OpIndex> bwd_tail;
+  for (int64_t half = 0; half < 2; ++half) {
+    // Both chunks accumulate into dk.ag/dv.ag: one stream keeps the adds ordered.
+    const Stream st = Stream::compute;
+    const std::string n = std::to_string(half);
+    const RowRange qr{half * c, c}, kr{0, kv_len(half)};
+    const BufferId dq_ = rb.alloc("dq_chunk" + n, c, H, dk, dt, B, st);
+    const BufferId dk_ = rb.alloc("dk_chunk" + n, kr.count, Hkv, dk, dt, B, st);
+    const BufferId dv_ = rb.alloc("dv_chunk" + n, kr.count, Hkv, dv, dt, B, st);
+    const OpIndex kern = rb.add(AttnBwdBlockOp{q, kb, vb, out, dout, lse, qr, kr, mask, sec, dq_, dk_, dv_}, B, st,
+                                bready, "bwd chunk " + n, half,
+                                bwd_pair * static_cast<double>(block_pairs(c, kr.count, mask)),
+                                2 * (rb.bytes_of(q) / 2 + rb.bytes_of(kb) + rb.bytes_of(vb)));
+    rb.copy(dq, qr, dq_, {0, c}, false, B, st, {kern}, "bwd dq chunk " + n, half);
+    rb.copy(dkf, kr, dk_, {0, kr.count}, true, B, st, {kern}, "bwd dk chunk " + n + " +=", half);
+    bwd_tail.push_back(rb.copy(dvf, kr, dv_, {0, kr.count}, true, B, st, {kern}, "bwd dv chunk " + n + " +=", half));
+    rb.free(dq_, B, st);
+    rb.free(dk_, B, st);
+    rb.free(dv_, B, st);
+  }
+  const BufferId dks = rb.alloc("dk", s_f, Hkv, dk, dt, B, comm);
+  const BufferId dvs = rb.alloc("dv", s_f, Hkv, dv, dt, B, comm);
+  rb.add(ReduceScatterOp{group, after, dkf, dks, kTagBwdRsDk}, B, comm, bwd_tail, "bwd reduce_scatter dk", -1, 0,
+         rb.bytes_of(dkf));
+  rb.add(ReduceScatterOp{group, after, dvf, dvs, kTagBwdRsDv}, B, comm, bwd_tail, "bwd reduce_scatter dv", -1, 0,
+         rb.bytes_of(dvf));
+  for (BufferId id : {kb, vb, dkf, dvf}) rb.free(id, B, comm);
+  prog.outputs = {{"out", out, tokens, 0}, {"softmax_lse", lse, tokens, 0}, {"dq", dq, tokens, 0},
+                  {"dk", dks, tokens, 0}, {"dv", dvs, tokens, 0}};
+}
+
 }  // namespace
 
 Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape) {
-  HCPSIM_ASSERT(cp_comm_type != CpCommType::all_gather, "the all_gather builder is not available");
+  return build_schedule(cp_comm_type, layout, shape, BuilderFaults{});
+}
+
+Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
+                        const BuilderFaults& faults) {
   HCPSIM_ASSERT(cp_comm_type != CpCommType::p2p || layout.a2a_size() == 1, "p2p needs A == 1");
   HCPSIM_ASSERT(cp_comm_type != CpCommType::a2a || layout.p2p_size() == 1, "a2a needs P == 1");
   HCPSIM_ASSERT(shape.heads_q % layout.a2a_size() == 0, "heads_q must be divisible by A");
@@ -471,7 +600,13 @@ Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const A
   sched.p2p_size = layout.p2p_size();
   sched.shape = shape;
   sched.ranks.resize(static_cast<size_t>(layout.cp_size()));
-  for (int64_t g = 0; g < layout.cp_size(); ++g) build_rank(sched, layout, g);
+  if (cp_comm_type == CpCommType::all_gather) {
+    HCPSIM_ASSERT(layout.a2a_size() == 1, "all_gather needs A == 1 (a flat CP group)");
+    HCPSIM_ASSERT(!faults.swapped_causal_sections && !faults.stale_kv_backward, "no builder faults for all_gather");
+    for (int64_t g = 0; g < layout.cp_size(); ++g) build_rank_all_gather(sched, layout, g);
+  } else {
+    for (int64_t g = 0; g < layout.cp_size(); ++g) build_rank(sched, layout, g, faults);
+  }
   sched.check_invariants();
   return sched;
 }

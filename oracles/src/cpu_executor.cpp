@@ -16,6 +16,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/oracles/block_attention.hpp"
+#include "hcpsim/oracles/precision.hpp"
 
 namespace hcpsim {
 
@@ -60,8 +61,11 @@ struct GlobalTensor {
 
 class Executor {
  public:
-  Executor(const Schedule& schedule, int threads) : schedule_(schedule), threads_(threads) {
-    HCPSIM_ASSERT(threads >= 1, "execute_schedule: threads must be >= 1");
+  Executor(const Schedule& schedule, const ExecutionOptions& options)
+      : schedule_(schedule), threads_(options.threads), dtype_(options.dtype) {
+    HCPSIM_ASSERT(threads_ >= 1, "execute_schedule: threads must be >= 1");
+    // Accumulators: fp32 (or fp64 when the whole run is fp64) unless the schedule asks for TE's F16 behaviour.
+    acc_dtype_ = dtype_ == Dtype::fp64 ? Dtype::fp64 : (schedule.grad_accumulation_in_dtype ? dtype_ : Dtype::fp32);
     scale_ = effective_softmax_scale(schedule.shape);
     ranks_.resize(schedule.ranks.size());
     for (size_t i = 0; i < schedule.ranks.size(); ++i) {
@@ -95,6 +99,7 @@ class Executor {
             }
           }
         }
+        round_tensor(buf, dtype_);
       }
     }
   }
@@ -159,6 +164,8 @@ class Executor {
       }
     }
     for (size_t t = 0; t < std::size(globals); ++t) {
+      // The returned tensors are in the run's dtype (softmax_lse fp32), whatever the accumulators were.
+      round_tensor(*globals[t].tensor, t == 1 && dtype_ != Dtype::fp64 ? Dtype::fp32 : dtype_);
       const auto it = std::find(writes[t].begin(), writes[t].end(), uint8_t{0});
       if (it == writes[t].end()) continue;
       const auto flat = static_cast<int64_t>(it - writes[t].begin());
@@ -240,7 +247,8 @@ class Executor {
         [&](const auto& payload) -> bool {
           using T = std::decay_t<decltype(payload)>;
           if constexpr (std::is_same_v<T, AllocOp>) {
-            allocate(st, payload.buffer, "AllocOp");
+            HostTensor& t = allocate(st, payload.buffer, "AllocOp");
+            if (payload.zero) t.fill(0.0);
           } else if constexpr (std::is_same_v<T, FreeOp>) {
             live_buffer(st, payload.buffer, "FreeOp");
             st.buffers[static_cast<size_t>(payload.buffer)] = HostTensor();
@@ -259,6 +267,10 @@ class Executor {
             out_correction(st, payload, where);
           } else if constexpr (std::is_same_v<T, CopyOp>) {
             copy(st, payload, where);
+          } else if constexpr (std::is_same_v<T, AllGatherOp> || std::is_same_v<T, ReduceScatterOp>) {
+            return collective(st, payload, where, touched);
+          } else {
+            static_assert(std::is_same_v<T, AllocOp>, "every op kind needs an implementation");
           }
           return true;
         },
@@ -422,6 +434,95 @@ class Executor {
     }
   }
 
+  /// AllGatherOp / ReduceScatterOp: waits until every member is at the op with the same tag, then moves the data
+  /// of all members at once and completes the op on the others (as all_to_all does).
+  template <typename OpT>
+  bool collective(RankState& st, const OpT& op, const std::string& where, bool& touched) {
+    const int64_t me = st.program->cp_rank;
+    const auto n = static_cast<int64_t>(op.group.size());
+    HCPSIM_ASSERT(n >= 1, where + ": empty group");
+    HCPSIM_ASSERT(std::count(op.group.begin(), op.group.end(), me) == 1, where + ": rank not in its group");
+    HCPSIM_ASSERT(static_cast<int64_t>(op.chunk_order.size()) == 2 * n, where + ": chunk_order must have 2n entries");
+    if (!st.a2a_arrived) touched = true;
+    st.a2a_arrived = true;
+    std::vector<RankState*> members;
+    for (int64_t cp : op.group) {
+      HCPSIM_ASSERT(cp >= 0 && cp < static_cast<int64_t>(ranks_.size()), where + ": group member out of range");
+      RankState& m = ranks_[static_cast<size_t>(cp)];
+      if (m.finished() || !m.a2a_arrived) return false;
+      const auto* other = std::get_if<OpT>(&m.current().payload);
+      if (other == nullptr || other->tag != op.tag) return false;
+      const std::string pair = where + " vs " + op_text(m, m.pc);
+      HCPSIM_ASSERT(other->group == op.group, pair + ": members disagree on the group");
+      HCPSIM_ASSERT(other->chunk_order == op.chunk_order, pair + ": members disagree on chunk_order");
+      members.push_back(&m);
+    }
+    for (int64_t k = 0; k < 2 * n; ++k) {
+      const int64_t id = op.chunk_order[static_cast<size_t>(k)];
+      HCPSIM_ASSERT(id >= 0 && id < 2 * n, where + ": chunk_order entry out of range");
+    }
+    // Inputs of all members (the outputs may alias none of them).
+    std::vector<const HostTensor*> in(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      RankState& m = *members[static_cast<size_t>(j)];
+      const auto& mop = std::get<OpT>(m.current().payload);
+      HCPSIM_ASSERT(mop.input != mop.output, where + ": input and output are the same buffer");
+      in[static_cast<size_t>(j)] = &live_buffer(m, mop.input, "collective input");
+      HCPSIM_ASSERT(in[static_cast<size_t>(j)]->same_shape(*in[0]), where + ": members' inputs differ in shape");
+    }
+    const HostTensor& in0 = *in[0];
+    const int64_t row_elems = in0.heads() * in0.width();
+    if constexpr (std::is_same_v<OpT, AllGatherOp>) {
+      HCPSIM_ASSERT(in0.rows() % 2 == 0, where + ": all_gather input rows must be even");
+      const int64_t c = in0.rows() / 2;
+      for (int64_t j = 0; j < n; ++j) {
+        RankState& m = *members[static_cast<size_t>(j)];
+        HostTensor& out = live_buffer(m, std::get<OpT>(m.current().payload).output, "all_gather output");
+        HCPSIM_ASSERT(out.batch() == in0.batch() && out.rows() == 2 * n * c && out.heads() == in0.heads() &&
+                          out.width() == in0.width(),
+                      where + ": all_gather output is not [b, n·s, h, w]");
+        for (int64_t k = 0; k < 2 * n; ++k) {
+          const int64_t src = op.chunk_order[static_cast<size_t>(k)];
+          const HostTensor& from = *in[static_cast<size_t>(src / 2)];
+          for (int64_t b = 0; b < in0.batch(); ++b) {
+            const double* p = from.data() + from.index(b, (src % 2) * c, 0, 0);
+            std::copy(p, p + c * row_elems, out.data() + out.index(b, k * c, 0, 0));
+          }
+        }
+      }
+    } else {
+      HCPSIM_ASSERT(in0.rows() % (2 * n) == 0, where + ": reduce_scatter input rows not divisible by 2n");
+      const int64_t c = in0.rows() / (2 * n);
+      for (int64_t j = 0; j < n; ++j) {
+        RankState& m = *members[static_cast<size_t>(j)];
+        HostTensor& out = live_buffer(m, std::get<OpT>(m.current().payload).output, "reduce_scatter output");
+        HCPSIM_ASSERT(out.batch() == in0.batch() && out.rows() == 2 * c && out.heads() == in0.heads() &&
+                          out.width() == in0.width(),
+                      where + ": reduce_scatter output is not [b, s, h, w]");
+        for (int64_t half = 0; half < 2; ++half) {
+          const int64_t src = op.chunk_order[static_cast<size_t>(2 * j + half)];
+          for (int64_t b = 0; b < in0.batch(); ++b) {
+            double* d = out.data() + out.index(b, half * c, 0, 0);
+            for (int64_t a = 0; a < n; ++a) {  // member order: deterministic
+              const HostTensor& from = *in[static_cast<size_t>(a)];
+              const double* p = from.data() + from.index(b, src * c, 0, 0);
+              for (int64_t e = 0; e < c * row_elems; ++e) d[e] = a == 0 ? p[e] : round_to_dtype(d[e] + p[e], acc_dtype_);
+            }
+          }
+        }
+      }
+    }
+    ++stats_.all_to_alls;
+    for (RankState* m : members) {
+      if (m == &st) continue;
+      ++m->pc;
+      m->send_posted = false;
+      m->a2a_arrived = false;
+      ++stats_.ops_executed;
+    }
+    return true;
+  }
+
   void attn_fwd(RankState& st, const AttnFwdBlockOp& op, const std::string& where) {
     HCPSIM_ASSERT(op.out != op.q && op.out != op.k && op.out != op.v, where + ": out aliases an input");
     HCPSIM_ASSERT(op.lse != op.q && op.lse != op.k && op.lse != op.v && op.lse != op.out,
@@ -433,7 +534,7 @@ class Executor {
     HostTensor& lse = live_buffer(st, op.lse, "lse");
     check_rows(q, op.q_rows, where + " q_rows");
     check_rows(k, op.kv_rows, where + " kv_rows");
-    attention_block_forward(q, op.q_rows, k, v, op.kv_rows, op.mask, scale_, out, lse, threads_);
+    attention_block_forward(q, op.q_rows, k, v, op.kv_rows, op.mask, scale_, out, lse, threads_, dtype_);
   }
 
   void attn_bwd(RankState& st, const AttnBwdBlockOp& op, const std::string& where) {
@@ -454,7 +555,8 @@ class Executor {
     HostTensor& dv = live_buffer(st, op.dv, "dv");
     check_rows(q, op.q_rows, where + " q_rows");
     check_rows(k, op.kv_rows, where + " kv_rows");
-    attention_block_backward(q, k, v, out, dout, lse, op.q_rows, op.kv_rows, op.mask, scale_, dq, dk, dv, threads_);
+    attention_block_backward(q, k, v, out, dout, lse, op.q_rows, op.kv_rows, op.mask, scale_, dq, dk, dv, threads_,
+                             dtype_);
   }
 
   void lse_merge_op(RankState& st, const LseMergeOp& op, const std::string& where) {
@@ -471,7 +573,14 @@ class Executor {
       for (int64_t r = 0; r < op.dst_rows.count; ++r) {
         for (int64_t h = 0; h < dst.heads(); ++h) {
           double& l = dst(b, op.dst_rows.begin + r, h, 0);
-          l = lse_merge(l, src(b, r, h, 0));
+          const double li = src(b, r, h, 0);
+          if (op.naive) {
+            l = lse_merge_naive_fp32(static_cast<float>(l), static_cast<float>(li));
+          } else if (dtype_ == Dtype::fp64) {
+            l = lse_merge(l, li);
+          } else {
+            l = lse_merge_fp32(static_cast<float>(l), static_cast<float>(li));
+          }
         }
       }
     }
@@ -507,13 +616,23 @@ class Executor {
             if (!op.accumulate) std::fill(d, d + width, 0.0);
             continue;
           }
-          const double weight = std::exp(step_lse - lse(b, row, h, 0));
-          for (int64_t w = 0; w < width; ++w) {
-            if (op.accumulate) {
-              d[w] += s[w] * weight;
-            } else {
-              d[w] = s[w] * weight;
+          if (dtype_ == Dtype::fp64) {
+            const double weight = std::exp(step_lse - lse(b, row, h, 0));
+            for (int64_t w = 0; w < width; ++w) {
+              if (op.accumulate) {
+                d[w] += s[w] * weight;
+              } else {
+                d[w] = s[w] * weight;
+              }
             }
+            continue;
+          }
+          // fp32 weight and product (bf16 O_i times an fp32 tensor promotes to fp32), stored in dtype.
+          const float weight = std::exp(static_cast<float>(step_lse) - static_cast<float>(lse(b, row, h, 0)));
+          for (int64_t w = 0; w < width; ++w) {
+            const float term = static_cast<float>(s[w]) * weight;
+            const float sum = op.accumulate ? static_cast<float>(d[w]) + term : term;
+            d[w] = round_to_dtype(static_cast<double>(sum), dtype_);
           }
         }
       }
@@ -540,7 +659,7 @@ class Executor {
         double* d = dst.data() + dst.index(b, op.dst_rows.begin + r, 0, 0);
         for (int64_t e = 0; e < row_elements; ++e) {
           if (op.accumulate) {
-            d[e] += s[e];
+            d[e] = round_to_dtype(d[e] + s[e], acc_dtype_);
           } else {
             d[e] = s[e];
           }
@@ -565,6 +684,8 @@ class Executor {
 
   const Schedule& schedule_;
   int threads_;
+  Dtype dtype_ = Dtype::fp64;
+  Dtype acc_dtype_ = Dtype::fp64;
   double scale_ = 0;
   std::vector<RankState> ranks_;
   std::map<MessageKey, std::deque<std::vector<double>>> mailbox_;
@@ -574,6 +695,11 @@ class Executor {
 }  // namespace
 
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs, int threads) {
+  return execute_schedule(schedule, inputs, ExecutionOptions{threads, Dtype::fp64});
+}
+
+ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
+                                 const ExecutionOptions& options) {
   schedule.check_invariants();
   const AttentionShape& sh = schedule.shape;
   HCPSIM_ASSERT(has_shape(inputs.q, sh.batch, sh.seq_length, sh.heads_q, sh.head_dim_qk),
@@ -584,7 +710,7 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
                 "execute_schedule: v is not [B, S, Hkv, dv] of schedule.shape");
   HCPSIM_ASSERT(has_shape(inputs.dout, sh.batch, sh.seq_length, sh.heads_q, sh.head_dim_v),
                 "execute_schedule: dout is not [B, S, H, dv] of schedule.shape");
-  Executor executor(schedule, threads);
+  Executor executor(schedule, options);
   executor.load_inputs(inputs);
   executor.run();
   ExecutionResult result;

@@ -64,13 +64,15 @@ std::string to_string(InputDistribution d) {
     case InputDistribution::clamped_normal: return "clamped_normal";
     case InputDistribution::normal: return "normal";
     case InputDistribution::uniform: return "uniform";
+    case InputDistribution::adversarial: return "adversarial";
   }
   HCPSIM_ASSERT(false, "unknown InputDistribution");
   return {};
 }
 
 std::optional<InputDistribution> parse_input_distribution(std::string_view name) {
-  for (InputDistribution d : {InputDistribution::clamped_normal, InputDistribution::normal, InputDistribution::uniform}) {
+  for (InputDistribution d : {InputDistribution::clamped_normal, InputDistribution::normal, InputDistribution::uniform,
+                              InputDistribution::adversarial}) {
     if (name == to_string(d)) return d;
   }
   return std::nullopt;
@@ -79,7 +81,7 @@ std::optional<InputDistribution> parse_input_distribution(std::string_view name)
 InputDistribution input_distribution_or_throw(const std::string& name) {
   if (auto d = parse_input_distribution(name)) return *d;
   throw InputError(SourceLoc{}, "oracle.input_distribution", "unknown input distribution '" + name + "'",
-                   "use one of clamped_normal, normal, uniform");
+                   "use one of clamped_normal, normal, uniform, adversarial");
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -154,7 +156,33 @@ double value_from_stream(uint64_t stream, int64_t index, InputDistribution distr
 }
 }  // namespace
 
-double input_value(uint64_t seed, std::string_view tag, int64_t index, InputDistribution distribution) {
+namespace {
+/// Target |logit| of adversarial inputs: between 100 and 120 (issue 3 item 4), above fp32 exp's overflow (88.7).
+constexpr double kAdversarialLogit = 110.0;
+/// Relative per-element jitter of adversarial magnitudes: logits spread over ≈ 110·(1 ± 0.1).
+constexpr double kAdversarialJitter = 0.05;
+
+double adversarial_from_streams(uint64_t stream, uint64_t sign_stream, int64_t index, int64_t width) {
+  HCPSIM_ASSERT(width > 0, "input_value: adversarial q/k values need the row width (dk)");
+  const auto i = static_cast<uint64_t>(index);
+  const uint64_t row = i / static_cast<uint64_t>(width);
+  const double sign = (stream_word(sign_stream, row) >> 63) != 0 ? -1.0 : 1.0;
+  // |q|·|k|·dk·scale = a²·√dk = kAdversarialLogit with scale = dk^-1/2 (TE's default).
+  const double a = std::sqrt(kAdversarialLogit / std::sqrt(static_cast<double>(width)));
+  const double u = 2.0 * unit_open_above(stream_word(stream, i)) - 1.0;
+  return sign * a * (1.0 + kAdversarialJitter * u);
+}
+
+bool adversarial_tag(std::string_view tag) { return tag == "q" || tag == "k"; }
+}  // namespace
+
+double input_value(uint64_t seed, std::string_view tag, int64_t index, InputDistribution distribution,
+                   int64_t width) {
+  if (distribution == InputDistribution::adversarial) {
+    if (!adversarial_tag(tag)) return value_from_stream(input_stream(seed, tag), index, InputDistribution::clamped_normal);
+    return adversarial_from_streams(input_stream(seed, tag), input_stream(seed, std::string(tag) + ".sign"), index,
+                                    width);
+  }
   return value_from_stream(input_stream(seed, tag), index, distribution);
 }
 
@@ -165,7 +193,28 @@ HostTensor make_input(uint64_t seed, const std::string& tag, int64_t batch, int6
   double* data = t.data();
   const int64_t n = t.elements();
   const uint64_t stream = input_stream(seed, tag);
+  if (d == InputDistribution::adversarial) {
+    for (int64_t i = 0; i < n; ++i) data[i] = input_value(seed, tag, i, d, width);
+    return t;
+  }
   for (int64_t i = 0; i < n; ++i) data[i] = value_from_stream(stream, i, d);
+  return t;
+}
+
+HostTensor make_input_heads(uint64_t seed, const std::string& tag, int64_t batch, int64_t rows, int64_t full_heads,
+                            const std::vector<int64_t>& heads, int64_t width, const std::string& distribution) {
+  const InputDistribution d = input_distribution_or_throw(distribution);
+  const auto nh = static_cast<int64_t>(heads.size());
+  HostTensor t(batch, rows, nh, width);
+  for (int64_t h : heads) HCPSIM_ASSERT(h >= 0 && h < full_heads, "make_input_heads: head outside the full tensor");
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t hh = 0; hh < nh; ++hh) {
+        const int64_t base = ((b * rows + r) * full_heads + heads[static_cast<size_t>(hh)]) * width;
+        for (int64_t w = 0; w < width; ++w) t(b, r, hh, w) = input_value(seed, tag, base + w, d, width);
+      }
+    }
+  }
   return t;
 }
 
@@ -178,6 +227,23 @@ AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape
   in.k = make_input(seed, "k", b, s, shape.heads_kv, shape.head_dim_qk, distribution);
   in.v = make_input(seed, "v", b, s, shape.heads_kv, shape.head_dim_v, distribution);
   in.dout = make_input(seed, "dout", b, s, shape.heads_q, shape.head_dim_v, distribution);
+  return in;
+}
+
+AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution,
+                                      const std::vector<int64_t>& q_heads, const std::vector<int64_t>& kv_heads,
+                                      int64_t full_heads_q, int64_t full_heads_kv) {
+  if (q_heads.empty() && kv_heads.empty()) return make_attention_inputs(seed, shape, distribution);
+  input_distribution_or_throw(distribution);
+  HCPSIM_ASSERT(static_cast<int64_t>(q_heads.size()) == shape.heads_q, "make_attention_inputs: q head map size");
+  HCPSIM_ASSERT(static_cast<int64_t>(kv_heads.size()) == shape.heads_kv, "make_attention_inputs: kv head map size");
+  const int64_t b = shape.batch;
+  const int64_t s = shape.seq_length;
+  AttentionInputs in;
+  in.q = make_input_heads(seed, "q", b, s, full_heads_q, q_heads, shape.head_dim_qk, distribution);
+  in.k = make_input_heads(seed, "k", b, s, full_heads_kv, kv_heads, shape.head_dim_qk, distribution);
+  in.v = make_input_heads(seed, "v", b, s, full_heads_kv, kv_heads, shape.head_dim_v, distribution);
+  in.dout = make_input_heads(seed, "dout", b, s, full_heads_q, q_heads, shape.head_dim_v, distribution);
   return in;
 }
 

@@ -13,7 +13,8 @@ double effective_softmax_scale(const AttentionShape& shape) {
   return 1.0 / std::sqrt(static_cast<double>(shape.head_dim_qk));
 }
 
-AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads) {
+AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
+                                     Dtype dtype) {
   const HostTensor& q = in.q;
   const int64_t b = q.batch();
   const int64_t s = q.rows();
@@ -34,9 +35,9 @@ AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, dou
   r.dk = HostTensor(b, s, hkv, in.k.width());
   r.dv = HostTensor(b, s, hkv, in.v.width());
   // The whole sequence is one block: in global order, the block's top-left causal mask is the global causal mask.
-  attention_block_forward(q, all, in.k, in.v, all, mask, softmax_scale, r.out, r.softmax_lse, threads);
+  attention_block_forward(q, all, in.k, in.v, all, mask, softmax_scale, r.out, r.softmax_lse, threads, dtype);
   attention_block_backward(q, in.k, in.v, r.out, in.dout, r.softmax_lse, all, all, mask, softmax_scale, r.dq, r.dk,
-                           r.dv, threads);
+                           r.dv, threads, dtype);
   return r;
 }
 

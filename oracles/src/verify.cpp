@@ -1,12 +1,14 @@
 #include "hcpsim/oracles/verify.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/oracles/inputs.hpp"
+#include "hcpsim/oracles/precision.hpp"
 
 namespace hcpsim {
 
@@ -27,20 +29,49 @@ TensorError compare_tensor(const std::string& name, const HostTensor& got, const
   const double* x = got.data();
   const double* r = ref.data();
   const int64_t n = ref.elements();
+  int64_t worst = -1;
+  bool worst_nonfinite = false;
   for (int64_t i = 0; i < n; ++i) {  // sequential: the norms are deterministic
     if (r[i] == -kInf) {
-      if (x[i] != -kInf) ++e.nonfinite;  // an empty row must stay exactly empty
+      if (x[i] != -kInf) {  // an empty row must stay exactly empty
+        ++e.nonfinite;
+        if (!worst_nonfinite) worst = i;
+        worst_nonfinite = true;
+      }
       continue;
     }
     if (!std::isfinite(r[i]) || !std::isfinite(x[i])) {
       ++e.nonfinite;
+      if (!worst_nonfinite) worst = i;
+      worst_nonfinite = true;
       continue;
     }
     const double d = x[i] - r[i];
     diff_sq += d * d;
     ref_sq += r[i] * r[i];
-    e.max_abs_err = std::max(e.max_abs_err, std::abs(d));
+    if (std::abs(d) > e.max_abs_err || worst < 0) {
+      e.max_abs_err = std::max(e.max_abs_err, std::abs(d));
+      if (!worst_nonfinite) worst = i;
+    }
     ++e.compared;
+  }
+  // max relative error with a floor of 1e-3·rms(ref) (second pass: the floor needs the norm)
+  const double floor = e.compared > 0 ? 1e-3 * std::sqrt(ref_sq / static_cast<double>(e.compared)) : 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(r[i]) || !std::isfinite(x[i])) continue;
+    const double denom = std::max(std::abs(r[i]), floor);
+    if (denom > 0) e.max_rel_err = std::max(e.max_rel_err, std::abs(x[i] - r[i]) / denom);
+  }
+  if (worst >= 0) {
+    const auto& dims = ref.shape();
+    int64_t rest = worst;
+    e.worst_index.assign(4, 0);
+    for (int k = 3; k >= 0; --k) {
+      e.worst_index[static_cast<size_t>(k)] = rest % dims[static_cast<size_t>(k)];
+      rest /= dims[static_cast<size_t>(k)];
+    }
+    e.worst_value = x[worst];
+    e.worst_reference = r[worst];
   }
   e.ref_l2_norm = std::sqrt(ref_sq);
   const double diff_norm = std::sqrt(diff_sq);
@@ -66,6 +97,108 @@ VerifyReport compare_outputs(const AttentionOutputs& got, const AttentionOutputs
   return report;
 }
 
+double emulated_tolerance(Dtype dtype, double baseline_rel_l2, double rounding_rel_l2, bool gqa) {
+  if (dtype == Dtype::fp64) return kFp64RelL2Tolerance;
+  double tol = kBaselineFactor * baseline_rel_l2 + rounding_rel_l2;
+  if (dtype == Dtype::bf16) tol = std::min(tol, gqa ? kTeBf16GqaTolerance : kTeBf16Tolerance);
+  if (dtype == Dtype::fp16) tol = std::min(tol, kTeFp16Tolerance);
+  return tol;
+}
+
+namespace {
+
+/// Relative L2 error of x vs ref over entries where both are finite (0 if ref has no norm).
+double rel_l2(const HostTensor& x, const HostTensor& ref) {
+  double d2 = 0, r2 = 0;
+  for (int64_t i = 0; i < ref.elements(); ++i) {
+    const double a = x.data()[i], b = ref.data()[i];
+    if (!std::isfinite(a) || !std::isfinite(b)) continue;
+    d2 += (a - b) * (a - b);
+    r2 += b * b;
+  }
+  return r2 > 0 ? std::sqrt(d2 / r2) : 0.0;
+}
+
+const HostTensor& tensor_of(const AttentionOutputs& o, size_t i) {
+  const HostTensor* all[] = {&o.out, &o.softmax_lse, &o.dq, &o.dk, &o.dv};
+  return *all[i];
+}
+
+}  // namespace
+
+void locate_worst(VerifyReport& report, const Schedule* schedule) {
+  report.worst_tensor = -1;
+  double worst_ratio = -1;
+  bool worst_failing = false;
+  for (size_t t = 0; t < report.tensors.size(); ++t) {
+    TensorError& e = report.tensors[t];
+    if (schedule != nullptr && e.worst_index.size() == 4) {
+      for (const RankProgram& prog : schedule->ranks) {
+        for (const IoBinding& bind : prog.outputs) {
+          if (bind.tensor != e.tensor) continue;
+          const int64_t heads = prog.buffers[static_cast<size_t>(bind.buffer)].heads;
+          const int64_t h = e.worst_index[2];
+          if (h < bind.head_begin || h >= bind.head_begin + heads) continue;
+          if (std::find(bind.tokens.begin(), bind.tokens.end(), e.worst_index[1]) != bind.tokens.end())
+            e.worst_cp_rank = prog.cp_rank;
+        }
+      }
+    }
+    const double ratio = !e.finite ? std::numeric_limits<double>::infinity()
+                                   : (e.tolerance > 0 ? e.rel_l2_err / e.tolerance : e.rel_l2_err);
+    const bool failing = !e.pass;
+    if (report.worst_tensor < 0 || (failing && !worst_failing) || (failing == worst_failing && ratio > worst_ratio)) {
+      report.worst_tensor = static_cast<int64_t>(t);
+      worst_ratio = ratio;
+      worst_failing = failing;
+    }
+  }
+}
+
+VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options) {
+  VerifyRun run;
+  run.inputs = make_attention_inputs(options.seed, schedule.shape, options.input_distribution, options.q_heads,
+                                     options.kv_heads, options.full_heads_q, options.full_heads_kv);
+  for (HostTensor* t : {&run.inputs.q, &run.inputs.k, &run.inputs.v, &run.inputs.dout}) round_tensor(*t, options.dtype);
+  const double scale = effective_softmax_scale(schedule.shape);
+  run.reference = reference_attention(run.inputs, schedule.shape.causal, scale, options.threads);
+  const ExecutionResult exec = execute_schedule(schedule, run.inputs, ExecutionOptions{options.threads, options.dtype});
+  run.hcp = exec.outputs;
+  AttentionOutputs baseline;
+  if (options.dtype != Dtype::fp64)
+    baseline = reference_attention(run.inputs, schedule.shape.causal, scale, options.threads, options.dtype);
+  const char* names[] = {"out", "softmax_lse", "dq", "dk", "dv"};
+  const bool gqa = schedule.shape.heads_q != schedule.shape.heads_kv;
+  VerifyReport& report = run.report;
+  report.pass = true;
+  for (size_t i = 0; i < 5; ++i) {
+    const HostTensor& ref = tensor_of(run.reference, i);
+    double base = 0, rounding = 0;
+    if (options.dtype != Dtype::fp64) {
+      base = rel_l2(tensor_of(baseline, i), ref);
+      HostTensor rounded = ref;
+      round_tensor(rounded, i == 1 ? Dtype::fp32 : options.dtype);
+      rounding = rel_l2(rounded, ref);
+    }
+    TensorError e = compare_tensor(names[i], tensor_of(run.hcp, i), ref,
+                                   emulated_tolerance(options.dtype, base, rounding, gqa));
+    e.baseline_rel_l2_err = base;
+    e.rounding_rel_l2_err = rounding;
+    report.pass = report.pass && e.pass;
+    report.tensors.push_back(std::move(e));
+  }
+  report.seed = options.seed;
+  report.input_distribution = options.input_distribution;
+  report.cp_comm_type = schedule.cp_comm_type;
+  report.a2a_size = schedule.a2a_size;
+  report.p2p_size = schedule.p2p_size;
+  report.shape = schedule.shape;
+  report.stats = exec.stats;
+  report.dtype = options.dtype;
+  locate_worst(report, &schedule);
+  return run;
+}
+
 VerifyReport verify_schedule(const Schedule& schedule, uint64_t seed, const std::string& input_distribution,
                              int threads) {
   const AttentionInputs inputs = make_attention_inputs(seed, schedule.shape, input_distribution);
@@ -80,16 +213,19 @@ VerifyReport verify_schedule(const Schedule& schedule, uint64_t seed, const std:
   report.p2p_size = schedule.p2p_size;
   report.shape = schedule.shape;
   report.stats = run.stats;
+  locate_worst(report, &schedule);
   return report;
 }
 
 std::string to_string(const VerifyReport& report) {
-  std::string text = fmt::format("verify {} [A={}, P={}] seed {} inputs {}\n", to_string(report.cp_comm_type),
-                                 report.a2a_size, report.p2p_size, report.seed, report.input_distribution);
+  std::string text = fmt::format("verify {} [A={}, P={}] {} seed {} inputs {}\n", to_string(report.cp_comm_type),
+                                 report.a2a_size, report.p2p_size, to_string(report.dtype), report.seed,
+                                 report.input_distribution);
   for (const TensorError& e : report.tensors) {
-    text += fmt::format("  {:<12} rel_l2 {:.17g}  max_abs {:.17g}  |ref| {:.17g}  tol {:.17g}  nonfinite {}  {}\n",
-                        e.tensor, e.rel_l2_err, e.max_abs_err, e.ref_l2_norm, e.tolerance, e.nonfinite,
-                        e.pass ? "PASS" : "FAIL");
+    text += fmt::format("  {:<12} rel_l2 {:.17g}  max_abs {:.17g}  max_rel {:.17g}  |ref| {:.17g}  tol {:.17g}  "
+                        "baseline {:.17g}  nonfinite {}  {}\n",
+                        e.tensor, e.rel_l2_err, e.max_abs_err, e.max_rel_err, e.ref_l2_norm, e.tolerance,
+                        e.baseline_rel_l2_err, e.nonfinite, e.pass ? "PASS" : "FAIL");
   }
   text += report.pass ? "result: PASS\n" : "result: FAIL\n";
   return text;

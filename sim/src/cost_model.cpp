@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "hcpsim/core/error.hpp"
 
@@ -69,12 +70,100 @@ int64_t attention_block_hbm_bytes(const Op& op, const RankProgram& program) {
 }
 
 TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dtype, const GpuSpec& gpu) {
+  return attention_block_ps(kind, flops, hbm_bytes, dtype, gpu,
+                            kind == OpKind::attn_fwd_block ? gpu.attn_fwd_efficiency : gpu.attn_bwd_efficiency);
+}
+
+namespace {
+
+/// Bilinear interpolation in (log2 rows, log2 cols) over the grid of `pts` (all of one mask class and head dim).
+double grid_efficiency(const std::vector<const EfficiencyPoint*>& pts, int64_t q_rows, int64_t kv_rows) {
+  std::vector<int64_t> rows;
+  std::vector<int64_t> cols;
+  for (const auto* p : pts) {
+    rows.push_back(p->q_rows);
+    cols.push_back(p->kv_rows);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  std::sort(cols.begin(), cols.end());
+  cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+  // Bracket x in the sorted grid axis: indices (lo, hi) and weight of hi, clamped at the edges.
+  auto bracket = [](const std::vector<int64_t>& axis, int64_t x) {
+    if (x <= axis.front()) return std::tuple<size_t, size_t, double>{0, 0, 0.0};
+    if (x >= axis.back()) return std::tuple<size_t, size_t, double>{axis.size() - 1, axis.size() - 1, 0.0};
+    const auto hi = static_cast<size_t>(std::upper_bound(axis.begin(), axis.end(), x) - axis.begin());
+    const size_t lo = hi - 1;
+    const double w = (std::log2(static_cast<double>(x)) - std::log2(static_cast<double>(axis[lo]))) /
+                     (std::log2(static_cast<double>(axis[hi])) - std::log2(static_cast<double>(axis[lo])));
+    return std::tuple<size_t, size_t, double>{lo, hi, w};
+  };
+  auto at = [&pts](int64_t r, int64_t c) {
+    for (const auto* p : pts)
+      if (p->q_rows == r && p->kv_rows == c) return p->efficiency;
+    HCPSIM_ASSERT(false, "efficiency table is not a full grid: no point at q_rows " + std::to_string(r) +
+                             ", kv_rows " + std::to_string(c));
+    return 0.0;
+  };
+  const auto [r0, r1, wr] = bracket(rows, q_rows);
+  const auto [c0, c1, wc] = bracket(cols, kv_rows);
+  const double top = at(rows[r0], cols[c0]) * (1 - wc) + at(rows[r0], cols[c1]) * wc;
+  const double bottom = at(rows[r1], cols[c0]) * (1 - wc) + at(rows[r1], cols[c1]) * wc;
+  return top * (1 - wr) + bottom * wr;
+}
+
+}  // namespace
+
+double table_efficiency(const std::vector<EfficiencyPoint>& table, int64_t head_dim, int64_t q_rows, int64_t kv_rows,
+                        bool causal) {
+  HCPSIM_ASSERT(!table.empty(), "empty efficiency table");
+  HCPSIM_ASSERT(q_rows >= 1, "q_rows < 1");
+  HCPSIM_ASSERT(kv_rows >= 1, "kv_rows < 1");
+  bool have_class = false;
+  for (const auto& p : table) have_class = have_class || p.causal == causal;
+  std::vector<int64_t> dims;
+  for (const auto& p : table)
+    if (!have_class || p.causal == causal) dims.push_back(p.head_dim);
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  auto at_dim = [&](int64_t d) {
+    std::vector<const EfficiencyPoint*> pts;
+    for (const auto& p : table)
+      if ((!have_class || p.causal == causal) && p.head_dim == d) pts.push_back(&p);
+    return grid_efficiency(pts, q_rows, kv_rows);
+  };
+  if (head_dim <= dims.front()) return at_dim(dims.front());
+  if (head_dim >= dims.back()) return at_dim(dims.back());
+  const auto hi = static_cast<size_t>(std::upper_bound(dims.begin(), dims.end(), head_dim) - dims.begin());
+  const int64_t d0 = dims[hi - 1];
+  const int64_t d1 = dims[hi];
+  const double w = static_cast<double>(head_dim - d0) / static_cast<double>(d1 - d0);
+  return at_dim(d0) * (1 - w) + at_dim(d1) * w;
+}
+
+double attention_block_efficiency(const Op& op, const RankProgram& program, const GpuSpec& gpu) {
+  if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload)) {
+    if (gpu.attn_fwd_table.empty()) return gpu.attn_fwd_efficiency;
+    return table_efficiency(gpu.attn_fwd_table, buffer_decl(program, f->q).width, std::max<int64_t>(1, f->q_rows.count),
+                            std::max<int64_t>(1, f->kv_rows.count), f->mask != BlockMask::none);
+  }
+  if (const auto* g = std::get_if<AttnBwdBlockOp>(&op.payload)) {
+    if (gpu.attn_bwd_table.empty()) return gpu.attn_bwd_efficiency;
+    return table_efficiency(gpu.attn_bwd_table, buffer_decl(program, g->q).width, std::max<int64_t>(1, g->q_rows.count),
+                            std::max<int64_t>(1, g->kv_rows.count), g->mask != BlockMask::none);
+  }
+  HCPSIM_ASSERT(false, "attention_block_efficiency of a " + to_string(op.kind()) + " op");
+  return 0;
+}
+
+TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dtype, const GpuSpec& gpu,
+                          double efficiency) {
   const bool forward = kind == OpKind::attn_fwd_block;
   const bool backward = kind == OpKind::attn_bwd_block;
   HCPSIM_ASSERT(forward || backward, "attention_block_ps of a " + to_string(kind) + " op");
   HCPSIM_ASSERT(flops >= 0, "negative flops");
   HCPSIM_ASSERT(hbm_bytes >= 0, "negative bytes");
-  const double efficiency = forward ? gpu.attn_fwd_efficiency : gpu.attn_bwd_efficiency;
+  HCPSIM_ASSERT(efficiency <= 1, "efficiency above 1");
   require_positive(gpu.peak_bf16_flops_per_s, "gpu.peak_bf16_flops_per_s");
   require_positive(efficiency, forward ? "gpu.attn_fwd_efficiency" : "gpu.attn_bwd_efficiency");
   require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
@@ -86,7 +175,8 @@ TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dt
 TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu) {
   HCPSIM_ASSERT(bytes >= 0, "negative bytes");
   require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
-  return seconds_to_ps(kKernelLaunchOverheadS + static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s);
+  HCPSIM_ASSERT(gpu.kernel_launch_overhead_s >= 0, "negative kernel launch overhead");
+  return seconds_to_ps(gpu.kernel_launch_overhead_s + static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s);
 }
 
 TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu) {
@@ -95,12 +185,15 @@ TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, cons
     case OpKind::free: return 0;
     case OpKind::attn_fwd_block:
     case OpKind::attn_bwd_block:
-      return attention_block_ps(op.kind(), op.flops, attention_block_hbm_bytes(op, program), dtype, gpu);
+      return attention_block_ps(op.kind(), op.flops, attention_block_hbm_bytes(op, program), dtype, gpu,
+                                attention_block_efficiency(op, program, gpu));
     case OpKind::lse_merge:
     case OpKind::out_correction:
     case OpKind::copy: return elementwise_ps(op.bytes, gpu);
     case OpKind::all_to_all:
-    case OpKind::send_recv: break;
+    case OpKind::send_recv:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter: break;
   }
   HCPSIM_ASSERT(false, "compute_op_ps of a communication op (" + to_string(op.kind()) + ") '" + op.label + "'");
   return 0;

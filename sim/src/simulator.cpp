@@ -1,30 +1,34 @@
 #include "hcpsim/sim/simulator.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <limits>
+#include <functional>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/sim/flow_network.hpp"
 
 namespace hcpsim::sim {
 
 namespace {
 
 // Event priorities (lower first among events at one time; equal priorities run FIFO). Completions run before
-// the initial per-rank kick so that at t = 0 zero-time effects are applied in a fixed order. Nothing else
-// depends on priorities in this contention-free model.
+// the initial per-rank kick so that at t = 0 zero-time effects are applied in a fixed order; the network's
+// max-min recomputation runs last, so that all flow starts and ends of one timestamp are batched.
 constexpr int kPriorityCompletion = 0;
 constexpr int kPriorityKick = 1;
+constexpr int kPriorityNetwork = 2;
 
 // Processor sharing of a GPU's SMs in integer arithmetic: remaining kernel work is kept in units of
 // 1/kShareScale ps of full-speed GPU time, so that with n ≤ kStreamCount running kernels each one's progress
-// over Δ ps, Δ·kShareScale/n units, is an integer. kShareScale = lcm(1, 2, 3).
-constexpr int64_t kShareScale = 6;
+// over Δ ps, Δ·kShareScale/n units, is an integer. kShareScale = 1000·lcm(1, 2, 3); the factor 1000 gives a
+// compute slowdown during communication (a real factor) a per-mille-exact integer rate.
+constexpr int64_t kShareScale = 6000;
 static_assert(kStreamCount == 3, "kShareScale must be divisible by every possible number of running kernels");
 
 // A deadlock report lists at most this many ranks in detail (the rest are counted), so that a large schedule
@@ -32,6 +36,14 @@ static_assert(kStreamCount == 3, "kShareScale must be divisible by every possibl
 constexpr int64_t kDeadlockReportRanks = 16;
 
 size_t index_of(int64_t i) { return static_cast<size_t>(i); }
+
+/// (cp rank, op index) in one int64: rank in the high 32 bits. Both are < 2^31 (HCPSIM_ASSERT at pack time).
+int64_t pack(int64_t rank, OpIndex i) {
+  HCPSIM_ASSERT(rank < (int64_t{1} << 31), "cp rank too large to pack");
+  HCPSIM_ASSERT(i >= 0, "negative op index");
+  return rank * (int64_t{1} << 32) + i;
+}
+OpIndex unpack_op(int64_t key) { return static_cast<OpIndex>(key & 0xffffffff); }
 size_t stream_index(Stream s) { return static_cast<size_t>(s); }
 size_t phase_index(Phase p) { return static_cast<size_t>(p); }
 size_t level_index(LinkLevel l) { return static_cast<size_t>(l); }
@@ -57,6 +69,8 @@ struct RunningKernel {
 /// Run-time state of one rank.
 struct RankRuntime {
   std::vector<RunningKernel> running;  ///< kernels sharing the GPU now, in start order
+  int64_t rate_units_per_ps = kShareScale;  ///< progress of each running kernel since gpu_updated_ps
+  int64_t comm_running = 0;            ///< communication ops started and not finished
   TimePs gpu_updated_ps = 0;           ///< time up to which `running` progress has been applied
   std::array<std::vector<OpIndex>, kStreamCount> stream_ops;  ///< op indices of each stream, in list order
   std::array<size_t, kStreamCount> cursor{};                  ///< position of the stream's next unfinished op
@@ -64,6 +78,7 @@ struct RankRuntime {
   std::vector<char> live;  ///< per buffer: currently allocated
   int64_t live_bytes = 0;
   int64_t peak_bytes = 0;
+  std::array<int64_t, kPhaseCount> phase_peak_bytes{};  ///< peak reached by allocs of each phase
   int64_t input_bytes = 0;
   MessageTable messages_sent{};
 };
@@ -81,14 +96,15 @@ struct HalfMessage {
 };
 
 /// Messages with equal keys match in issue order; every queued entry waits for the opposite side, so a
-/// queue holds only senders or only receivers.
+/// queue holds only senders or only receivers. Vectors, not deques: a queue rarely holds more than one entry,
+/// and a std::deque allocates a whole block on construction.
 struct MessageQueue {
-  std::deque<HalfMessage> senders;
-  std::deque<HalfMessage> receivers;
+  std::vector<HalfMessage> senders;
+  std::vector<HalfMessage> receivers;
 };
 
 using MessageKey = std::tuple<int64_t, int64_t, int64_t>;       // (src cp rank, dst cp rank, tag)
-using AllToAllKey = std::pair<int64_t, std::vector<int64_t>>;  // (tag, group)
+using AllToAllKey = std::tuple<int, int64_t, std::vector<int64_t>>;  // (op kind, tag, group)
 
 /// Union of half-open intervals, sorted and disjoint.
 std::vector<std::pair<TimePs, TimePs>> merge_intervals(std::vector<std::pair<TimePs, TimePs>> v) {
@@ -111,30 +127,19 @@ TimePs measure(const std::vector<std::pair<TimePs, TimePs>>& merged) {
   return total;
 }
 
-/// |a ∩ b| for two merged interval lists.
-TimePs intersection_measure(const std::vector<std::pair<TimePs, TimePs>>& a,
-                            const std::vector<std::pair<TimePs, TimePs>>& b) {
-  TimePs total = 0;
-  size_t i = 0;
-  size_t j = 0;
-  while (i < a.size() && j < b.size()) {
-    const TimePs lo = std::max(a[i].first, b[j].first);
-    const TimePs hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) total += hi - lo;
-    if (a[i].second < b[j].second) {
-      ++i;
-    } else {
-      ++j;
-    }
-  }
-  return total;
-}
-
 class Engine {
  public:
-  Engine(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank,
-         const SimOptions& options)
-      : schedule_(schedule), cluster_(cluster), nodes_(node_of_cp_rank), options_(options) {
+  Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
+         const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options)
+      : schedule_(schedule),
+        cluster_(cluster),
+        topology_(topology),
+        gpus_(gpu_of_cp_rank),
+        options_(options),
+        network_(queue_, capacities(topology), kPriorityCompletion, kPriorityNetwork) {
+    for (int64_t g : gpus_) nodes_.push_back(topology.gpu_node(g));
+    HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
+    HCPSIM_ASSERT(cluster.gpu.compute_slowdown_during_comm >= 1, "compute_slowdown_during_comm < 1");
     ranks_.resize(schedule.ranks.size());
     for (size_t r = 0; r < schedule.ranks.size(); ++r) {
       const RankProgram& program = schedule.ranks[r];
@@ -177,6 +182,51 @@ class Engine {
   RankRuntime& rt(int64_t rank) { return ranks_[index_of(rank)]; }
   [[nodiscard]] int64_t node(int64_t rank) const { return nodes_[index_of(rank)]; }
 
+  /// compute_op_ps, memoised by (kind, block shape, mask, bytes, flops): ranks repeat the same kernels, and
+  /// the efficiency-table lookup is the expensive part. The key holds every input of compute_op_ps.
+  TimePs kernel_ps(int64_t rank, OpIndex i) {
+    const Op& op = op_of(rank, i);
+    const RankProgram& prog = program(rank);
+    int64_t q_rows = -1, kv_rows = -1, head_dim = -1, mask = -1;
+    if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload)) {
+      q_rows = f->q_rows.count;
+      kv_rows = f->kv_rows.count;
+      head_dim = prog.buffers[index_of(f->q)].width;
+      mask = static_cast<int64_t>(f->mask);
+    } else if (const auto* g = std::get_if<AttnBwdBlockOp>(&op.payload)) {
+      q_rows = g->q_rows.count;
+      kv_rows = g->kv_rows.count;
+      head_dim = prog.buffers[index_of(g->q)].width;
+      mask = static_cast<int64_t>(g->mask);
+    } else {
+      return compute_op_ps(op, prog, schedule_.shape.dtype, cluster_.gpu);
+    }
+    const int64_t hbm = attention_block_hbm_bytes(op, prog);
+    const KernelKey key{static_cast<int64_t>(op.kind()), q_rows, kv_rows, head_dim, mask, hbm, op.flops};
+    const auto it = kernel_cache_.find(key);
+    if (it != kernel_cache_.end()) return it->second;
+    const TimePs ps = compute_op_ps(op, prog, schedule_.shape.dtype, cluster_.gpu);
+    kernel_cache_.emplace(key, ps);
+    return ps;
+  }
+
+  static std::vector<double> capacities(const Topology& t) {
+    std::vector<double> c;
+    for (const TopologyLink& l : t.links()) c.push_back(l.bandwidth_bytes_per_s);
+    return c;
+  }
+
+  [[nodiscard]] bool slows_compute() const {
+    return options_.share_gpu_between_kernels && cluster_.gpu.compute_slowdown_during_comm != 1.0;
+  }
+
+  /// A communication op of `rank` started (+1) or finished (−1): compute speed may change.
+  void comm_running_change(int64_t rank, int delta) {
+    if (slows_compute()) advance_gpu(rank);
+    rt(rank).comm_running += delta;
+    if (slows_compute()) reschedule_gpu(rank);
+  }
+
   [[nodiscard]] bool deps_finished(int64_t rank, OpIndex i) const {
     for (OpIndex d : op_of(rank, i).deps) {
       HCPSIM_ASSERT(d >= 0, fmt::format("cp rank {} op {}: negative dep", rank, i));
@@ -199,7 +249,8 @@ class Engine {
   }
 
   void finish_at(TimePs delay_ps, int64_t rank, OpIndex i) {
-    queue_.schedule_after(delay_ps, kPriorityCompletion, [this, rank, i] { finish_op(rank, i); });
+    const int64_t key = pack(rank, i);  // one int64 keeps the capture within std::function's small buffer
+    queue_.schedule_after(delay_ps, kPriorityCompletion, [this, key] { finish_op(key >> 32, unpack_op(key)); });
   }
 
   void start_op(int64_t rank, OpIndex i) {
@@ -214,6 +265,7 @@ class Engine {
         r.live[index_of(b)] = 1;
         r.live_bytes += program(rank).buffers[index_of(b)].size_bytes();
         r.peak_bytes = std::max(r.peak_bytes, r.live_bytes);
+        r.phase_peak_bytes[phase_index(op.phase)] = std::max(r.phase_peak_bytes[phase_index(op.phase)], r.live_bytes);
         finish_at(0, rank, i);
         return;
       }
@@ -226,8 +278,16 @@ class Engine {
         finish_at(0, rank, i);
         return;
       }
-      case OpKind::send_recv: start_send_recv(rank, i); return;
-      case OpKind::all_to_all: arrive_all_to_all(rank, i); return;
+      case OpKind::send_recv:
+        comm_running_change(rank, +1);
+        start_send_recv(rank, i);
+        return;
+      case OpKind::all_to_all:
+      case OpKind::all_gather:
+      case OpKind::reduce_scatter:
+        comm_running_change(rank, +1);
+        arrive_collective(rank, i);
+        return;
       case OpKind::attn_fwd_block:
       case OpKind::attn_bwd_block:
       case OpKind::lse_merge:
@@ -248,13 +308,14 @@ class Engine {
     HCPSIM_ASSERT(r.stream_ops[s][r.cursor[s]] == i,
                   fmt::format("cp rank {} op {} finished but is not the head of its stream", rank, i));
     ++r.cursor[s];
+    if (is_communication(op_of(rank, i).kind())) comm_running_change(rank, -1);
     try_start_ready(rank);
   }
 
   // ---- kernels: full speed, or processor sharing of the GPU ----
 
   void start_kernel(int64_t rank, OpIndex i) {
-    const TimePs work_ps = compute_op_ps(op_of(rank, i), program(rank), schedule_.shape.dtype, cluster_.gpu);
+    const TimePs work_ps = kernel_ps(rank, i);
     if (!options_.share_gpu_between_kernels) {
       finish_at(work_ps, rank, i);
       return;
@@ -271,9 +332,8 @@ class Engine {
     RankRuntime& r = rt(rank);
     const TimePs elapsed = queue_.now() - r.gpu_updated_ps;
     if (!r.running.empty() && elapsed > 0) {
-      const auto n = static_cast<int64_t>(r.running.size());
-      HCPSIM_ASSERT(n <= kStreamCount, "more running kernels than streams");
-      const int64_t progress = elapsed * (kShareScale / n);
+      HCPSIM_ASSERT(static_cast<int64_t>(r.running.size()) <= kStreamCount, "more running kernels than streams");
+      const int64_t progress = elapsed * r.rate_units_per_ps;
       for (RunningKernel& k : r.running) k.remaining_units = std::max<int64_t>(0, k.remaining_units - progress);
     }
     r.gpu_updated_ps = queue_.now();
@@ -284,12 +344,22 @@ class Engine {
   void reschedule_gpu(int64_t rank) {
     RankRuntime& r = rt(rank);
     const auto n = static_cast<int64_t>(r.running.size());
+    if (n == 0) return;
+    r.rate_units_per_ps = kShareScale / n;
+    if (r.comm_running > 0 && slows_compute()) {
+      // Rounded once to an integer rate (per-mille exact with kShareScale = 6000).
+      r.rate_units_per_ps = std::max<int64_t>(
+          1, std::llround(static_cast<double>(kShareScale) /
+                          (static_cast<double>(n) * cluster_.gpu.compute_slowdown_during_comm)));
+    }
     for (RunningKernel& k : r.running) {
       if (k.completion >= 0) queue_.cancel(k.completion);
-      const int64_t rate = kShareScale / n;  // units per ps
+      const int64_t rate = r.rate_units_per_ps;
       const TimePs delay = (k.remaining_units + rate - 1) / rate;
       const OpIndex op = k.op;
-      k.completion = queue_.schedule_after(delay, kPriorityCompletion, [this, rank, op] { kernel_done(rank, op); });
+      const int64_t key = pack(rank, op);
+      k.completion =
+          queue_.schedule_after(delay, kPriorityCompletion, [this, key] { kernel_done(key >> 32, unpack_op(key)); });
     }
   }
 
@@ -334,13 +404,13 @@ class Engine {
 
   void arrive_message(const MessageKey& key, bool is_sender, HalfMessage half) {
     MessageQueue& q = messages_[key];
-    std::deque<HalfMessage>& opposite = is_sender ? q.receivers : q.senders;
+    std::vector<HalfMessage>& opposite = is_sender ? q.receivers : q.senders;
     if (opposite.empty()) {
       (is_sender ? q.senders : q.receivers).push_back(half);
       return;
     }
     const HalfMessage other = opposite.front();
-    opposite.pop_front();
+    opposite.erase(opposite.begin());
     if (q.senders.empty() && q.receivers.empty()) messages_.erase(key);
     start_transfer(key, is_sender ? half : other, is_sender ? other : half);
   }
@@ -352,15 +422,36 @@ class Engine {
                               src, dst, tag, sender.endpoint.op, op_of(src, sender.endpoint.op).label,
                               sender.size_bytes, receiver.endpoint.op, op_of(dst, receiver.endpoint.op).label,
                               receiver.size_bytes));
-    const LinkLevel level = link_level(node(src), node(dst));
     const Phase phase = op_of(src, sender.endpoint.op).phase;
-    count_message(src, phase, level, sender.size_bytes);
     const Endpoint s = sender.endpoint;
     const Endpoint r = receiver.endpoint;
-    queue_.schedule_after(message_ps(sender.size_bytes, level, cluster_), kPriorityCompletion, [this, s, r] {
+    send_message(src, dst, sender.size_bytes, phase, [this, s, r] {
       transfer_done(s);
       transfer_done(r);
     });
+  }
+
+  /// One message: software latency, then a flow over the route, then the route latency; `delivered` runs at
+  /// delivery. Counts the message (sender's phase, level by nodes) and records its flow.
+  void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, std::function<void()> delivered) {
+    count_message(src, phase, link_level(node(src), node(dst)), bytes);
+    const auto flow_index = static_cast<int64_t>(flows_.size());
+    std::vector<int64_t> route = topology_.route(gpus_[index_of(src)], gpus_[index_of(dst)],
+                                                 static_cast<uint64_t>(flow_index));
+    const TimePs route_latency_ps = seconds_to_ps(topology_.route_latency_s(route));
+    flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, route});
+    queue_.schedule_after(seconds_to_ps(cluster_.message_latency_s), kPriorityCompletion,
+                          [this, flow_index, route_latency_ps, delivered = std::move(delivered)]() mutable {
+                            FlowRecord& rec = flows_[index_of(flow_index)];
+                            rec.start_ps = queue_.now();
+                            network_.start_flow(rec.route, rec.bytes,
+                                                [this, flow_index, route_latency_ps,
+                                                 delivered = std::move(delivered)]() mutable {
+                                                  flows_[index_of(flow_index)].drained_ps = queue_.now();
+                                                  queue_.schedule_after(route_latency_ps, kPriorityCompletion,
+                                                                        std::move(delivered));
+                                                });
+                          });
   }
 
   void transfer_done(const Endpoint& e) {
@@ -377,57 +468,82 @@ class Engine {
     }
   }
 
-  // ---- all-to-all ----
+  // ---- collectives: all-to-all, all-gather, reduce-scatter ----
 
-  void arrive_all_to_all(int64_t rank, OpIndex i) {
-    const auto& a2a = std::get<AllToAllOp>(op_of(rank, i).payload);
-    HCPSIM_ASSERT(std::find(a2a.group.begin(), a2a.group.end(), rank) != a2a.group.end(),
-                  fmt::format("cp rank {} op {} '{}': rank is not a member of its a2a group", rank, i,
-                              op_of(rank, i).label));
-    AllToAllKey key{a2a.tag, a2a.group};
+  struct CollectiveView {
+    const std::vector<int64_t>* group = nullptr;
+    int64_t tag = 0;
+    BufferId input = -1;
+  };
+
+  [[nodiscard]] CollectiveView collective_of(const Op& op) const {
+    if (const auto* a = std::get_if<AllToAllOp>(&op.payload)) return {&a->group, a->tag, a->input};
+    if (const auto* g = std::get_if<AllGatherOp>(&op.payload)) return {&g->group, g->tag, g->input};
+    if (const auto* r = std::get_if<ReduceScatterOp>(&op.payload)) return {&r->group, r->tag, r->input};
+    HCPSIM_ASSERT(false, "not a collective: " + op.label);
+    return {};
+  }
+
+  void arrive_collective(int64_t rank, OpIndex i) {
+    const Op& op = op_of(rank, i);
+    const OpKind kind = op.kind();
+    const CollectiveView c = collective_of(op);
+    const std::vector<int64_t>& group = *c.group;
+    HCPSIM_ASSERT(std::find(group.begin(), group.end(), rank) != group.end(),
+                  fmt::format("cp rank {} op {} '{}': rank is not a member of its {} group", rank, i, op.label,
+                              to_string(kind)));
+    AllToAllKey key{static_cast<int>(kind), c.tag, group};
     std::vector<Endpoint>& arrived = all_to_alls_[key];
     for (const Endpoint& e : arrived) {
-      HCPSIM_ASSERT(e.cp_rank != rank, fmt::format("cp rank {} op {} '{}': reached a2a tag {} twice", rank, i,
-                                                   op_of(rank, i).label, a2a.tag));
+      HCPSIM_ASSERT(e.cp_rank != rank, fmt::format("cp rank {} op {} '{}': reached {} tag {} twice", rank, i,
+                                                   op.label, to_string(kind), c.tag));
     }
     arrived.push_back(Endpoint{rank, i});
-    if (arrived.size() < a2a.group.size()) return;
+    if (arrived.size() < group.size()) return;
 
-    // Everyone is here: order the members by group position, size the traffic, finish all together.
+    // Everyone is here: order the members by group position and size each member's message to each peer.
     std::vector<Endpoint> members;
     std::vector<int64_t> bytes_per_peer;
-    const auto group_size = static_cast<int64_t>(a2a.group.size());
-    for (int64_t member : a2a.group) {
-      HCPSIM_ASSERT(member >= 0, "negative cp rank in a2a group");
-      HCPSIM_ASSERT(member < static_cast<int64_t>(ranks_.size()), "a2a group member out of range");
+    const auto group_size = static_cast<int64_t>(group.size());
+    for (int64_t member : group) {
+      HCPSIM_ASSERT(member >= 0, "negative cp rank in a collective group");
+      HCPSIM_ASSERT(member < static_cast<int64_t>(ranks_.size()), "collective group member out of range");
       const auto it = std::find_if(arrived.begin(), arrived.end(),
                                    [member](const Endpoint& e) { return e.cp_rank == member; });
-      HCPSIM_ASSERT(it != arrived.end(), fmt::format("a2a tag {}: member {} missing", a2a.tag, member));
+      HCPSIM_ASSERT(it != arrived.end(), fmt::format("{} tag {}: member {} missing", to_string(kind), c.tag, member));
       members.push_back(*it);
-      const auto& member_op = std::get<AllToAllOp>(op_of(member, it->op).payload);
-      const BufferId input = member_op.input;
-      HCPSIM_ASSERT(input >= 0, "a2a without input buffer");
-      HCPSIM_ASSERT(index_of(input) < program(member).buffers.size(), "a2a input buffer out of range");
+      const BufferId input = collective_of(op_of(member, it->op)).input;
+      HCPSIM_ASSERT(input >= 0, "collective without input buffer");
+      HCPSIM_ASSERT(index_of(input) < program(member).buffers.size(), "collective input buffer out of range");
       const int64_t input_bytes = program(member).buffers[index_of(input)].size_bytes();
-      HCPSIM_ASSERT(input_bytes % group_size == 0,
-                    fmt::format("a2a tag {}: cp rank {} input of {} B does not split into {} equal parts", a2a.tag,
-                                member, input_bytes, group_size));
-      bytes_per_peer.push_back(input_bytes / group_size);
+      if (kind == OpKind::all_gather) {
+        bytes_per_peer.push_back(input_bytes);  // every other member receives the whole input
+      } else {
+        HCPSIM_ASSERT(input_bytes % group_size == 0,
+                      fmt::format("{} tag {}: cp rank {} input of {} B does not split into {} equal parts",
+                                  to_string(kind), c.tag, member, input_bytes, group_size));
+        bytes_per_peer.push_back(input_bytes / group_size);
+      }
     }
     all_to_alls_.erase(key);
 
+    const auto pending = std::make_shared<int64_t>(group_size * (group_size - 1));
+    auto finish_all = [this, members] {
+      for (const Endpoint& e : members) finish_op(e.cp_rank, e.op);
+    };
+    if (*pending == 0) {
+      queue_.schedule_after(0, kPriorityCompletion, finish_all);
+      return;
+    }
     for (size_t m = 0; m < members.size(); ++m) {
       const Phase phase = op_of(members[m].cp_rank, members[m].op).phase;
       for (size_t n = 0; n < members.size(); ++n) {
         if (n == m) continue;
-        count_message(members[m].cp_rank, phase, link_level(node(members[m].cp_rank), node(members[n].cp_rank)),
-                      bytes_per_peer[m]);
+        send_message(members[m].cp_rank, members[n].cp_rank, bytes_per_peer[m], phase, [pending, finish_all] {
+          if (--*pending == 0) finish_all();
+        });
       }
     }
-    const TimePs duration = all_to_all_ps(all_to_all_traffic(a2a.group, bytes_per_peer, nodes_), cluster_);
-    queue_.schedule_after(duration, kPriorityCompletion, [this, members] {
-      for (const Endpoint& e : members) finish_op(e.cp_rank, e.op);
-    });
   }
 
   // ---- end of run ----
@@ -463,18 +579,19 @@ class Engine {
         sides += fmt::format(" recv from cp rank {} tag {} (sender not there);", sr->recv_peer, sr->recv_tag);
       return fmt::format("started at {} ps; waiting for a rendezvous:{}", r.ops[index_of(i)].start_ps, sides);
     }
-    if (const auto* a2a = std::get_if<AllToAllOp>(&op.payload)) {
+    if (op.kind() == OpKind::all_to_all || op.kind() == OpKind::all_gather || op.kind() == OpKind::reduce_scatter) {
+      const CollectiveView c = collective_of(op);
       std::string missing;
-      const auto it = all_to_alls_.find(AllToAllKey{a2a->tag, a2a->group});
-      for (int64_t m : a2a->group) {
+      const auto it = all_to_alls_.find(AllToAllKey{static_cast<int>(op.kind()), c.tag, *c.group});
+      for (int64_t m : *c.group) {
         bool here = false;
         if (it != all_to_alls_.end()) {
           for (const Endpoint& e : it->second) here = here || e.cp_rank == m;
         }
         if (!here) missing += (missing.empty() ? "" : ", ") + std::to_string(m);
       }
-      return fmt::format("started at {} ps; a2a tag {} waiting for members [{}]", r.ops[index_of(i)].start_ps,
-                         a2a->tag, missing);
+      return fmt::format("started at {} ps; {} tag {} waiting for members [{}]", r.ops[index_of(i)].start_ps,
+                         to_string(op.kind()), c.tag, missing);
     }
     return "started but not finished";
   }
@@ -506,7 +623,7 @@ class Engine {
                               blocked_ranks, report));
   }
 
-  SimResult collect(int64_t events) const {
+  SimResult collect(int64_t events) {
     SimResult res;
     res.cp_comm_type = schedule_.cp_comm_type;
     res.a2a_size = schedule_.a2a_size;
@@ -514,14 +631,31 @@ class Engine {
     res.share_gpu_between_kernels = options_.share_gpu_between_kernels;
     res.messages = totals_;
     res.event_count = events;
+    res.flows = std::move(flows_);  // the engine is done with them
+    res.network_recomputes = network_.recompute_count();
+    for (const TopologyVertex& v : topology_.vertices()) res.node_count = std::max(res.node_count, v.node + 1);
+    const auto& usage = network_.usage();
+    for (size_t l = 0; l < topology_.links().size(); ++l) {
+      const TopologyLink& tl = topology_.links()[l];
+      const TopologyVertex& from = topology_.vertices()[index_of(tl.from)];
+      res.links.push_back(LinkStats{from.name, topology_.vertices()[index_of(tl.to)].name, from.node, tl.link_class,
+                                    tl.bandwidth_bytes_per_s, usage[l].bytes, usage[l].busy_ps, usage[l].flows});
+    }
     bool any_backward = false;
     TimePs backward_end = 0;
+    size_t op_total = 0;
+    for (const RankRuntime& r : ranks_) op_total += r.ops.size();
+    if (options_.record_timeline) res.timeline.reserve(op_total);
     for (size_t rr = 0; rr < ranks_.size(); ++rr) {
       const auto rank = static_cast<int64_t>(rr);
       const RankRuntime& r = ranks_[rr];
       RankStats st;
       st.cp_rank = rank;
       st.node = node(rank);
+      st.gpu = gpus_[rr];
+      st.phase_peak_memory_bytes = r.phase_peak_bytes;
+      // The inputs are live in both phases.
+      for (auto& p : st.phase_peak_memory_bytes) p = std::max(p, r.input_bytes);
       st.input_bytes = r.input_bytes;
       st.peak_memory_bytes = r.peak_bytes;
       st.final_memory_bytes = r.live_bytes;
@@ -546,26 +680,34 @@ class Engine {
           backward_end = std::max(backward_end, o.end_ps);
           any_backward = true;
         }
-        res.timeline.push_back(TimelineEntry{rank, op.stream, static_cast<OpIndex>(i), op.kind(), op.phase,
+        if (options_.record_timeline)
+          res.timeline.push_back(TimelineEntry{rank, op.stream, static_cast<OpIndex>(i), op.kind(), op.phase,
                                              op.ring_step, o.start_ps, o.end_ps, op.flops, op.bytes, op.label});
       }
       const auto compute_union = merge_intervals(std::move(compute_iv));
       const auto comm_union = merge_intervals(std::move(comm_iv));
       st.compute_busy_ps = measure(compute_union);
       st.comm_busy_ps = measure(comm_union);
-      st.exposed_comm_ps = st.comm_busy_ps - intersection_measure(comm_union, compute_union);
       res.total_ps = std::max(res.total_ps, st.end_ps);
       res.ranks.push_back(st);
     }
+    // Exposed communication needs the layer time, known only after every rank is collected.
+    for (RankStats& st : res.ranks) st.exposed_comm_ps = res.total_ps - st.compute_busy_ps;
     res.backward_ps = any_backward ? backward_end - res.backward_start_ps : 0;
     return res;
   }
 
   const Schedule& schedule_;
   const ClusterSpec& cluster_;
-  const std::vector<int64_t>& nodes_;
+  const Topology& topology_;
+  const std::vector<int64_t>& gpus_;
+  std::vector<int64_t> nodes_;  ///< node of each cp rank's GPU
   SimOptions options_;
   EventQueue queue_;
+  FlowNetwork network_;
+  std::vector<FlowRecord> flows_;
+  using KernelKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double>;
+  std::map<KernelKey, TimePs> kernel_cache_;  ///< kernel_ps memo (std::map: ordered, deterministic)
   std::vector<RankRuntime> ranks_;
   std::map<MessageKey, MessageQueue> messages_;
   std::map<AllToAllKey, std::vector<Endpoint>> all_to_alls_;
@@ -574,21 +716,70 @@ class Engine {
 
 }  // namespace
 
+LinkClassUtilisation SimResult::link_class_utilisation(LinkClass c) const {
+  LinkClassUtilisation u;
+  double capacity_sum = 0;
+  const double total_s = static_cast<double>(total_ps) / kPsPerSecond;
+  for (const LinkStats& l : links) {
+    if (l.link_class != c) continue;
+    ++u.links;
+    u.bytes += l.bytes;
+    capacity_sum += l.bandwidth_bytes_per_s;
+    if (total_s > 0)
+      u.max_utilisation = std::max(u.max_utilisation, static_cast<double>(l.bytes) / (l.bandwidth_bytes_per_s * total_s));
+  }
+  if (capacity_sum > 0 && total_s > 0) u.mean_utilisation = static_cast<double>(u.bytes) / (capacity_sum * total_s);
+  return u;
+}
+
+SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
+                   const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options) {
+  schedule.check_invariants();
+  HCPSIM_ASSERT(gpu_of_cp_rank.size() == schedule.ranks.size(),
+                fmt::format("gpu_of_cp_rank has {} entries for {} cp ranks", gpu_of_cp_rank.size(),
+                            schedule.ranks.size()));
+  std::vector<int64_t> sorted = gpu_of_cp_rank;
+  std::sort(sorted.begin(), sorted.end());
+  HCPSIM_ASSERT(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "two cp ranks on one GPU");
+  for (int64_t g : gpu_of_cp_rank) {
+    HCPSIM_ASSERT(g >= 0, "negative GPU index");
+    HCPSIM_ASSERT(g < topology.gpu_count(), fmt::format("GPU {} beyond the topology's {} GPUs", g, topology.gpu_count()));
+  }
+  Engine engine(schedule, cluster, topology, gpu_of_cp_rank, options);
+  return engine.run();
+}
+
 SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank,
                    const SimOptions& options) {
-  schedule.check_invariants();
   HCPSIM_ASSERT(node_of_cp_rank.size() == schedule.ranks.size(),
                 fmt::format("node_of_cp_rank has {} entries for {} cp ranks", node_of_cp_rank.size(),
                             schedule.ranks.size()));
-  for (int64_t n : node_of_cp_rank) HCPSIM_ASSERT(n >= 0, "negative node index");
-  Engine engine(schedule, cluster, node_of_cp_rank, options);
-  return engine.run();
+  ClusterSpec c = cluster;
+  c.topology = ExplicitTopology{};
+  std::vector<int64_t> next_slot;
+  std::vector<int64_t> gpus;
+  for (int64_t n : node_of_cp_rank) {
+    HCPSIM_ASSERT(n >= 0, "negative node index");
+    if (index_of(n) >= next_slot.size()) next_slot.resize(index_of(n) + 1, 0);
+    HCPSIM_ASSERT(next_slot[index_of(n)] < c.gpus_per_node, fmt::format("more than {} cp ranks on node {}",
+                                                                       c.gpus_per_node, n));
+    gpus.push_back(n * c.gpus_per_node + next_slot[index_of(n)]++);
+  }
+  c.nodes = std::max<int64_t>(c.nodes, static_cast<int64_t>(next_slot.size()));
+  const Topology topology = Topology::from_cluster(c);
+  return simulate(schedule, c, topology, gpus, options);
 }
 
 std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node) {
   std::vector<int64_t> nodes;
   for (const CpRankPlacement& p : place_cp_group(order, sizes, gpus_per_node)) nodes.push_back(p.node);
   return nodes;
+}
+
+std::vector<int64_t> cp_rank_gpus(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node) {
+  std::vector<int64_t> gpus;
+  for (const CpRankPlacement& p : place_cp_group(order, sizes, gpus_per_node)) gpus.push_back(p.global_rank);
+  return gpus;
 }
 
 }  // namespace hcpsim::sim

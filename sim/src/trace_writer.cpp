@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <system_error>
 
+#include <algorithm>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hcpsim/core/error.hpp"
@@ -63,35 +66,56 @@ Json message_table_json(const MessageTable& table) {
 
 }  // namespace
 
+int64_t stream_tid(int64_t gpu, Stream s) { return gpu * kStreamCount + static_cast<int64_t>(s); }
+int64_t link_tid(int64_t link) { return kLinkTidBase + link; }
+
 std::string chrome_trace_json(const SimResult& result) {
   Json events = Json::array();
-  for (const RankStats& r : result.ranks) {
+  const int64_t fabric_pid = result.node_count;  // leaf/spine links live in one extra process
+  std::vector<int64_t> gpu_of_rank;
+  for (const RankStats& r : result.ranks) gpu_of_rank.push_back(r.gpu);
+  // Processes: one per node, then the fabric.
+  for (int64_t n = 0; n <= result.node_count; ++n) {
     events.push_back(Json{{"name", "process_name"},
                           {"ph", "M"},
-                          {"pid", r.cp_rank},
-                          {"args", Json{{"name", "cp rank " + std::to_string(r.cp_rank) + " (node " +
-                                                     std::to_string(r.node) + ")"}}}});
-    events.push_back(Json{{"name", "process_sort_index"},
-                          {"ph", "M"},
-                          {"pid", r.cp_rank},
-                          {"args", Json{{"sort_index", r.cp_rank}}}});
+                          {"pid", n},
+                          {"args", Json{{"name", n < result.node_count ? "node " + std::to_string(n)
+                                                                        : std::string("fabric")}}}});
+    events.push_back(
+        Json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", n}, {"args", Json{{"sort_index", n}}}});
+  }
+  // Threads: one per GPU stream, then one per link direction that carried a flow.
+  for (const RankStats& r : result.ranks) {
     for (int s = 0; s < kStreamCount; ++s) {
       events.push_back(Json{{"name", "thread_name"},
                             {"ph", "M"},
-                            {"pid", r.cp_rank},
-                            {"tid", s},
-                            {"args", Json{{"name", to_string(static_cast<Stream>(s))}}}});
+                            {"pid", r.node},
+                            {"tid", stream_tid(r.gpu, static_cast<Stream>(s))},
+                            {"args", Json{{"name", "gpu " + std::to_string(r.gpu) + " cp rank " +
+                                                       std::to_string(r.cp_rank) + " " +
+                                                       to_string(static_cast<Stream>(s))}}}});
     }
   }
+  for (size_t l = 0; l < result.links.size(); ++l) {
+    const LinkStats& ls = result.links[l];
+    if (ls.flows == 0) continue;
+    events.push_back(Json{{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", ls.from_node >= 0 ? ls.from_node : fabric_pid},
+                          {"tid", link_tid(static_cast<int64_t>(l))},
+                          {"args", Json{{"name", "link " + ls.from + " -> " + ls.to}}}});
+  }
   for (const TimelineEntry& e : result.timeline) {
+    const RankStats& r = result.ranks[static_cast<size_t>(e.cp_rank)];
     events.push_back(Json{{"name", e.label},
                           {"cat", to_string(e.kind)},
                           {"ph", "X"},
-                          {"pid", e.cp_rank},
-                          {"tid", static_cast<int>(e.stream)},
+                          {"pid", r.node},
+                          {"tid", stream_tid(r.gpu, e.stream)},
                           {"ts", ps_to_us(e.start_ps)},
                           {"dur", ps_to_us(e.end_ps - e.start_ps)},
-                          {"args", Json{{"op_index", e.op_index},
+                          {"args", Json{{"cp_rank", e.cp_rank},
+                                        {"op_index", e.op_index},
                                         {"kind", to_string(e.kind)},
                                         {"phase", to_string(e.phase)},
                                         {"ring_step", e.ring_step},
@@ -99,6 +123,25 @@ std::string chrome_trace_json(const SimResult& result) {
                                         {"end_ps", e.end_ps},
                                         {"flops", e.flops},
                                         {"bytes", e.bytes}}}});
+  }
+  // Flows: one complete event per link of the route, from the first byte to the last.
+  for (size_t f = 0; f < result.flows.size(); ++f) {
+    const FlowRecord& fr = result.flows[f];
+    for (int64_t l : fr.route) {
+      const LinkStats& ls = result.links[static_cast<size_t>(l)];
+      events.push_back(Json{{"name", "cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank)},
+                            {"cat", "flow"},
+                            {"ph", "X"},
+                            {"pid", ls.from_node >= 0 ? ls.from_node : fabric_pid},
+                            {"tid", link_tid(l)},
+                            {"ts", ps_to_us(fr.start_ps)},
+                            {"dur", ps_to_us(fr.drained_ps - fr.start_ps)},
+                            {"args", Json{{"flow", f},
+                                          {"bytes", fr.bytes},
+                                          {"phase", to_string(fr.phase)},
+                                          {"start_ps", fr.start_ps},
+                                          {"drained_ps", fr.drained_ps}}}});
+    }
   }
   Json trace{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)}};
   return trace.dump(1) + "\n";
@@ -113,6 +156,7 @@ std::string summary_json(const SimResult& result) {
   for (const RankStats& r : result.ranks) {
     ranks.push_back(Json{{"cp_rank", r.cp_rank},
                          {"node", r.node},
+                         {"gpu", r.gpu},
                          {"end_ps", r.end_ps},
                          {"compute_busy_ps", r.compute_busy_ps},
                          {"compute_kernel_ps", r.compute_kernel_ps},
@@ -120,12 +164,28 @@ std::string summary_json(const SimResult& result) {
                          {"exposed_comm_ps", r.exposed_comm_ps},
                          {"input_bytes", r.input_bytes},
                          {"peak_memory_bytes", r.peak_memory_bytes},
+                         {"peak_memory_bytes_forward", r.phase_peak_memory_bytes[0]},
+                         {"peak_memory_bytes_backward", r.phase_peak_memory_bytes[1]},
                          {"final_memory_bytes", r.final_memory_bytes},
                          {"messages_sent", message_table_json(r.messages_sent)}});
   }
   Json flops = Json::object();
   for (size_t p = 0; p < kPhaseCount; ++p) flops[to_string(static_cast<Phase>(p))] = result.flops[p];
-  Json summary{{"network_model", "contention-free"},
+  Json levels = Json::object();
+  for (int c = 0; c < kLinkClassCount; ++c) {
+    const LinkClassUtilisation u = result.link_class_utilisation(static_cast<LinkClass>(c));
+    levels[to_string(static_cast<LinkClass>(c))] = Json{{"links", u.links},
+                                                        {"bytes", u.bytes},
+                                                        {"mean_utilisation", u.mean_utilisation},
+                                                        {"max_utilisation", u.max_utilisation}};
+  }
+  int64_t peak = 0;
+  TimePs max_exposed = 0;
+  for (const RankStats& r : result.ranks) {
+    peak = std::max(peak, r.peak_memory_bytes);
+    max_exposed = std::max(max_exposed, r.exposed_comm_ps);
+  }
+  Json summary{{"network_model", "flow-level max-min fair"},
                {"share_gpu_between_kernels", result.share_gpu_between_kernels},
                {"cp_comm_type", to_string(result.cp_comm_type)},
                {"a2a_size", result.a2a_size},
@@ -136,6 +196,10 @@ std::string summary_json(const SimResult& result) {
                {"total_ps", result.total_ps},
                {"flops", std::move(flops)},
                {"messages", message_table_json(result.messages)},
+               {"max_exposed_comm_ps", max_exposed},
+               {"max_peak_memory_bytes", peak},
+               {"link_utilisation", std::move(levels)},
+               {"flow_count", static_cast<int64_t>(result.flows.size())},
                {"event_count", result.event_count},
                {"ranks", std::move(ranks)}};
   return summary.dump(2) + "\n";
@@ -143,6 +207,22 @@ std::string summary_json(const SimResult& result) {
 
 void write_summary_json(const std::string& path, const SimResult& result) {
   write_atomically(path, summary_json(result), "summary");
+}
+
+std::string links_csv(const SimResult& result) {
+  std::string out = "link,from,to,class,bandwidth_bytes_per_s,bytes,busy_ps,flows,utilisation\n";
+  const double total_s = static_cast<double>(result.total_ps) / kPsPerSecond;
+  for (size_t l = 0; l < result.links.size(); ++l) {
+    const LinkStats& ls = result.links[l];
+    const double util = total_s > 0 ? static_cast<double>(ls.bytes) / (ls.bandwidth_bytes_per_s * total_s) : 0.0;
+    out += fmt::format("{},{},{},{},{:.17g},{},{},{},{:.17g}\n", l, ls.from, ls.to, to_string(ls.link_class),
+                       ls.bandwidth_bytes_per_s, ls.bytes, ls.busy_ps, ls.flows, util);
+  }
+  return out;
+}
+
+void write_links_csv(const std::string& path, const SimResult& result) {
+  write_atomically(path, links_csv(result), "links CSV");
 }
 
 }  // namespace hcpsim::sim

@@ -104,10 +104,18 @@ TEST_CASE("apps: bad command lines exit 2 with a clear message", "[apps]") {
   REQUIRE(r.exit_code == 2);
   r = run_hcpsim("simulate --no-such-flag scenarios/llama32_1b_cp4_a2a_p2p.yaml");
   REQUIRE(r.exit_code == 2);
+  // all_gather has a builder now: verify runs it (and passes).
   r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml parallel.cp_comm_type=all_gather "
-                 "parallel.hierarchical_context_parallel_sizes=null");
+                 "parallel.hierarchical_context_parallel_sizes=null model.seq_length=64");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("verify all_gather [A=1, P=4]") != std::string::npos);
+  r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --dtype fp8");
   REQUIRE(r.exit_code == 2);
-  REQUIRE(r.output.find("all_gather has no schedule builder in this version") != std::string::npos);
+  REQUIRE(r.output.find("--dtype: unknown dtype 'fp8'") != std::string::npos);
+  r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --inject no_such_fault");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("hcpsim verify --inject list") != std::string::npos);
 }
 
 TEST_CASE("apps: verify --backend gpu without a usable device exits 3", "[apps]") {
@@ -118,26 +126,69 @@ TEST_CASE("apps: verify --backend gpu without a usable device exits 3", "[apps]"
 }
 
 TEST_CASE("apps: verify on the default scenario at 1024 tokens matches full attention to 1e-10", "[apps]") {
-  const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=1024 --threads 2");
+  const auto r =
+      run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=1024 --threads 2 --dtype fp64");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.output.find("result: PASS") != std::string::npos);
-  // Every tensor row: name, shape, max_abs_err, rel_l2_err, tolerance, result.
-  const std::regex row(R"(\n  (out|softmax_lse|dq|dk|dv) +\[[0-9, ]+\] +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+)  pass)");
+  // Every tensor row: name, shape, max_abs_err, max_rel_err, rel_l2_err, baseline, tolerance, result.
+  const std::regex row(
+      R"(\n  (out|softmax_lse|dq|dk|dv) +\[[0-9, ]+\] +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+)  pass)");
   int rows = 0;
   for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), row); it != std::sregex_iterator(); ++it) {
     ++rows;
-    REQUIRE(std::stod((*it)[3].str()) <= 1e-10);
+    REQUIRE(std::stod((*it)[4].str()) <= 1e-10);
   }
   REQUIRE(rows == 5);
+}
+
+TEST_CASE("apps: verify --inject fails naming tensor, rank and element; --json and --dump; compare", "[apps]") {
+  const std::string base = "verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 ";
+  auto r = run_hcpsim("verify --inject list");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("stale_kv_backward") != std::string::npos);
+  r = run_hcpsim(base + "--inject stale_kv_backward");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.find("result: FAIL: worst tensor d") != std::string::npos);
+  REQUIRE(r.output.find(", cp_rank ") != std::string::npos);
+  REQUIRE(r.output.find("element [b=") != std::string::npos);
+  // the same fault from the scenario key, via an override
+  r = run_hcpsim(base + "oracle.inject=stale_kv_backward");
+  REQUIRE(r.exit_code == 1);
+  const auto dir = std::filesystem::temp_directory_path() / "hcpsim_cli_verify";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string a = (dir / "a.h5").string(), b = (dir / "b.h5").string(), js = (dir / "r.json").string();
+  r = run_hcpsim(base + "--dtype bf16 --json " + js + " --dump " + a);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string json = read_file(js);
+  REQUIRE(json.find("\"dtype\": \"bf16\"") != std::string::npos);
+  REQUIRE(json.find("\"max_rel_err\"") != std::string::npos);
+  r = run_hcpsim(base + "--dtype bf16 --threads 2 --dump " + b);
+  REQUIRE(r.exit_code == 0);
+  // same run, 1 vs 2 threads: byte-identical dumps
+  REQUIRE(read_file(a) == read_file(b));
+  r = run_hcpsim("compare " + a + " " + b);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("result: PASS") != std::string::npos);
+  r = run_hcpsim("compare " + a + " " + js);  // not an HDF5 file
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("not an HDF5 file") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("apps: simulate prints phase times, messages and memory and writes a Chrome trace", "[apps]") {
   const auto dir = std::filesystem::temp_directory_path() / "hcpsim_cli_test";
   std::filesystem::create_directories(dir);
   const auto trace = (dir / "trace.json").string();
-  std::filesystem::remove(trace);
-  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml --trace " + trace);
+  const auto summary = (dir / "summary.json").string();
+  const auto links = (dir / "links.csv").string();
+  for (const auto& f : {trace, summary, links}) std::filesystem::remove(f);
+  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml --trace " + trace + " --summary " +
+                            summary + " --links " + links);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // [2,2], S=8192, b=1, H=32, Hkv=8, dk=dv=64, bf16, all on one node. Forward per rank: one KV ring message
@@ -152,6 +203,13 @@ TEST_CASE("apps: simulate prints phase times, messages and memory and writes a C
   REQUIRE(r.output.find("attention FLOPs: forward 2.74911e+11, backward 6.87279e+11") != std::string::npos);
   REQUIRE(std::filesystem::exists(trace));
   REQUIRE(read_file(trace).find("\"traceEvents\"") != std::string::npos);
+  // The table: per layer and x 16 layers, compute, exposed communication, link utilisation, peak memory.
+  REQUIRE(r.output.find("x 16 layers") != std::string::npos);
+  REQUIRE(r.output.find("exposed comm (worst GPU)") != std::string::npos);
+  REQUIRE(r.output.find("link utilisation nvlink") != std::string::npos);
+  REQUIRE(r.output.find("peak attention memory per GPU") != std::string::npos);
+  REQUIRE(read_file(summary).find("\"network_model\": \"flow-level max-min fair\"") != std::string::npos);
+  REQUIRE(read_file(links).rfind("link,from,to,class,", 0) == 0);
 }
 
 TEST_CASE("apps: validate --schedule lists every rank's ops with sections and messages", "[apps]") {

@@ -104,6 +104,34 @@ TEST_CASE("core: FLOPs over all ranks equal exactly one attention over the seque
   }
 }
 
+TEST_CASE("core: all_gather FLOPs equal exactly one attention; it gathers K/V twice and reduce-scatters dK/dV",
+          "[core][schedule]") {
+  for (int64_t cp : {1, 2, 3, 4, 8}) {
+    for (bool causal : {true, false}) {
+      const int64_t S = 2 * cp * 5, b = 2, H = 4, Hkv = 2, dk = 16, dv = 8;
+      const auto sched =
+          build_schedule(CpCommType::all_gather, CpLayout(1, cp, S), small_shape(S, H, Hkv, dk, dv, causal, b));
+      sched.check_invariants();
+      // causal: S(S+1)/2 pairs per (batch, head): chunk j's row r sees j·c + r + 1 keys (bottom-right).
+      const double pairs = causal ? static_cast<double>(S * (S + 1) / 2) : static_cast<double>(S * S);
+      INFO("cp=" << cp << " causal=" << causal);
+      REQUIRE(sched.total_flops(Phase::forward) == pairs * static_cast<double>(b * H) * 2.0 * (dk + dv));
+      REQUIRE(sched.total_flops(Phase::backward) == pairs * static_cast<double>(b * H) * 2.0 * (3 * dk + 2 * dv));
+      for (const auto& r : sched.ranks) {
+        int gathers = 0, scatters = 0, sends = 0;
+        for (const auto& op : r.ops) {
+          gathers += op.kind() == OpKind::all_gather;
+          scatters += op.kind() == OpKind::reduce_scatter;
+          sends += op.kind() == OpKind::send_recv;
+        }
+        REQUIRE(gathers == 4);   // k, v in the forward and again in the backward (TE re-gathers)
+        REQUIRE(scatters == 2);  // dk, dv
+        REQUIRE(sends == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("core: forward ring sections and peers follow HCP_ALGORITHM.md §4.2 example B", "[core][schedule]") {
   // Pure p2p CP=4, S=16: rank r step i holds KV of (r-i) mod 4; diag at 0, lower if i <= r, else upper.
   const auto sched = build_schedule(CpCommType::p2p, CpLayout(1, 4, 16), small_shape(16, 2, 1, 4, 4, true));

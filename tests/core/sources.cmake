@@ -3,5 +3,6 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/schedule_builder_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/validation_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scenario_loader_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/topology_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_invariants_test.cpp
 )

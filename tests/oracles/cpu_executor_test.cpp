@@ -99,7 +99,7 @@ Schedule single_rank_schedule(const AttentionShape& sh, bool with_empty_block) {
     r.op(AttnFwdBlockOp{q, k, v, all, all, mask, Section::diagonal, o1, l1}, "fwd");
     lse = r.alloc("lse", S, H, 1);
     r.op(CopyOp{lse, l0, all, all, false}, "lse init");
-    r.op(LseMergeOp{lse, l1, all}, "lse merge");
+    r.op(LseMergeOp{lse, l1, all, false}, "lse merge");
     out = r.alloc("out", S, H, sh.head_dim_v);
     r.op(OutCorrectionOp{out, o0, l0, lse, all, false}, "out init");
     r.op(OutCorrectionOp{out, o1, l1, lse, all, true}, "out add");
@@ -138,7 +138,7 @@ Schedule two_rank_ring_schedule(const AttentionShape& sh) {
     r.op(AttnFwdBlockOp{q, k1, v1, all, all, BlockMask::none, Section::full, o1, l1}, "fwd peer");
     const BufferId lse = r.alloc("lse", n, H, 1), out = r.alloc("out", n, H, dv);
     r.op(CopyOp{lse, l0, all, all, false}, "lse init");
-    r.op(LseMergeOp{lse, l1, all}, "lse merge");
+    r.op(LseMergeOp{lse, l1, all, false}, "lse merge");
     r.op(OutCorrectionOp{out, o0, l0, lse, all, false}, "out init");
     r.op(OutCorrectionOp{out, o1, l1, lse, all, true}, "out add");
     const auto B = Phase::backward;

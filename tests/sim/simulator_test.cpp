@@ -136,7 +136,8 @@ TEST_CASE("sim: a message starts at the rendezvous of sender and receiver", "[si
   REQUIRE(entry(r, 0, "send x").start_ps == 0);
   REQUIRE(entry(r, 0, "send x").end_ps == 21'000'000);
   REQUIRE(entry(r, 1, "recv x").end_ps == 21'000'000);
-  // Rank 1: comm busy [5, 21) µs, compute busy [0, 5) µs → all 16 µs exposed. Rank 0 waited 21 µs.
+  // Layer time 21 µs. Rank 1: comm busy [5, 21) µs, compute busy [0, 5) µs → exposed = 21 − 5 = 16 µs.
+  // Rank 0 computes nothing → exposed = 21 µs.
   REQUIRE(r.ranks[1].comm_busy_ps == 16'000'000);
   REQUIRE(r.ranks[1].compute_busy_ps == 5'000'000);
   REQUIRE(r.ranks[1].exposed_comm_ps == 16'000'000);

@@ -57,31 +57,48 @@ fs::path scratch_dir(const std::string& name) {
 TEST_CASE("sim: Chrome trace has one complete event per op, ts/dur in µs from exact ps", "[sim]") {
   const SimResult r = small_result();
   REQUIRE(!r.timeline.empty());
+  REQUIRE(!r.flows.empty());
   const auto trace = nlohmann::json::parse(chrome_trace_json(r));
   const auto& events = trace.at("traceEvents");
-  size_t complete = 0;
   size_t metadata = 0;
-  size_t i = 0;  // complete events follow the timeline order
+  size_t ops = 0;    // op events follow the timeline order
+  size_t flow_events = 0;
   for (const auto& e : events) {
     if (e.at("ph") == "M") {
       ++metadata;
       continue;
     }
     REQUIRE(e.at("ph") == "X");
-    const TimelineEntry& t = r.timeline[i++];
-    REQUIRE(e.at("pid").get<int64_t>() == t.cp_rank);
-    REQUIRE(e.at("tid").get<int>() == static_cast<int>(t.stream));
+    if (e.at("cat") == "flow") {
+      ++flow_events;
+      REQUIRE(e.at("tid").get<int64_t>() >= kLinkTidBase);
+      continue;
+    }
+    const TimelineEntry& t = r.timeline[ops++];
+    const RankStats& rank = r.ranks[static_cast<size_t>(t.cp_rank)];
+    // A process per node, a thread per GPU stream.
+    REQUIRE(e.at("pid").get<int64_t>() == rank.node);
+    REQUIRE(e.at("tid").get<int64_t>() == stream_tid(rank.gpu, t.stream));
+    REQUIRE(e.at("args").at("cp_rank").get<int64_t>() == t.cp_rank);
     REQUIRE(e.at("name").get<std::string>() == t.label);
     REQUIRE(e.at("cat").get<std::string>() == to_string(t.kind));
     REQUIRE(e.at("ts").get<double>() == ps_to_us(t.start_ps));
     REQUIRE(e.at("dur").get<double>() == ps_to_us(t.end_ps - t.start_ps));
     REQUIRE(e.at("args").at("start_ps").get<int64_t>() == t.start_ps);
     REQUIRE(e.at("args").at("end_ps").get<int64_t>() == t.end_ps);
-    ++complete;
   }
-  REQUIRE(complete == r.timeline.size());
-  // Per rank: process_name, process_sort_index and three thread names.
-  REQUIRE(metadata == 5 * r.ranks.size());
+  REQUIRE(ops == r.timeline.size());
+  // One flow event per link of every route.
+  size_t hops = 0;
+  for (const FlowRecord& f : r.flows) hops += f.route.size();
+  REQUIRE(hops > 0);
+  REQUIRE(flow_events == hops);
+  // 2 nodes + the fabric process: name and sort index each; three stream threads per rank; one thread per link
+  // direction that carried a flow.
+  size_t used_links = 0;
+  for (const LinkStats& l : r.links) used_links += l.flows > 0 ? 1 : 0;
+  REQUIRE(r.node_count == 2);
+  REQUIRE(metadata == 2 * 3 + 3 * r.ranks.size() + used_links);
 }
 
 TEST_CASE("sim: summary JSON carries the result's totals", "[sim]") {

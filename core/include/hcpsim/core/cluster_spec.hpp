@@ -1,6 +1,7 @@
 #pragma once
-/// Cluster description: nodes of GPUs joined by an NVLink/NVSwitch domain and NICs on a fabric.
-/// Issue-level model: two link levels (intra-node, inter-node); the full topology graph builds on this.
+/// Cluster description: nodes of GPUs joined by an NVLink/NVSwitch domain and NICs on a leaf/spine fabric.
+/// Topology (topology.hpp) turns it into a graph of GPUs, NVSwitches, NICs and switches; the simulator routes
+/// every message over that graph.
 
 #include <optional>
 #include <cstdint>
@@ -8,6 +9,16 @@
 #include <vector>
 
 namespace hcpsim {
+
+/// One point of an attention-kernel efficiency table: achieved / peak FLOP/s of one block shape.
+/// Shapes are per kernel launch: q_rows × kv_rows of one (batch, head), head_dim = dk.
+struct EfficiencyPoint {
+  int64_t head_dim = 0;   ///< dk
+  int64_t q_rows = 0;     ///< block rows (queries)
+  int64_t kv_rows = 0;    ///< block columns (keys)
+  bool causal = false;    ///< true: a causal (diagonal) block; false: a full block
+  double efficiency = 0;  ///< achieved / peak, in (0, 1]
+};
 
 /// One GPU model. All rates are dense (no sparsity).
 struct GpuSpec {
@@ -17,6 +28,46 @@ struct GpuSpec {
   double hbm_bandwidth_bytes_per_s = 0;    ///< HBM bandwidth
   double attn_fwd_efficiency = 0;          ///< achieved / peak for an attention forward kernel
   double attn_bwd_efficiency = 0;          ///< achieved / peak for an attention backward kernel
+  /// Efficiency tables (forward, backward); when non-empty they replace attn_fwd/bwd_efficiency
+  /// (interpolation rules: sim/cost_model.hpp table_efficiency). Sources: cluster_spec.cpp.
+  std::vector<EfficiencyPoint> attn_fwd_table{};
+  std::vector<EfficiencyPoint> attn_bwd_table{};
+  /// Fixed cost of every elementwise kernel (launch + ramp), seconds. Source: cluster_spec.cpp kKernelLaunchOverheadS.
+  double kernel_launch_overhead_s = 3e-6;
+  /// Compute kernels run this many times slower while a communication kernel (NCCL) runs on the same GPU
+  /// (NCCL's SMs are taken from compute). ≥ 1; 1 = no slowdown. Source: cluster_spec.cpp kCommSlowdown.
+  double compute_slowdown_during_comm = 1.0;
+};
+
+/// Switch fabric between the nodes' NICs.
+/// rail_optimized: leaf (u, r) joins NIC r of the leaf_downlinks nodes of scalable unit u (DGX SuperPOD);
+/// fat_tree: leaf i joins NICs [i·leaf_downlinks, (i+1)·leaf_downlinks) in global NIC order. Every leaf links to
+/// every spine; one leaf–spine link per direction carries leaf_downlinks · NIC bandwidth / oversubscription / spines.
+struct FabricSpec {
+  enum class Kind { rail_optimized, fat_tree };
+  Kind kind = Kind::rail_optimized;
+  int64_t leaf_downlinks = 32;   ///< NIC ports per leaf. Source: cluster_spec.cpp kLeafDownlinks.
+  int64_t spines = 8;            ///< spine switches. Source: cluster_spec.cpp kSpines.
+  double oversubscription = 1;   ///< leaf downlink : uplink bandwidth, ≥ 1 (1 = non-blocking)
+};
+/// "rail_optimized" | "fat_tree".
+std::string to_string(FabricSpec::Kind k);
+
+/// An explicit topology (cluster.topology in YAML): vertices and full-duplex links. When `vertices` is
+/// non-empty it replaces the generated node/fabric graph. GPU vertices, in list order, are global GPUs 0, 1, ….
+struct ExplicitTopology {
+  struct Vertex {
+    std::string name;
+    std::string kind;   ///< "gpu" | "nvswitch" | "nic" | "leaf" | "spine"
+    int64_t node = -1;  ///< node of a GPU/NVSwitch/NIC (−1 for switches)
+  };
+  struct Link {
+    int64_t a = 0, b = 0;              ///< vertex indices
+    double bandwidth_bytes_per_s = 0;  ///< per direction
+    double latency_s = 0;              ///< one way
+  };
+  std::vector<Vertex> vertices;
+  std::vector<Link> links;
 };
 
 /// One link level: bandwidth per direction per GPU, and one-way latency.
@@ -34,6 +85,10 @@ struct ClusterSpec {
   LinkSpec nvlink;                ///< GPU ↔ GPU inside a node (through NVSwitch), per direction per GPU
   LinkSpec network;               ///< GPU ↔ GPU across nodes: one NIC rail per GPU, per direction
   double message_latency_s = 0;   ///< per-message software cost (NCCL launch + protocol)
+  /// NICs per node; GPU g uses NIC g / (gpus_per_node / nics_per_node); 0 = one NIC per GPU.
+  int64_t nics_per_node = 0;
+  FabricSpec fabric;              ///< leaf/spine fabric between nodes
+  ExplicitTopology topology;      ///< explicit graph; empty = generated from the fields above
 
   [[nodiscard]] int64_t world_size() const { return nodes * gpus_per_node; }
 };

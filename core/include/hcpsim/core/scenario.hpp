@@ -54,9 +54,13 @@ struct ParallelConfig {
 /// How the CPU/GPU oracles generate inputs and at which precision they run.
 struct OracleSpec {
   uint64_t seed = 1234;
-  Dtype dtype = Dtype::fp64;
-  std::string input_distribution = "clamped_normal";  ///< clamped_normal | normal | uniform
+  /// Precision the oracle emulates (fp64, fp32, bf16, fp16); default fp32. Never taken from params_dtype.
+  Dtype dtype = Dtype::fp32;
+  std::string input_distribution = "clamped_normal";  ///< clamped_normal | normal | uniform | adversarial
+  /// "all", or a positive integer N: check only the first N q-heads of each a2a member (and their KV heads);
+  /// N is capped at H/A and rounded up to a multiple of H/Hkv by the verifier.
   std::string heads = "all";
+  std::optional<std::string> inject;  ///< a fault injector name (fault_injection.hpp), e.g. "stale_kv_backward"
 };
 
 /// Golden expectations (the `expect:` block). Only what this version checks is modelled.
@@ -64,6 +68,11 @@ struct ExpectSpec {
   std::optional<int> validate_exit_code;
   std::optional<std::string> validate_error;  ///< substring of the expected error message
   std::optional<std::string> verify_result;   ///< "pass" | "fail"
+  /// Upper bounds on the relative L2 error per tensor ("out", "lse", "dq", "dk", "dv").
+  std::map<std::string, double> verify_max_rel_l2;
+  /// Exact simulator goldens (integer picoseconds, bytes, counts) by field name, e.g. "forward_ps".
+  std::map<std::string, int64_t> simulate;
+  bool present = false;  ///< the file has an `expect:` block
 };
 
 /// A whole scenario plus where each value came from (for error messages).

@@ -20,6 +20,11 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 Scenario load_scenario_text(const std::string& text, const std::string& display_name,
                             const std::vector<std::string>& overrides = {});
 
+/// Reads only the `expect:` block of a scenario file, even when the rest of the file is invalid (the goldens of
+/// scenarios/invalid/ describe the error the rest produces). Absent block: ExpectSpec{} with present = false.
+/// @throws InputError if the file cannot be read, is not YAML, or the expect block itself is malformed.
+ExpectSpec load_expect(const std::string& path);
+
 /// Levenshtein distance, used for did-you-mean suggestions.
 int edit_distance(const std::string& a, const std::string& b);
 

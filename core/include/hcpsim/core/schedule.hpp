@@ -61,7 +61,12 @@ enum class Stream { compute = 0, cp = 1, comm = 2 };
 std::string to_string(Stream s);
 
 /// Makes a buffer live (memory accounting only; contents undefined, executors fill it with NaN).
-struct AllocOp { BufferId buffer; };
+/// zero = true: contents are zero (TE's torch.zeros, e.g. the full-length dK/dV accumulators of all_gather);
+/// additive field, default false.
+struct AllocOp {
+  BufferId buffer;
+  bool zero = false;
+};
 /// Ends a buffer's life.
 struct FreeOp { BufferId buffer; };
 
@@ -147,6 +152,9 @@ struct LseMergeOp {
   BufferId dst = -1;   ///< running lse
   BufferId src = -1;   ///< lse of one step
   RowRange dst_rows;
+  /// true: the pre-#716 merge log(exp(L) + exp(L_i)) in fp32, which overflows for logits ≳ 88.7 (only the
+  /// fault injector naive_lse_merge sets it; TE ≥ v1.5 never does). Additive field, default false.
+  bool naive = false;
 };
 
 /// TE flash_attn_fwd_out_correction(_init): dst[dst_rows] (= | +=) src · exp(src_lse − lse[dst_rows]),
@@ -239,6 +247,11 @@ struct Schedule {
   int64_t p2p_size = 1;  ///< P
   AttentionShape shape;
   std::vector<RankProgram> ranks;  ///< indexed by flat CP rank
+  /// Numerics of the dQ/dKV accumulation (CopyOp with accumulate, ReduceScatterOp sums): false (default) keeps
+  /// the accumulators in fp32, as the oracle checks by default; true rounds every accumulation to shape.dtype,
+  /// TE's F16-path behaviour (HCP_ALGORITHM.md §5.3; set by the fault injector bf16_accumulation).
+  /// Timing consumers ignore it. Additive field.
+  bool grad_accumulation_in_dtype = false;
 
   /// Checks structural invariants and aborts (HCPSIM_ASSERT) on the first violation: buffer ids in range,
   /// all_to_all and send_recv on Stream::comm and compute ops never on it,

@@ -26,7 +26,9 @@ AttentionShape attention_shape(const Scenario& scenario);
 CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
 
 /// Builds the forward + backward schedule of one attention layer for every CP rank.
-/// @param cp_comm_type  p2p, a2a or a2a_p2p (all_gather has no builder yet: HCPSIM_ASSERT).
+/// @param cp_comm_type  p2p, a2a, a2a_p2p, or all_gather (layout [1, cp]: K/V all-gathered into natural order
+///   with before(cp), two per-chunk kernels per rank with bottom-right causal masks against the visible KV prefix,
+///   full-length dK/dV reduce-scattered with after(cp); TE AttnFuncWithCPAndKVAllGather, HCP_ALGORITHM.md §9.5).
 /// @param layout  A = layout.a2a_size(), P = layout.p2p_size(); p2p requires A == 1, a2a requires P == 1.
 /// @param shape   per-TP-rank heads; heads_q and heads_kv divisible by A, S divisible by 2·cp.
 /// @return per-rank programs. Messages per rank (HCP_ALGORITHM.md §7): forward P−1 KV sends of
@@ -35,5 +37,19 @@ CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
 /// Source: TE context_parallel.py AttnFuncWithCPAndKVP2P forward/backward and flash_attn_a2a_communicate
 ///   (HCP_ALGORITHM.md §3–§5, including the §5.3 copy/add rules).
 Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape);
+
+/// Deliberate deviations from TE, used only by the fault injectors (fault_injection.hpp); all false = TE.
+struct BuilderFaults {
+  /// Forward ring steps use the lower-triangle section where TE uses the upper one and vice versa (the
+  /// `i <= p` test inverted); the backward is left correct, so it runs on a wrong O and LSE.
+  bool swapped_causal_sections = false;
+  /// Every backward ring step's kernel reads the KV of backward step 0 (a separate copy kept for the whole
+  /// backward) instead of the KV that travels around the ring; P = 1 is unaffected.
+  bool stale_kv_backward = false;
+};
+
+/// build_schedule with `faults` applied (p2p, a2a and a2a+p2p only).
+Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
+                        const BuilderFaults& faults);
 
 }  // namespace hcpsim

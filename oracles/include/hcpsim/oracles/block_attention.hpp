@@ -14,20 +14,31 @@ namespace hcpsim {
 /// Source: TE context_parallel.py flash_attn_fwd_softmax_lse_correction (HCP_ALGORITHM.md §4.4).
 double lse_merge(double a, double b);
 
+/// lse_merge in fp32 arithmetic, as TE (≥ v2.4, commit 21ec6e04b) computes it; same empty-row and NaN conventions.
+float lse_merge_fp32(float a, float b);
+
+/// The pre-#716 merge log(exp(a) + exp(b)) in fp32 (fault injector naive_lse_merge): exp overflows to +inf for
+/// a, b ≳ 88.7, so adversarial logits (≈ ±110) give inf where the max-shifted merge stays exact.
+float lse_merge_naive_fp32(float a, float b);
+
 /// Forward attention of one (Q rows × KV rows) block, per batch b and query head h (kv head g = h / (hq / hkv)):
 ///   s_rc = softmax_scale · q[b, q_rows.begin + r, h, :] · k[b, kv_rows.begin + c, g, :]
 ///   lse[b, r, h, 0] = log Σ_{c visible} exp(s_rc)   (natural log; −inf if row r sees no key)
 ///   out[b, r, h, :] = Σ_{c visible} exp(s_rc − lse) · v[b, kv_rows.begin + c, g, :]   (0 if row r sees no key)
-/// for r ∈ [0, q_rows.count), c ∈ [0, kv_rows.count); mask causal = top-left (c visible iff c ≤ r), none = all.
+/// for r ∈ [0, q_rows.count), c ∈ [0, kv_rows.count); mask causal = top-left (c visible iff c ≤ r),
+/// causal_bottom_right (c visible iff c ≤ r + kv_rows.count − q_rows.count), none = all.
 /// Numerically stable (row maximum subtracted before exp).
 /// @param q    [b, ≥ q_rows.end(), hq, dk];  @param k [b, ≥ kv_rows.end(), hkv, dk];  @param v [b, ·, hkv, dv]
 /// @param out  [b, ≥ q_rows.count, hq, dv], rows [0, q_rows.count) overwritten
 /// @param lse  [b, ≥ q_rows.count, hq, 1], rows [0, q_rows.count) overwritten
 /// @param threads  OpenMP threads over (batch, head) pairs (≥ 1); results are byte-identical for any count.
+/// @param dtype  precision: fp64 computes in double; fp32, bf16 and fp16 compute in float (inputs widened exactly,
+///   as TE's kernels do) and round `out` to dtype and `lse` to fp32 (HCP_ALGORITHM.md §4.4: O_i is rounded by the
+///   kernel, LSE is fp32).
 /// Shape mismatches: HCPSIM_ASSERT.
 void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTensor& k, const HostTensor& v,
                              RowRange kv_rows, BlockMask mask, double softmax_scale, HostTensor& out, HostTensor& lse,
-                             int threads);
+                             int threads, Dtype dtype = Dtype::fp64);
 
 /// Backward of one block given the *global* (fully merged) out and lse (HCP_ALGORITHM.md §5.2). For every visible
 /// pair (r, c), with D_r = Σ_d dout_r·out_r and P_rc = exp(s_rc − lse_r):
@@ -37,10 +48,12 @@ void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTen
 /// @param dk  [b, ≥ kv_rows.count, hkv, dk], @param dv [b, ≥ kv_rows.count, hkv, dv]: rows [0, kv_rows.count)
 ///            overwritten; GQA: summed over the hq/hkv query heads of each kv head, in ascending head order.
 /// @param threads  OpenMP threads over (batch, kv head) pairs; results are byte-identical for any count.
+/// @param dtype  fp64 computes in double; otherwise float with fp32 in-kernel dK/dV sums, and dq, dk, dv rounded
+///   to dtype (the kernel's output format, HCP_ALGORITHM.md §5.3).
 /// A visible pair whose lse is −inf (impossible for a consistent global lse) yields inf/NaN on purpose.
 void attention_block_backward(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& out,
                               const HostTensor& dout, const HostTensor& lse, RowRange q_rows, RowRange kv_rows,
                               BlockMask mask, double softmax_scale, HostTensor& dq, HostTensor& dk, HostTensor& dv,
-                              int threads);
+                              int threads, Dtype dtype = Dtype::fp64);
 
 }  // namespace hcpsim

@@ -26,7 +26,13 @@ struct ExecutionResult {
   ExecutionStats stats;
 };
 
-/// Executes `schedule` on virtual ranks.
+/// Numerics of one executor run.
+struct ExecutionOptions {
+  int threads = 1;            ///< ≥ 1 OpenMP threads over (batch, head); results are byte-identical for any count
+  Dtype dtype = Dtype::fp64;  ///< precision emulated (see execute_schedule); fp64 = exact float64 execution
+};
+
+/// Executes `schedule` on virtual ranks in float64 (ExecutionOptions{threads, fp64}).
 ///
 /// Buffers: each rank owns its BufferDecl tensors (float64 regardless of BufferDecl::dtype). AllocOp fills a buffer
 /// with quiet NaN, so a read of an uninitialised half surfaces as NaN in an output; FreeOp releases it. Input
@@ -54,5 +60,23 @@ struct ExecutionResult {
 /// a deadlock (the message names every blocked rank and op), an undelivered message at the end, or a global output
 /// element written zero times or more than once.
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs, int threads);
+
+/// Executes `schedule` as above, emulating `options.dtype` at exactly TE's rounding points (values are stored in
+/// float64 but always hold a value of the format they model):
+/// - inputs are rounded to dtype when loaded (the caller normally passes already-rounded inputs);
+/// - attention blocks compute in fp32 (fp64 for dtype fp64) and round out/dq/dk/dv to dtype, lse to fp32
+///   (attention_block_forward/backward; HCP_ALGORITHM.md §4.4, §5.3);
+/// - LseMergeOp merges in fp32 (TE ≥ v2.4), or naively when LseMergeOp::naive (always fp32);
+/// - OutCorrectionOp: weight exp(L_i − L) in fp32, dst = dtype(src·w) or dtype(dst + src·w) (O is kept in the
+///   kernel's output dtype, every add_ rounds, §4.4);
+/// - CopyOp with accumulate and ReduceScatterOp sums round to the accumulator format: fp32, or dtype when
+///   Schedule::grad_accumulation_in_dtype (TE's F16 path, §5.3); plain copies, messages, all-to-alls and
+///   all-gathers move values unchanged;
+/// - gathered outputs out, dq, dk, dv are rounded to dtype (the tensors TE returns), softmax_lse to fp32.
+/// With dtype fp64 every rounding is the identity and the result equals the 3-argument overload bit for bit.
+/// AllGatherOp and ReduceScatterOp block until every group member reached the op with the same tag, then move
+/// data as their docstrings in schedule.hpp define (reduce-scatter sums in member order 0, 1, …).
+ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
+                                 const ExecutionOptions& options);
 
 }  // namespace hcpsim

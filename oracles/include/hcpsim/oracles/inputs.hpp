@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/oracles/host_tensor.hpp"
@@ -17,10 +18,13 @@ namespace hcpsim {
 /// How input values are distributed.
 /// clamped_normal: Box-Muller standard normal clamped to [−1, 1] (TE's tests use `clamp(randn, −1, 1)` for q, k, v
 ///   and dout, tests/pytorch/attention/run_attention_with_cp.py L335-340, HCP_ALGORITHM.md §10);
-/// normal: Box-Muller standard normal, unclamped; uniform: uniform on [−1, 1) with 53-bit granularity.
-enum class InputDistribution { clamped_normal, normal, uniform };
+/// normal: Box-Muller standard normal, unclamped; uniform: uniform on [−1, 1) with 53-bit granularity;
+/// adversarial: q and k rows of constant sign with magnitude √(110/√dk)·(1 ± 0.05), so that logits scale·q·k
+///   (scale = dk^-1/2) lie near ±(100–120): an fp32 log(exp(a)+exp(b)) merge overflows (exp > FLT_MAX beyond
+///   88.7) while the max-shifted merge stays exact; v and dout are clamped_normal.
+enum class InputDistribution { clamped_normal, normal, uniform, adversarial };
 
-/// Field spelling: "clamped_normal", "normal", "uniform".
+/// Field spelling: "clamped_normal", "normal", "uniform", "adversarial".
 std::string to_string(InputDistribution d);
 /// Parses the field spelling; std::nullopt if unknown.
 std::optional<InputDistribution> parse_input_distribution(std::string_view name);
@@ -49,8 +53,13 @@ double portable_cos_2pi(double u);
 /// uniform: 2·u − 1 with u = (word(index) >> 11)·2⁻⁵³ (exact);
 /// normal: z = sqrt(−2·log u1)·cos(2π·u2) with u1 = ((word(2·index) >> 11) + 1)·2⁻⁵³ ∈ (0, 1] and
 ///   u2 = (word(2·index+1) >> 11)·2⁻⁵³ ∈ [0, 1) (Box-Muller, first output only);
-/// clamped_normal: clamp(z, −1, 1).
-double input_value(uint64_t seed, std::string_view tag, int64_t index, InputDistribution distribution);
+/// clamped_normal: clamp(z, −1, 1);
+/// adversarial: for tags "q" and "k", sign(row)·√(110/√width)·(1 + 0.05·(2·u − 1)) with u as for uniform and
+///   sign(row) the top bit of word(row = index / width) of the stream of tag + ".sign" (needs width > 0,
+///   HCPSIM_ASSERT); other tags: clamped_normal.
+/// @param width  row width of the tensor (dk for q and k); used by adversarial only.
+double input_value(uint64_t seed, std::string_view tag, int64_t index, InputDistribution distribution,
+                   int64_t width = 0);
 
 /// A tensor [batch, rows, heads, width] whose element at flat row-major index i is input_value(seed, tag, i, d).
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution name.
@@ -66,8 +75,20 @@ struct AttentionInputs {
   HostTensor dout;
 };
 
+/// A [batch, rows, heads.size(), width] subset of the full [batch, rows, full_heads, width] tensor `tag`: element
+/// (b, r, hh, w) is input_value at the flat index of (b, r, heads[hh], w) in the full tensor (oracle.heads).
+/// @throws InputError (key "oracle.input_distribution") for an unknown distribution name.
+HostTensor make_input_heads(uint64_t seed, const std::string& tag, int64_t batch, int64_t rows, int64_t full_heads,
+                            const std::vector<int64_t>& heads, int64_t width, const std::string& distribution);
+
 /// Generates q, k, v, dout for `shape` with tags "q", "k", "v", "dout".
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution name.
 AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution);
+
+/// The inputs of a head subset: schedule head hh of q (of k, v) is full-model head q_heads[hh] (kv_heads[hh]) of
+/// full_heads_q (full_heads_kv); both maps empty = the overload above.
+AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution,
+                                      const std::vector<int64_t>& q_heads, const std::vector<int64_t>& kv_heads,
+                                      int64_t full_heads_q, int64_t full_heads_kv);
 
 }  // namespace hcpsim

@@ -31,6 +31,10 @@ double effective_softmax_scale(const AttentionShape& shape);
 /// @param in  q [B, S, H, dk], k [B, S, Hkv, dk], v [B, S, Hkv, dv], dout [B, S, H, dv]
 /// @param threads  OpenMP threads over (batch, head) (≥ 1); results are byte-identical for any thread count.
 /// Shape mismatches: HCPSIM_ASSERT.
-AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads);
+/// @param dtype  fp64 (the reference); another dtype gives the same-precision non-CP baseline of the tolerance
+///   model: the whole sequence as one block through attention_block_forward/backward at dtype (out, dq, dk, dv
+///   rounded to dtype, softmax_lse to fp32), as TE's DotProductAttention without CP would compute it.
+AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
+                                     Dtype dtype = Dtype::fp64);
 
 }  // namespace hcpsim

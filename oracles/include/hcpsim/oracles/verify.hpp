@@ -9,6 +9,7 @@
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/oracles/cpu_executor.hpp"
 #include "hcpsim/oracles/host_tensor.hpp"
+#include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/reference.hpp"
 
 namespace hcpsim {
@@ -23,11 +24,41 @@ namespace hcpsim {
 /// relative even at S = 1e6, far above 1e-10. Observed errors of correct schedules are ~1e-15 (HCP_ALGORITHM.md §0).
 inline constexpr double kFp64RelL2Tolerance = 1e-10;
 
+/// TE's published tolerances for its CP tests (atol = rtol), used as the ceiling of the emulated-format tolerance.
+/// Source: TE tests/pytorch/attention/run_attention_with_cp.py get_tols L172-195 (HCP_ALGORITHM.md §10).
+inline constexpr double kTeBf16Tolerance = 2.5e-2;
+inline constexpr double kTeBf16GqaTolerance = 3.5e-2;
+inline constexpr double kTeFp16Tolerance = 5e-3;
+
+/// Multiplier on the same-precision non-CP baseline error in the emulated-format tolerance (below).
+inline constexpr double kBaselineFactor = 2.0;
+
+/// Error model of an fp32/bf16/fp16 run (relative L2 per tensor):
+///   tol = kBaselineFactor · err(same-precision non-CP computation vs fp64 reference)
+///       + err(the fp64 reference rounded once to the tensor's format)   ("the reference's rounding"),
+/// capped for bf16 at kTeBf16Tolerance (kTeBf16GqaTolerance when gqa) and for fp16 at kTeFp16Tolerance.
+/// Why: the CP schedule computes the same sums as one non-CP kernel but rounds at more points (every O_i, every
+/// output-correction add, every dQ/dKV partial; HCP_ALGORITHM.md §4.4, §5.3); each is one rounding of a value of
+/// the same magnitude, so for the ring sizes TE uses the CP error stays within a small multiple of the non-CP one,
+/// while a schedule bug is O(1). fp64: kFp64RelL2Tolerance.
+/// @param baseline_rel_l2  err of the non-CP computation in `dtype`; @param rounding_rel_l2 err of round(ref).
+double emulated_tolerance(Dtype dtype, double baseline_rel_l2, double rounding_rel_l2, bool gqa);
+
 /// Error of one tensor against its reference.
 struct TensorError {
   std::string tensor;          ///< "out", "softmax_lse", "dq", "dk", "dv"
   std::vector<int64_t> shape;  ///< reference shape [B, S, heads, width]
   double max_abs_err = 0;      ///< max |x − ref| over compared (finite) entries
+  /// max |x − ref| / max(|ref|, 1e-3·rms(ref)) over compared entries (the floor keeps near-zero reference
+  /// entries from dominating)
+  double max_rel_err = 0;
+  double baseline_rel_l2_err = 0;  ///< rel L2 error of the same-precision non-CP run (0 for fp64 runs)
+  double rounding_rel_l2_err = 0;  ///< rel L2 error of the reference rounded to this tensor's format
+  /// [b, s, h, w] of the worst element: the first non-finite mismatch, else the largest |x − ref|
+  std::vector<int64_t> worst_index;
+  double worst_value = 0;      ///< x at worst_index
+  double worst_reference = 0;  ///< ref at worst_index
+  int64_t worst_cp_rank = -1;  ///< CP rank whose output binding holds worst_index (−1: unknown)
   double rel_l2_err = 0;       ///< ‖x − ref‖₂ / ‖ref‖₂ over compared entries
   double ref_l2_norm = 0;      ///< ‖ref‖₂ over compared entries
   double tolerance = 0;        ///< bound on rel_l2_err
@@ -48,6 +79,33 @@ struct VerifyReport {
   int64_t p2p_size = 1;  ///< P
   AttentionShape shape;
   ExecutionStats stats;  ///< of the executor run
+  Dtype dtype = Dtype::fp64;  ///< precision of the run
+  /// Index in `tensors` of the worst tensor: the failing one with the largest rel_l2_err / tolerance
+  /// (non-finite first), or the largest ratio overall when all pass; −1 when empty.
+  int64_t worst_tensor = -1;
+};
+
+/// Options of verify_schedule.
+struct VerifyOptions {
+  uint64_t seed = 1234;
+  std::string input_distribution = "clamped_normal";
+  Dtype dtype = Dtype::fp64;  ///< precision emulated by the run (and by the non-CP baseline)
+  int threads = 1;
+  /// Optional head selection (oracle.heads): global head index, in the full model, of each q head and kv head
+  /// of schedule.shape; inputs are generated at those indices of the full [B, S, full_heads, d] tensors so a
+  /// subset sees exactly the values of the full run. Empty = identity.
+  std::vector<int64_t> q_heads;
+  std::vector<int64_t> kv_heads;
+  int64_t full_heads_q = 0;
+  int64_t full_heads_kv = 0;
+};
+
+/// Everything one verification produced (for dumps): the inputs actually used, the fp64 reference and the run.
+struct VerifyRun {
+  AttentionInputs inputs;     ///< rounded to options.dtype
+  AttentionOutputs reference;  ///< fp64 from `inputs`
+  AttentionOutputs hcp;        ///< the schedule's gathered outputs
+  VerifyReport report;
 };
 
 /// Compares `got` with `ref` element by element. Entries where ref is −inf (softmax_lse of a row with no visible
@@ -66,6 +124,17 @@ VerifyReport compare_outputs(const AttentionOutputs& got, const AttentionOutputs
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution, before any work.
 VerifyReport verify_schedule(const Schedule& schedule, uint64_t seed, const std::string& input_distribution,
                              int threads);
+
+/// Like the 4-argument overload, at options.dtype: inputs rounded to dtype, fp64 reference from those rounded
+/// inputs, the same-precision non-CP baseline (reference_attention at dtype), the executor at dtype, and
+/// per-tensor tolerances from emulated_tolerance (kFp64RelL2Tolerance for fp64). Sets worst_* fields, including
+/// the CP rank that owns the worst element.
+/// @throws InputError (key "oracle.input_distribution") for an unknown distribution, before any work.
+VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options);
+
+/// Fills worst_tensor of `report` (see VerifyReport) and each tensor's worst_cp_rank from `schedule`'s output
+/// bindings.
+void locate_worst(VerifyReport& report, const Schedule* schedule);
 
 /// Multi-line human-readable summary: one line per tensor (errors printed with {:.17g}) and the verdict.
 std::string to_string(const VerifyReport& report);

@@ -1,13 +1,11 @@
 #pragma once
-/// Contention-free cost model: the duration of every op of a Schedule, from a roofline for kernels and from
-/// latency + bytes / bandwidth of the link level a message crosses.
+/// Cost model: the duration of every compute op of a Schedule from a roofline with a per-GPU efficiency table,
+/// and the contention-free message formulas (message_ps, all_to_all_ps) that the flow-level network model
+/// (flow_network.hpp) reproduces exactly when flows do not share links. The simulator times messages with the
+/// flow model; the closed forms here are kept as references for tests and quick estimates.
 ///
-/// Model limits (stated once, here): the network has no contention. Each GPU has one port per link level and
-/// direction (NVLink through the NVSwitch, one NIC rail per GPU), messages of different GPUs never share a
-/// link, and a GPU's concurrent send and receive use the two directions of a full-duplex port. Kernel times
-/// are for a kernel that has the GPU to itself; the simulator divides the GPU between kernels that run at the
-/// same time (simulator.hpp, SimOptions). The flow-level model (max-min sharing over routed links of the
-/// topology graph) replaces the message part of this file.
+/// Kernel times are for a kernel that has the GPU to itself; the simulator divides the GPU between kernels that
+/// run at the same time and slows compute while communication kernels run (simulator.hpp, SimOptions).
 ///
 /// Every duration is computed in seconds as one expression and rounded once by seconds_to_ps().
 
@@ -21,12 +19,6 @@
 #include "hcpsim/sim/event_queue.hpp"
 
 namespace hcpsim::sim {
-
-/// Fixed cost of one small (elementwise) kernel: launch plus ramp-up/tail of a kernel that moves little data.
-/// Source: assumption, order of magnitude only: CUDA kernel launch overhead is commonly quoted at a few µs
-/// per launch from eager-mode frameworks, and a tiny kernel adds ~1 µs of device time. To be calibrated from
-/// measured timelines (gpu/ backend).
-constexpr double kKernelLaunchOverheadS = 3e-6;
 
 /// Dense FP32 (TF32 tensor core) peak as a fraction of the dense BF16 peak.
 /// Source: NVIDIA datasheets: H100 SXM 494.7 vs 989.4 TFLOP/s (TF32 vs BF16, dense); A100 SXM 156 vs 312;
@@ -75,14 +67,31 @@ int64_t attention_block_hbm_bytes(const Op& op, const RankProgram& program);
 /// @return duration in ps.
 TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dtype, const GpuSpec& gpu);
 
+/// Efficiency (achieved / peak) of an attention block from a GpuSpec table (attn_fwd_table / attn_bwd_table).
+/// Lookup: points of the block's mask class (causal or not; all points if the table has none of that class);
+/// the two tabulated head dims around `head_dim` (clamped at the ends), linear in head dim between them; for
+/// each, bilinear interpolation in (log2 q_rows, log2 kv_rows) over that head dim's grid, clamped at its edges.
+/// @param table  non-empty; for each (causal, head_dim) the points must form a full rows × cols grid
+///   (HCPSIM_ASSERT naming the missing corner otherwise). @param q_rows, kv_rows ≥ 1.
+double table_efficiency(const std::vector<EfficiencyPoint>& table, int64_t head_dim, int64_t q_rows, int64_t kv_rows,
+                        bool causal);
+
+/// Efficiency of an attention block op: table_efficiency over the op's (dk, q rows, kv rows, mask ≠ none) when
+/// the GPU's table for its direction is non-empty, else gpu.attn_fwd_efficiency / attn_bwd_efficiency.
+double attention_block_efficiency(const Op& op, const RankProgram& program, const GpuSpec& gpu);
+
+/// attention_block_ps with an explicit efficiency in (0, 1] instead of the GPU's scalar one.
+TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dtype, const GpuSpec& gpu,
+                          double efficiency);
+
 /// Time of a memory-bound elementwise kernel (lse_merge, out_correction, copy):
-/// kKernelLaunchOverheadS + bytes / hbm_bandwidth. @param bytes ≥ 0 read + written. @return ps.
+/// gpu.kernel_launch_overhead_s + bytes / hbm_bandwidth. @param bytes ≥ 0 read + written. @return ps.
 TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu);
 
 /// Duration of a non-communication op of `program`: attention blocks by attention_block_ps (with
-/// attention_block_hbm_bytes and the schedule's element type), elementwise ops by elementwise_ps(op.bytes),
-/// alloc/free 0. @param dtype  AttentionShape::dtype of the schedule.
-/// HCPSIM_ASSERT for all_to_all and send_recv (their time depends on peers; see message_ps, all_to_all_ps).
+/// attention_block_hbm_bytes, attention_block_efficiency and the schedule's element type), elementwise ops by
+/// elementwise_ps(op.bytes), alloc/free 0. @param dtype  AttentionShape::dtype of the schedule.
+/// HCPSIM_ASSERT for communication ops (their time depends on peers and the network).
 TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu);
 
 /// Bytes a SendRecvOp sends: the sum of its send buffers' sizes (0 when send_peer is −1).

@@ -1,25 +1,27 @@
 #pragma once
-/// The discrete-event simulator with a contention-free network: times one layer's Schedule (forward and
-/// backward) on a cluster, op by op, with the durations of cost_model.hpp.
+/// The discrete-event simulator: times one layer's Schedule (forward and backward) on a cluster topology, op by
+/// op, with the compute durations of cost_model.hpp and a flow-level network (flow_network.hpp).
 ///
 /// Execution semantics (what every executor of the IR does; see schedule.hpp):
-/// * Each CP rank has three streams (Stream::compute, Stream::cp, Stream::comm). The ops of a stream start in
-///   RankProgram::ops list order; an op starts when the previous op of its stream has finished and all of its
-///   `deps` have finished.
+/// * Each CP rank runs on one GPU and has three streams (Stream::compute, Stream::cp, Stream::comm). The ops of a
+///   stream start in RankProgram::ops list order; an op starts when the previous op of its stream has finished
+///   and all of its `deps` have finished.
 /// * Compute ops (attention blocks, lse_merge, out_correction, copy) need their cost-model duration of GPU
 ///   time. Kernels that run at the same time on different streams of one GPU share its SMs equally
-///   (processor sharing, SimOptions::share_gpu_between_kernels): with n kernels running, each progresses at
-///   1/n of its roofline speed, so a GPU never computes faster than its roofline. alloc and free take 0 and
-///   change the rank's live memory when they start.
-/// * A SendRecvOp's message (source cp rank, destination cp rank, tag) starts when both the sender's op and
-///   the receiver's op have started (rendezvous) and takes message_ps(). The op finishes when its send has been
-///   delivered and its receive has arrived. Messages with equal (source, destination, tag) match in issue order.
-/// * An AllToAllOp starts when every member of its group has reached the op with the same tag; all members
-///   finish together after all_to_all_ps().
+///   (processor sharing, SimOptions::share_gpu_between_kernels), and while a communication op of the GPU is
+///   running they progress GpuSpec::compute_slowdown_during_comm times slower. alloc and free take 0 and change
+///   the rank's live memory when they start.
+/// * A message costs: per-message software latency (ClusterSpec::message_latency_s), then a flow of its bytes
+///   over its route at the max-min fair rate, then the route's latency. A SendRecvOp's message (source, destination,
+///   tag) starts when both the sender's op and the receiver's op have started (rendezvous); the op finishes
+///   when its send has been delivered and its receive has arrived. Equal keys match in issue order.
+/// * AllToAllOp, AllGatherOp and ReduceScatterOp start when every member of the group has reached the op with
+///   the same tag; they are concurrent pairwise messages (all-to-all: input / A to each other member;
+///   all-gather: the whole input to each other member; reduce-scatter: input / n to each other member), and all
+///   members finish together when the last message is delivered.
 /// * If no event is left while ops remain, the schedule deadlocks: HCPSIM_ASSERT with the blocked ops.
 ///
-/// The network is contention-free (cost_model.hpp); the GPU's compute is the one shared resource.
-/// Communication kernels (NCCL) are assumed to take no SMs from compute kernels.
+/// Routes: Topology::route with flow id = the message's sequence number in the run (deterministic ECMP).
 
 #include <array>
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include "hcpsim/core/cluster_spec.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule.hpp"
+#include "hcpsim/core/topology.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "hcpsim/sim/event_queue.hpp"
 
@@ -55,7 +58,8 @@ struct TimelineEntry {
 };
 
 /// Number and total size of messages. An all-to-all over A members counts A·(A−1) messages of
-/// input bytes / A each (what leaves each member); a SendRecvOp counts one message per send.
+/// input bytes / A each (what leaves each member); an all-gather over n members n·(n−1) messages of the
+/// member's input; a reduce-scatter n·(n−1) messages of input / n; a SendRecvOp one message per send.
 struct MessageTotals {
   int64_t count = 0;
   int64_t bytes = 0;
@@ -70,23 +74,58 @@ using MessageTable = std::array<std::array<MessageTotals, kLinkLevelCount>, kPha
 /// cp vs comm), as the builders put every communication op, and only those, on the comm stream.
 struct RankStats {
   int64_t cp_rank = 0;
-  int64_t node = 0;                 ///< node index of the rank (from node_of_cp_rank)
+  int64_t node = 0;                 ///< node index of the rank's GPU
+  int64_t gpu = 0;                  ///< global GPU index (Topology) the rank runs on
   TimePs end_ps = 0;                ///< end of the rank's last op
   /// Time during which the compute stream or the cp stream runs an op (ps).
   TimePs compute_busy_ps = 0;
   /// Time during which the comm stream runs an op, waiting in a rendezvous included (ps).
   TimePs comm_busy_ps = 0;
-  /// Exposed communication: the time during which the comm stream runs an op and neither the compute nor the
-  /// cp stream does (ps); = comm_busy_ps − |comm ∩ compute|. Communication hidden behind compute is not
-  /// exposed; waiting for a late peer counts as exposed (the rank has nothing else to do).
+  /// Exposed communication: layer time (SimResult::total_ps) − compute_busy_ps, i.e. the time of the layer
+  /// during which this GPU runs no compute kernel (DESIGN: waiting for messages, for late peers and for the
+  /// other ranks to finish all count). Communication hidden behind compute is not exposed.
   TimePs exposed_comm_ps = 0;
   /// Sum of the durations (end − start) of the ops on the compute and cp streams; exceeds compute_busy_ps
   /// when the two streams overlap (with a shared GPU, overlapping kernels are also stretched).
   TimePs compute_kernel_ps = 0;
   int64_t input_bytes = 0;          ///< bytes of RankProgram::inputs buffers, live from t = 0
   int64_t peak_memory_bytes = 0;    ///< maximum live bytes (inputs + allocated − freed) over the run
+  /// Maximum live bytes while forward ops / backward ops run (the phase of the op that allocated last).
+  std::array<int64_t, kPhaseCount> phase_peak_memory_bytes{};
   int64_t final_memory_bytes = 0;   ///< live bytes after the last op
   MessageTable messages_sent{};     ///< messages this rank sent
+};
+
+/// One message's flow through the network.
+struct FlowRecord {
+  int64_t src_cp_rank = 0;
+  int64_t dst_cp_rank = 0;
+  int64_t bytes = 0;
+  Phase phase = Phase::forward;  ///< the sender's op phase
+  TimePs start_ps = 0;           ///< first byte enters the network (after the software latency)
+  TimePs drained_ps = 0;         ///< last byte left the last link (delivery is route latency later)
+  std::vector<int64_t> route;    ///< link ids
+};
+
+/// Per-link totals (one entry per directed link of the topology, in link id order).
+struct LinkStats {
+  std::string from;                  ///< vertex names
+  std::string to;
+  int64_t from_node = -1;            ///< node of the `from` vertex, −1 for switches
+  LinkClass link_class = LinkClass::network;
+  double bandwidth_bytes_per_s = 0;
+  int64_t bytes = 0;                 ///< bytes carried
+  TimePs busy_ps = 0;                ///< time with ≥ 1 active flow
+  int64_t flows = 0;                 ///< flows carried
+};
+
+/// Utilisation of one link class over the layer: bytes carried, links, and bytes / (capacity · total time)
+/// averaged over the class's links (mean) and for the busiest link (max). 0 when the class has no link.
+struct LinkClassUtilisation {
+  int64_t links = 0;
+  int64_t bytes = 0;
+  double mean_utilisation = 0;
+  double max_utilisation = 0;
 };
 
 /// Everything one simulation reports. Times are int64 picoseconds from t = 0 (all ranks start together).
@@ -110,9 +149,16 @@ struct SimResult {
   /// FLOPs per phase, summed over ranks in cp-rank order and over ops in list order (the order
   /// Schedule::total_flops uses); equals Schedule::total_flops(phase).
   std::array<double, kPhaseCount> flops{};
-  /// Every op of every rank, ordered by (cp_rank, op_index).
+  /// Every op of every rank, ordered by (cp_rank, op_index); empty when SimOptions::record_timeline is false.
   std::vector<TimelineEntry> timeline;
   int64_t event_count = 0;               ///< events the engine ran
+  std::vector<FlowRecord> flows;         ///< every message, in start order
+  std::vector<LinkStats> links;          ///< every directed link, in id order
+  int64_t network_recomputes = 0;        ///< batched max-min recomputations
+  int64_t node_count = 0;                ///< nodes of the topology
+
+  /// Utilisation of one link class (nvlink, pcie, network) over total_ps.
+  [[nodiscard]] LinkClassUtilisation link_class_utilisation(LinkClass c) const;
 
   /// Message totals of one phase and level.
   [[nodiscard]] const MessageTotals& message_totals(Phase phase, LinkLevel level) const {
@@ -131,17 +177,27 @@ struct SimOptions {
   /// Source: assumption; concurrent kernels on one GPU divide its SMs, and TE overlaps consecutive ring
   /// steps on two streams only to fill the SMs left by wave quantization (HCP_ALGORITHM.md §4.3).
   bool share_gpu_between_kernels = true;
+  /// true: SimResult::timeline holds every op (needed for the Chrome trace); false: it stays empty (all other
+  /// results are unchanged), which saves a copy of every op label at large CP.
+  bool record_timeline = true;
 };
 
-/// Simulates `schedule` on `cluster` with a contention-free network.
+/// Simulates `schedule` on `topology`.
 /// @param schedule  a built schedule; check_invariants() is run first (HCPSIM_ASSERT on violation).
-/// @param cluster   GPU rates and efficiencies, link bandwidths (> 0) and latencies (≥ 0).
-/// @param node_of_cp_rank  node index of each CP rank (size = schedule.ranks.size()); the caller derives it
-///   from the Megatron rank order, e.g. with cp_rank_nodes().
-/// @return timings, per-rank stats, message and FLOP totals and the timeline.
+/// @param cluster   GPU rates, efficiencies and the per-message software latency.
+/// @param topology  the graph messages are routed on (Topology::from_cluster(cluster) usually).
+/// @param gpu_of_cp_rank  global GPU index of each CP rank (size = schedule.ranks.size(), distinct, each
+///   < topology.gpu_count()); from the Megatron rank order, e.g. cp_rank_gpus().
 /// @param options  modelling choices (default: kernels share the GPU).
+/// @return timings, per-rank stats, message and FLOP totals, the timeline, flows and link usage.
 /// HCPSIM_ASSERT on a deadlock (the report lists each rank's blocked stream heads), on a message whose two
 /// sides differ in size, on alloc of a live buffer or free of a dead one.
+SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
+                   const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options = {});
+
+/// Simulates on the generated topology of `cluster` (with at least max(node_of_cp_rank) + 1 nodes), placing
+/// the ranks of each node on its GPUs 0, 1, … in cp-rank order.
+/// @param node_of_cp_rank  node index of each CP rank; at most gpus_per_node ranks per node (HCPSIM_ASSERT).
 SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const std::vector<int64_t>& node_of_cp_rank,
                    const SimOptions& options = {});
 
@@ -150,5 +206,8 @@ SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const s
 /// @param order  a valid Megatron order, e.g. "tp-cp-ep-dp-pp"; @param gpus_per_node ≥ 1.
 /// Source: megatron/core/parallel_state.py RankGenerator; HCP_ALGORITHM.md §2.2 "Node mapping".
 std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node);
+
+/// Global GPU index (= global rank) of every CP rank of that group, as the topology-based simulate() takes them.
+std::vector<int64_t> cp_rank_gpus(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node);
 
 }  // namespace hcpsim::sim

@@ -10,13 +10,24 @@
 
 namespace hcpsim::sim {
 
+/// First thread id of link threads in the trace (above every stream thread id of up to 10^8 GPUs).
+/// Source: arbitrary, chosen so that stream and link thread ids never collide.
+constexpr int64_t kLinkTidBase = 300000000;
+
+/// Trace thread id of a GPU stream: gpu · kStreamCount + stream.
+int64_t stream_tid(int64_t gpu, Stream s);
+/// Trace thread id of a directed link: kLinkTidBase + link id.
+int64_t link_tid(int64_t link);
+
 /// The Chrome trace JSON of a result: {"displayTimeUnit": "ns", "traceEvents": [...]}.
-/// Metadata events (ph "M") name each process "cp rank <g> (node <n>)" and each thread by its stream
-/// ("compute", "cp", "comm"); then one complete event (ph "X") per timeline entry with pid = cp rank,
-/// tid = stream index (Stream value), name = op label, cat = op kind, ts and dur in microseconds
-/// (ps_to_us: the printed decimal is exactly ps / 10^6 for times below 10^15 ps, as it then has at most 15
-/// significant digits), and args {op_index, kind, phase, ring_step, start_ps, end_ps, flops, bytes}
-/// (the exact integer picoseconds are kept in args).
+/// Metadata events (ph "M"): a process per node ("node <n>", pid n) and one "fabric" process (pid =
+/// node_count) for leaf/spine links; a thread per GPU stream ("gpu <g> cp rank <r> compute|cp|comm",
+/// tid stream_tid) and per link direction that carried a flow ("link <from> -> <to>", tid link_tid, in the
+/// process of the link's source node). Then one complete event (ph "X") per timeline entry on its stream
+/// thread: name = op label, cat = op kind, ts and dur in microseconds (ps_to_us: the printed decimal is exactly
+/// ps / 10^6 for times below 10^15 ps), args {cp_rank, op_index, kind, phase, ring_step, start_ps, end_ps, flops,
+/// bytes}; then, per flow and per link of its route, a complete event "cp <src>-><dst>" (cat "flow") from its
+/// first byte to its last, args {flow, bytes, phase, start_ps, drained_ps}.
 std::string chrome_trace_json(const SimResult& result);
 
 /// Writes chrome_trace_json(result) to `path` (temporary file, then rename).
@@ -24,12 +35,21 @@ std::string chrome_trace_json(const SimResult& result);
 void write_chrome_trace(const std::string& path, const SimResult& result);
 
 /// The JSON summary of a result (no timeline): the model options, comm type, A, P, forward/backward/total
-/// times in ps, FLOPs and messages per phase and link level, and per-rank stats (busy, exposed comm, memory,
-/// messages).
+/// times in ps, FLOPs and messages per phase and link level, the largest exposed communication and peak
+/// memory, utilisation per link class (nvlink, pcie, network), and per-rank stats (busy, exposed comm, memory
+/// overall and per phase, messages).
 std::string summary_json(const SimResult& result);
 
 /// Writes summary_json(result) to `path` (temporary file, then rename).
 /// @throws InputError (located at `path`) if the file cannot be written, with the OS reason and a fix.
 void write_summary_json(const std::string& path, const SimResult& result);
+
+/// Per-link CSV: header "link,from,to,class,bandwidth_bytes_per_s,bytes,busy_ps,flows,utilisation", one row per
+/// directed link in id order; utilisation = bytes / (bandwidth · total time). Doubles printed with {:.17g}.
+std::string links_csv(const SimResult& result);
+
+/// Writes links_csv(result) to `path` (temporary file, then rename).
+/// @throws InputError (located at `path`) if the file cannot be written, with the OS reason and a fix.
+void write_links_csv(const std::string& path, const SimResult& result);
 
 }  // namespace hcpsim::sim

@@ -1,0 +1,293 @@
+// `hcpsim replay PATH...`: golden expectations of scenario files, for CI.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app_common.hpp"
+#include "hcpsim/core/scenario_loader.hpp"
+#include "replay.hpp"
+
+namespace hcpsim::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  std::string path;
+  std::string status = "pass";       ///< pass | FAIL | skipped
+  std::vector<std::string> failures;  ///< "field: golden X, actual Y"
+  std::string digest;                 ///< of everything the scenario produced
+  // Actual values, for --update.
+  int validate_exit_code = 0;
+  std::string validate_error;
+  bool ran_verify = false;
+  ReplayVerify verify;
+  bool ran_simulate = false;
+  ReplaySimulate simulate;
+};
+
+std::vector<std::string> collect(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      for (const auto& e : fs::recursive_directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path().string());
+    } else if (fs::is_regular_file(p, ec)) {
+      files.push_back(p);
+    } else {
+      SourceLoc l;
+      l.file = p;
+      throw InputError(l, "", "no such file or directory", "give scenario files or folders that hold them");
+    }
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
+}
+
+std::string g17(double v) { return fmt::format("{:.17g}", v); }
+
+Outcome replay_one(const std::string& path, int threads) {
+  Outcome o;
+  o.path = path;
+  const ExpectSpec expect = load_expect(path);
+  Scenario s;
+  bool valid = false;
+  try {
+    s = load_scenario(path);
+    validate_scenario(s, ValidationScope::placement);
+    valid = true;
+  } catch (const InputError& e) {
+    o.validate_exit_code = kExitBadInput;
+    o.validate_error = e.what();
+  }
+  o.digest = fmt::format("validate:{}:{}", o.validate_exit_code, o.validate_error);
+  auto fail = [&](const std::string& what) {
+    o.status = "FAIL";
+    o.failures.push_back(what);
+  };
+  const int want_exit = expect.validate_exit_code.value_or(0);
+  if (o.validate_exit_code != want_exit)
+    fail(fmt::format("expect.validate.exit_code: golden {}, actual {}{}", want_exit, o.validate_exit_code,
+                     o.validate_error.empty() ? "" : " (" + o.validate_error + ")"));
+  if (expect.validate_error && o.validate_error.find(*expect.validate_error) == std::string::npos)
+    fail(fmt::format("expect.validate.error: golden \"{}\" not in actual \"{}\"", *expect.validate_error,
+                     o.validate_error));
+  if (!valid) return o;
+  if (expect.verify_result || !expect.verify_max_rel_l2.empty()) {
+    o.ran_verify = true;
+    o.verify = replay_verify(s, threads);
+    o.digest += "|verify:" + o.verify.digest;
+    const std::string actual = o.verify.pass ? "pass" : "fail";
+    if (expect.verify_result && *expect.verify_result != actual)
+      fail(fmt::format("expect.verify.result: golden {}, actual {}", *expect.verify_result, actual));
+    for (const auto& [name, bound] : expect.verify_max_rel_l2) {
+      auto it = o.verify.rel_l2.find(name);
+      const double got = it == o.verify.rel_l2.end() ? NAN : it->second;
+      if (!(got <= bound)) fail(fmt::format("expect.verify.max_rel_l2.{}: golden <= {}, actual {}", name, g17(bound), g17(got)));
+    }
+  }
+  if (!expect.simulate.empty()) {
+    o.ran_simulate = true;
+    o.simulate = replay_simulate(s);
+    o.digest += "|simulate:" + o.simulate.digest;
+    for (const auto& [name, golden] : expect.simulate) {
+      auto it = o.simulate.values.find(name);
+      if (it == o.simulate.values.end()) {
+        std::string known;
+        for (const auto& f : replay_simulate_fields()) known += (known.empty() ? "" : ", ") + f;
+        throw InputError(s.loc("expect.simulate." + name), "expect.simulate." + name, "unknown simulate field",
+                         "use one of: " + known);
+      }
+      if (it->second != golden)
+        fail(fmt::format("expect.simulate.{}: golden {}, actual {}", name, golden, it->second));
+    }
+  }
+  return o;
+}
+
+/// Upper bound written by --update for a measured relative error: twice the value, rounded up to two
+/// significant digits (deterministic runs reproduce the value; the margin absorbs x86-level differences).
+double bound_for(double err) {
+  if (!(err > 0)) return 1e-300;
+  const double e = std::floor(std::log10(err * 2.0));
+  const double scale = std::pow(10.0, e - 1);
+  return std::ceil(err * 2.0 / scale) * scale;
+}
+
+/// The `expect:` block text for the actual results, in canonical form.
+std::string expect_block(const Outcome& o, const ExpectSpec& old) {
+  std::string b = "expect:\n";
+  if (o.validate_exit_code != 0) {
+    std::string err = old.validate_error.value_or(o.validate_error);
+    if (o.validate_error.find(err) == std::string::npos) err = o.validate_error;
+    std::string escaped;
+    for (char ch : err) {
+      if (ch == '"' || ch == '\\') escaped.push_back('\\');
+      escaped.push_back(ch);
+    }
+    b += fmt::format("  validate: {{exit_code: {}, error: \"{}\"}}\n", o.validate_exit_code, escaped);
+    return b;
+  }
+  b += "  validate: {exit_code: 0}\n";
+  if (o.ran_verify) {
+    b += fmt::format("  verify: {{result: {}", o.verify.pass ? "pass" : "fail");
+    if (!old.verify_max_rel_l2.empty()) {
+      b += ", max_rel_l2: {";
+      bool first = true;
+      for (const char* t : {"out", "lse", "dq", "dk", "dv"}) {
+        auto it = o.verify.rel_l2.find(t);
+        if (it == o.verify.rel_l2.end()) continue;
+        auto old_it = old.verify_max_rel_l2.find(t);
+        const double bound = (old_it != old.verify_max_rel_l2.end() && it->second <= old_it->second)
+                                 ? old_it->second
+                                 : bound_for(it->second);
+        b += fmt::format("{}{}: {:.3g}", first ? "" : ", ", t, bound);
+        first = false;
+      }
+      b += "}";
+    }
+    b += "}\n";
+  }
+  if (o.ran_simulate) {
+    b += "  simulate:\n";
+    for (const auto& [name, value] : o.simulate.values)
+      if (old.simulate.count(name)) b += fmt::format("    {}: {}\n", name, value);
+  }
+  return b;
+}
+
+/// Rewrites the expect block of `path` (the last top-level key) when its values changed. @return true if written.
+bool update_file(const Outcome& o) {
+  const ExpectSpec old = load_expect(o.path);
+  if (o.status == "pass") return false;  // every golden holds: leave the file byte-identical
+  std::ifstream in(o.path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  size_t pos = text.rfind("\nexpect:");
+  pos = (text.rfind("expect:", 0) == 0) ? 0 : (pos == std::string::npos ? text.size() : pos + 1);
+  std::string head = text.substr(0, pos);
+  if (!head.empty() && head.back() != '\n') head.push_back('\n');
+  const std::string out = head + expect_block(o, old);
+  const std::string tmp = o.path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << out;
+    if (!f) {
+      SourceLoc l;
+      l.file = tmp;
+      throw InputError(l, "", "cannot write", "check permissions and disk space");
+    }
+  }
+  fs::rename(tmp, o.path);
+  return true;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string r;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': r += "&amp;"; break;
+      case '<': r += "&lt;"; break;
+      case '>': r += "&gt;"; break;
+      case '"': r += "&quot;"; break;
+      default: r.push_back(ch);
+    }
+  }
+  return r;
+}
+
+void write_junit(const std::string& path, const std::vector<Outcome>& outcomes) {
+  int failures = 0, skipped = 0;
+  for (const auto& o : outcomes) {
+    failures += o.status == "FAIL";
+    skipped += o.status == "skipped";
+  }
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuite name=\"hcpsim replay\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+                   outcomes.size(), failures, skipped);
+  for (const auto& o : outcomes) {
+    x += fmt::format("  <testcase classname=\"hcpsim.replay\" name=\"{}\">", xml_escape(o.path));
+    if (o.status == "FAIL") {
+      std::string msg;
+      for (const auto& f : o.failures) msg += f + "\n";
+      x += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(o.failures.front()), xml_escape(msg));
+    } else if (o.status == "skipped") {
+      x += "<skipped/>";
+    }
+    x += "</testcase>\n";
+  }
+  x += "</testsuite>\n";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << x;
+    if (!f) {
+      SourceLoc l;
+      l.file = path;
+      throw InputError(l, "--junit", "cannot write the JUnit file", "check the folder exists and is writable");
+    }
+  }
+  fs::rename(tmp, path);
+}
+
+int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, bool update, bool twice,
+               int threads) {
+  if (threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  const auto files = collect(paths);
+  if (files.empty()) throw InputError(SourceLoc{}, "", "no *.yaml scenario files found", "give a folder of scenarios");
+  std::vector<Outcome> outcomes;
+  int n_fail = 0, n_updated = 0;
+  for (const auto& f : files) {
+    Outcome o = replay_one(f, threads);
+    if (twice) {
+      // Second run with a different thread count: every output digest must be identical.
+      const Outcome again = replay_one(f, threads == 1 ? 2 : 1);
+      if (again.digest != o.digest) {
+        o.status = "FAIL";
+        o.failures.push_back("determinism: the second run (other thread count) produced different outputs");
+      }
+    }
+    if (update && update_file(o)) {
+      ++n_updated;
+      fmt::print("updated {}\n", f);
+      o = replay_one(f, threads);
+    }
+    fmt::print("{:<7} {}{}\n", o.status, f, o.failures.empty() ? "" : "");
+    for (const auto& msg : o.failures) fmt::print("        {}\n", msg);
+    n_fail += o.status == "FAIL";
+    outcomes.push_back(std::move(o));
+  }
+  if (!junit.empty()) write_junit(junit, outcomes);
+  fmt::print("replay: {} scenarios, {} passed, {} failed{}\n", outcomes.size(), outcomes.size() - static_cast<size_t>(n_fail),
+             n_fail, update ? fmt::format(", {} updated", n_updated) : "");
+  return n_fail == 0 ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+CLI::App* add_replay_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("replay", "replay scenario files against their expect: goldens (for CI)");
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto junit = std::make_shared<std::string>();
+  auto update = std::make_shared<bool>(false);
+  auto twice = std::make_shared<bool>(false);
+  auto threads = std::make_shared<int>(2);
+  cmd->add_option("paths", *paths, "scenario files or folders (searched recursively for *.yaml)")->required();
+  cmd->add_option("--junit", *junit, "write a JUnit XML report");
+  cmd->add_flag("--update", *update, "rewrite the expect: blocks whose goldens no longer hold");
+  cmd->add_flag("--twice", *twice, "run each scenario twice (other thread count) and compare output digests");
+  cmd->add_option("--threads", *threads, "CPU threads for the oracle")->capture_default_str();
+  cmd->callback([&exit_code, paths, junit, update, twice, threads] {
+    exit_code = cmd_replay(*paths, *junit, *update, *twice, *threads);
+  });
+  return cmd;
+}
+
+}  // namespace hcpsim::app

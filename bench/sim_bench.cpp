@@ -1,0 +1,89 @@
+// Simulator benchmark (issue 4): one attention layer, forward + backward, of an a2a+p2p schedule with the a2a
+// inside DGX H100 nodes (A = 8) and the ring across nodes (P = CP / 8), on the rail-optimised fabric.
+// Prints build time, simulation wall time, events, events/s and peak RSS (getrusage; the process-wide peak, so
+// run one CP per process for a clean number). The timeline is not recorded (as `hcpsim simulate` without --trace). Wall-clock timing lives here only (STYLE.md).
+//
+//   hcpsim_sim_bench CP [seq_per_rank]      e.g. hcpsim_sim_bench 512
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/simulator.hpp"
+
+namespace {
+
+// A2A size: one DGX node of 8 GPUs. Source: DGX H100 has 8 GPUs per node (cluster_spec.cpp).
+constexpr int64_t kA2aSize = 8;
+// Default tokens per CP rank. Source: assumption, a typical long-context shard (128k tokens over CP = 32).
+constexpr int64_t kDefaultSeqPerRank = 4096;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s CP [seq_per_rank]\n", argv[0]);
+    return 2;
+  }
+  const int64_t cp = std::atoll(argv[1]);
+  const int64_t seq_per_rank = argc > 2 ? std::atoll(argv[2]) : kDefaultSeqPerRank;
+  if (cp < kA2aSize || cp % kA2aSize != 0 || seq_per_rank < 2 || seq_per_rank % 2 != 0) {
+    std::fprintf(stderr, "CP must be a multiple of %lld and seq_per_rank even\n", static_cast<long long>(kA2aSize));
+    return 2;
+  }
+  const int64_t p2p = cp / kA2aSize;
+  hcpsim::AttentionShape shape;  // Llama-3-8B attention per TP rank (TP = 1): 32 heads, 8 KV groups, d = 128
+  shape.batch = 1;
+  shape.seq_length = seq_per_rank * cp;
+  shape.heads_q = 32;
+  shape.heads_kv = 8;
+  shape.head_dim_qk = 128;
+  shape.head_dim_v = 128;
+  shape.causal = true;
+  shape.softmax_scale = 1.0 / 11.313708498984761;  // 128^-0.5
+  shape.dtype = hcpsim::Dtype::bf16;
+  const auto cluster = *hcpsim::cluster_preset("dgx-h100", cp / kA2aSize);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const hcpsim::Schedule schedule =
+      hcpsim::build_schedule(hcpsim::CpCommType::a2a_p2p, hcpsim::CpLayout(kA2aSize, p2p, shape.seq_length), shape);
+  const double build_s = seconds_since(t0);
+  int64_t ops = 0;
+  for (const auto& r : schedule.ranks) ops += static_cast<int64_t>(r.ops.size());
+
+  const auto t1 = std::chrono::steady_clock::now();
+  const hcpsim::Topology topology = hcpsim::Topology::from_cluster(cluster);
+  std::vector<int64_t> gpus;
+  for (int64_t r = 0; r < cp; ++r) gpus.push_back(r);  // tp-cp-ep-dp-pp with TP = 1: cp rank = global rank
+  hcpsim::sim::SimOptions options;
+  options.record_timeline = false;  // as `hcpsim simulate` without --trace
+  const hcpsim::sim::SimResult result = hcpsim::sim::simulate(schedule, cluster, topology, gpus, options);
+  const double sim_s = seconds_since(t1);
+
+  std::printf("cp=%lld A=%lld P=%lld nodes=%lld seq=%lld ops=%lld flows=%zu recomputes=%lld events=%lld "
+              "build_s=%.3f sim_s=%.3f events_per_s=%.3g peak_rss_MiB=%.1f layer_us=%.3f\n",
+              static_cast<long long>(cp), static_cast<long long>(kA2aSize), static_cast<long long>(p2p),
+              static_cast<long long>(cluster.nodes), static_cast<long long>(shape.seq_length),
+              static_cast<long long>(ops), result.flows.size(), static_cast<long long>(result.network_recomputes),
+              static_cast<long long>(result.event_count), build_s, sim_s,
+              static_cast<double>(result.event_count) / sim_s, peak_rss_mib(),
+              static_cast<double>(result.total_ps) / 1e6);
+  return 0;
+}

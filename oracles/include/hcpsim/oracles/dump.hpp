@@ -1,0 +1,69 @@
+#pragma once
+/// HDF5 dumps of a verification run, and their comparison (`hcpsim verify --dump`, `hcpsim compare`).
+///
+/// Layout (documented for users in the README, "HDF5 dump layout"):
+///   /meta       attributes: scenario_yaml, seed, dtype, backend, hcpsim_version, x86_level, attn_mask_type,
+///               qkv_format, cp_comm_type, a2a_size, p2p_size, softmax_scale, causal
+///   /inputs     q, k, v, do              [b, s, h, d] (bshd)
+///   /reference  out, lse, dq, dk, dv     float64; lse is [b, h, s]
+///   /hcp        out, lse, dq, dk, dv     the run's gathered results, global sequence order
+///   /metrics    one group per tensor with attributes max_abs_err, max_rel_err, rel_l2_err, tolerance, pass
+/// Value types: float64 for fp64 runs and for /reference; float32 otherwise (bf16/fp16 values widened exactly);
+/// lse datasets are float32 unless the run is fp64. With oracle.heads every dataset holds only the checked heads.
+/// Files are written to "<path>.tmp" and renamed on success; object time tracking is off, so the same run gives
+/// byte-identical files.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hcpsim/oracles/reference.hpp"
+#include "hcpsim/oracles/verify.hpp"
+
+namespace hcpsim {
+
+/// Everything a dump holds.
+struct DumpContents {
+  std::map<std::string, std::string> meta_text;  ///< string attributes of /meta
+  std::map<std::string, double> meta_number;     ///< numeric attributes of /meta (seed, sizes, scale, causal)
+  Dtype dtype = Dtype::fp64;                     ///< the run's dtype (decides the stored float width)
+  AttentionInputs inputs;                        ///< softmax_lse-free inputs [B, S, H, d]
+  AttentionOutputs reference;                    ///< lse in HostTensor form [B, S, H, 1]
+  AttentionOutputs hcp;
+  std::vector<TensorError> metrics;              ///< may be empty when reading a user-written file
+};
+
+/// Writes `contents` to `path` (temporary name + rename). On any failure the temporary file is removed and
+/// nothing exists under `path` that was not there before.
+/// @param omit  absolute dataset paths to leave out (e.g. "/hcp/dq"): partial files for tests of the reader.
+/// @throws InputError (key "--dump") when the file cannot be created or written.
+void write_dump(const std::string& path, const DumpContents& contents, const std::vector<std::string>& omit = {});
+
+/// Reads a dump. /metrics and /meta attributes are optional (a user's own file may lack them); every
+/// dataset of /inputs, /reference and /hcp is required and must have a consistent shape.
+/// @throws InputError (key = the file path) for a file that is not HDF5, is truncated, lacks a dataset, or has
+///   a dataset of the wrong rank or shape, naming the dataset and the fix.
+DumpContents read_dump(const std::string& path);
+
+/// Result of comparing dump `b` against dump `a`.
+struct DumpComparison {
+  std::vector<TensorError> tensors;  ///< /hcp of b vs /hcp of a, with the elementwise allclose verdict in pass
+  std::vector<int64_t> violations;   ///< per tensor: elements with |b − a| > atol + rtol·|a| (or non-finite)
+  std::vector<double> b_vs_reference;  ///< per tensor: rel L2 of b:/hcp against a:/reference
+  bool pass = false;
+  double rtol = 0;
+  double atol = 0;
+};
+
+/// Default tolerances of `hcpsim compare` for a dtype: fp64 1e-10, fp32 1e-5, bf16 2.5e-2, fp16 5e-3 (rtol = atol;
+/// the 16-bit values are TE's published CP test tolerances, HCP_ALGORITHM.md §10).
+double default_compare_tolerance(Dtype dtype);
+
+/// Compares b:/hcp with a:/hcp elementwise like torch.allclose (|b − a| ≤ atol + rtol·|a|, NaN/inf mismatch =
+/// violation) and reports the error table. Inputs must be identical.
+/// @throws InputError when the dumps' inputs or shapes differ (they are not the same problem).
+DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, double rtol, double atol,
+                             const std::string& a_path, const std::string& b_path);
+
+}  // namespace hcpsim

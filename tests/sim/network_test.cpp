@@ -1,0 +1,366 @@
+// Closed-form tests of the flow-level network model and of the simulator on top of it (issue 4, Tests).
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "catch_compat.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/cost_model.hpp"
+#include "hcpsim/sim/flow_network.hpp"
+#include "hcpsim/sim/simulator.hpp"
+#include "hcpsim/sim/trace_writer.hpp"
+#include "sim_test_util.hpp"
+
+using namespace hcpsim;
+using namespace hcpsim::sim;
+using hcpsim::sim::test::empty_schedule;
+using hcpsim::sim::test::ProgramWriter;
+using hcpsim::sim::test::round_cluster;
+
+namespace {
+
+// Priorities as the simulator uses them: drains first, the batched recomputation last.
+constexpr int kDrain = 0;
+constexpr int kRecompute = 2;
+
+const TimelineEntry& entry(const SimResult& r, int64_t rank, const std::string& label) {
+  for (const auto& e : r.timeline)
+    if (e.cp_rank == rank && e.label == label) return e;
+  FAIL("no timeline entry '" << label << "' on rank " << rank);
+  return r.timeline.front();
+}
+
+// A ring of P ranks, P − 1 steps: in step i every rank computes one 20 µs kernel (a copy of 17e6 B at 1e12 B/s
+// plus the 3 µs launch) on the compute stream while it sends its current 1e6 B block to rank + 1 and receives
+// the next from rank − 1 on the comm stream; step i's kernel waits for step i − 1's message. Then one last
+// kernel (P kernels in all), as in TE's ring.
+Schedule ring(int64_t P) {
+  Schedule s = empty_schedule(1, P);
+  for (int64_t r = 0; r < P; ++r) {
+    ProgramWriter w(s.ranks[static_cast<size_t>(r)]);
+    std::vector<BufferId> kv;
+    for (int64_t i = 0; i < P; ++i) kv.push_back(w.input("kv" + std::to_string(i), 500, 1, 1000));  // 1e6 B
+    const BufferId src = w.input("src", 500, 1, 1000);
+    const BufferId dst = w.input("dst", 500, 1, 1000);
+    OpIndex prev_msg = -1;
+    for (int64_t i = 0; i < P; ++i) {
+      std::vector<OpIndex> deps;
+      if (prev_msg >= 0) deps.push_back(prev_msg);
+      w.copy(dst, src, 17'000'000, Stream::compute, deps, "step " + std::to_string(i));
+      if (i + 1 < P) {
+        prev_msg = w.add(SendRecvOp{(r + 1) % P, (r + P - 1) % P, {kv[static_cast<size_t>(i)]},
+                                    {kv[static_cast<size_t>(i + 1)]}, i, i},
+                         Stream::comm, deps, "msg " + std::to_string(i));
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("net: one flow on one link drains at bytes / bandwidth", "[sim][net]") {
+  EventQueue q;
+  FlowNetwork net(q, {1e11}, kDrain, kRecompute);
+  TimePs drained = -1;
+  net.start_flow({0}, 1'000'000, [&] { drained = q.now(); });
+  q.run();
+  // 1e6 B / 1e11 B/s = 10 µs.
+  REQUIRE(drained == 10'000'000);
+  REQUIRE(net.usage()[0].bytes == 1'000'000);
+  REQUIRE(net.usage()[0].busy_ps == 10'000'000);
+  REQUIRE(net.usage()[0].flows == 1);
+}
+
+TEST_CASE("net: two flows sharing a link get half the bandwidth each; the survivor speeds up", "[sim][net]") {
+  EventQueue q;
+  FlowNetwork net(q, {1e11}, kDrain, kRecompute);
+  TimePs a = -1;
+  TimePs b = -1;
+  net.start_flow({0}, 1'000'000, [&] { a = q.now(); });
+  net.start_flow({0}, 2'000'000, [&] { b = q.now(); });
+  q.run();
+  // Both at 5e10 B/s: A's 1e6 B drain at 20 µs; B has 1e6 B left, alone at 1e11 B/s: + 10 µs = 30 µs.
+  REQUIRE(a == 20'000'000);
+  REQUIRE(b == 30'000'000);
+  REQUIRE(net.usage()[0].busy_ps == 30'000'000);
+  // The two starts at t = 0 are one batch; then A's end, then B's end (which leaves an empty component).
+  REQUIRE(net.recompute_count() == 3);
+}
+
+TEST_CASE("net: classic max-min example, three flows on two links", "[sim][net]") {
+  // Link 0: 1e11 B/s, flows A and B. Link 1: 3e11 B/s, flows A and C.
+  // Progressive filling: link 0's share 5e10 < link 1's 1.5e11 → A = B = 5e10; C gets 3e11 − 5e10 = 2.5e11.
+  EventQueue q;
+  FlowNetwork net(q, {1e11, 3e11}, kDrain, kRecompute);
+  TimePs ta = -1;
+  TimePs tb = -1;
+  TimePs tc = -1;
+  const int64_t a = net.start_flow({0, 1}, 1'000'000, [&] { ta = q.now(); });
+  const int64_t b = net.start_flow({0}, 1'000'000, [&] { tb = q.now(); });
+  const int64_t c = net.start_flow({1}, 10'000'000, [&] { tc = q.now(); });
+  REQUIRE(q.step());  // the batched recomputation at t = 0
+  REQUIRE(net.rate(a) == 5e10);
+  REQUIRE(net.rate(b) == 5e10);
+  REQUIRE(net.rate(c) == 2.5e11);
+  q.run();
+  // A and B: 1e6 / 5e10 = 20 µs. C: 2.5e11 · 20 µs = 5e6 B by then, 5e6 left alone at 3e11 →
+  // 16.6667 µs more: 36.666667 µs = 36,666,667 ps (rounded once).
+  REQUIRE(ta == 20'000'000);
+  REQUIRE(tb == 20'000'000);
+  REQUIRE(tc == 36'666'667);
+}
+
+TEST_CASE("net: a message costs software latency + route latency + bytes at the flow's rate", "[sim][net]") {
+  // Two GPUs on two nodes of the round cluster: route gpu → nic (PCIe 63e9) → leaf (2.5e10, 2 µs) → nic (2 µs)
+  // → gpu; the NIC link is the bottleneck. 5 µs + 4 µs + 1e6 / 2.5e10 (40 µs) = 49 µs.
+  Schedule s = empty_schedule(1, 2);
+  {
+    ProgramWriter w(s.ranks[0]);
+    w.add(SendRecvOp{1, -1, {w.input("x", 500, 1, 1000)}, {}, 1, 0}, Stream::comm, {}, "send");
+  }
+  {
+    ProgramWriter w(s.ranks[1]);
+    w.add(SendRecvOp{-1, 0, {}, {w.input("y", 500, 1, 1000)}, 0, 1}, Stream::comm, {}, "recv");
+  }
+  const SimResult r = simulate(s, round_cluster(2, 1), {0, 1});
+  REQUIRE(entry(r, 1, "recv").end_ps == 49'000'000);
+  REQUIRE(r.flows.size() == 1);
+  REQUIRE(r.flows[0].start_ps == 5'000'000);
+  REQUIRE(r.flows[0].drained_ps == 45'000'000);
+  REQUIRE(r.flows[0].route.size() == 4);
+}
+
+TEST_CASE("net: two ranks of a node sharing one NIC get half the rate each", "[sim][net]") {
+  // Ranks 0, 1 on node 0 send 1e6 B each to ranks 2, 3 on node 1 at t = 0.
+  Schedule s = empty_schedule(1, 4);
+  for (int64_t r = 0; r < 2; ++r) {
+    ProgramWriter w(s.ranks[static_cast<size_t>(r)]);
+    w.add(SendRecvOp{r + 2, -1, {w.input("x", 500, 1, 1000)}, {}, 1, 0}, Stream::comm, {}, "send");
+    ProgramWriter v(s.ranks[static_cast<size_t>(r + 2)]);
+    v.add(SendRecvOp{-1, r, {}, {v.input("y", 500, 1, 1000)}, 0, 1}, Stream::comm, {}, "recv");
+  }
+  ClusterSpec shared = round_cluster(2, 2);
+  shared.nics_per_node = 1;
+  ClusterSpec own = round_cluster(2, 2);
+  own.nics_per_node = 2;
+  const SimResult a = simulate(s, shared, {0, 0, 1, 1});
+  const SimResult b = simulate(s, own, {0, 0, 1, 1});
+  // Shared NIC: both flows cross nic → leaf at 2.5e10 B/s → 1.25e10 each: 5 + 4 + 1e6 / 1.25e10 (80) = 89 µs.
+  REQUIRE(entry(a, 2, "recv").end_ps == 89'000'000);
+  REQUIRE(entry(a, 3, "recv").end_ps == 89'000'000);
+  // One NIC per GPU: 5 + 4 + 40 = 49 µs.
+  REQUIRE(entry(b, 2, "recv").end_ps == 49'000'000);
+  REQUIRE(entry(b, 3, "recv").end_ps == 49'000'000);
+}
+
+TEST_CASE("net: an all-to-all of A = 8 GPUs on one NVSwitch moves (A−1)/A of the payload at the port rate", "[sim][net]") {
+  Schedule s = empty_schedule(8, 1);
+  std::vector<int64_t> group{0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<int64_t> order{0, 2, 4, 6, 8, 10, 12, 14, 15, 13, 11, 9, 7, 5, 3, 1};
+  for (int64_t g = 0; g < 8; ++g) {
+    ProgramWriter w(s.ranks[static_cast<size_t>(g)]);
+    const BufferId in = w.input("x", 8, 8, 62'500);  // 8·8·62500·2 = 8e6 B
+    const BufferId out = w.declare("x.a2a", 64, 1, 62'500);
+    const OpIndex a = w.alloc(out, Stream::comm);
+    w.add(AllToAllOp{AllToAllOp::Direction::scatter_heads, group, order, in, out, 3}, Stream::comm, {a}, "a2a");
+  }
+  const SimResult r = simulate(s, round_cluster(1, 8), std::vector<int64_t>(8, 0));
+  // Each GPU sends 7 · 1e6 B through its 1e11 B/s NVSwitch port, 7 flows sharing it equally:
+  // 5 µs + 1 µs + (7/8 · 8e6 B) / 1e11 B/s (70 µs) = 76 µs.
+  for (int64_t g = 0; g < 8; ++g) REQUIRE(entry(r, g, "a2a").end_ps == 76'000'000);
+  REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).count == 56);
+  REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).bytes == 56'000'000);
+  // NVLink utilisation: 16 port directions, each carried 7e6 B over 76 µs at 1e11 B/s → 7e6 / 7.6e6.
+  const auto u = r.link_class_utilisation(LinkClass::nvlink);
+  REQUIRE(u.links == 16);
+  REQUIRE(u.bytes == 16 * 7'000'000);
+  REQUIRE(u.max_utilisation == Approx(7.0 / 7.6).epsilon(1e-12));
+}
+
+TEST_CASE("net: all-gather and reduce-scatter are concurrent pairwise flows", "[sim][net]") {
+  auto make = [](bool gather) {
+    Schedule s = empty_schedule(1, 4);
+    s.cp_comm_type = CpCommType::all_gather;
+    const std::vector<int64_t> group{0, 1, 2, 3};
+    const std::vector<int64_t> order{0, 2, 4, 6, 7, 5, 3, 1};
+    for (int64_t g = 0; g < 4; ++g) {
+      ProgramWriter w(s.ranks[static_cast<size_t>(g)]);
+      if (gather) {
+        const BufferId in = w.input("x", 500, 1, 1000);  // 1e6 B
+        const BufferId out = w.declare("x.ag", 2000, 1, 1000);
+        const OpIndex a = w.alloc(out, Stream::comm);
+        w.add(AllGatherOp{group, order, in, out, 5}, Stream::comm, {a}, "coll");
+      } else {
+        const BufferId in = w.input("x", 2000, 1, 1000);  // 4e6 B
+        const BufferId out = w.declare("x.rs", 500, 1, 1000);
+        const OpIndex a = w.alloc(out, Stream::comm);
+        w.add(ReduceScatterOp{group, order, in, out, 5}, Stream::comm, {a}, "coll");
+      }
+    }
+    return s;
+  };
+  SECTION("all-gather: each member sends its whole 1e6 B input to the 3 others") {
+    const SimResult r = simulate(make(true), round_cluster(1, 8), {0, 0, 0, 0});
+    // 5 + 1 + 3e6 / 1e11 (30) = 36 µs.
+    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "coll").end_ps == 36'000'000);
+    REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).count == 12);
+    REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).bytes == 12'000'000);
+  }
+  SECTION("reduce-scatter: each member sends (n−1)/n of its 4e6 B input") {
+    const SimResult r = simulate(make(false), round_cluster(1, 8), {0, 0, 0, 0});
+    // 3 · 1e6 B per member: 36 µs again.
+    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "coll").end_ps == 36'000'000);
+    REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).bytes == 12'000'000);
+  }
+}
+
+TEST_CASE("sim: a P-rank ring whose compute covers every transfer has exposure exactly 0", "[sim][net]") {
+  const int64_t P = 4;
+  // NVLink message 5 + 1 + 10 = 16 µs < 20 µs kernel: step i's kernel starts at 20·i µs; layer = 4 · 20 µs.
+  const SimResult r = simulate(ring(P), round_cluster(1, 8), {0, 0, 0, 0});
+  REQUIRE(r.total_ps == 80'000'000);
+  for (const RankStats& st : r.ranks) {
+    REQUIRE(st.compute_busy_ps == 80'000'000);
+    REQUIRE(st.exposed_comm_ps == 0);
+  }
+}
+
+TEST_CASE("sim: a ring whose transfers are longer exposes transfer − compute per step", "[sim][net]") {
+  const int64_t P = 4;
+  // One GPU per node, one leaf: each message 5 + 4 + 40 = 49 µs on its own NIC links (no sharing). Kernel i
+  // starts at 49·i µs; the last ends at 3·49 + 20 = 167 µs. Exposed = 167 − 4·20 = 87 = 3·(49 − 20) µs.
+  const SimResult r = simulate(ring(P), round_cluster(4, 1), {0, 1, 2, 3});
+  REQUIRE(r.total_ps == 167'000'000);
+  for (const RankStats& st : r.ranks) {
+    REQUIRE(st.compute_busy_ps == 80'000'000);
+    REQUIRE(st.exposed_comm_ps == (P - 1) * (49'000'000 - 20'000'000));
+  }
+}
+
+TEST_CASE("sim: compute slows down while a communication op runs on the same GPU", "[sim][net]") {
+  // Rank 0: a 20 µs copy kernel (17e6 B) and, concurrently, a 16 µs NVLink message. Slowdown 2: during
+  // [0, 16) µs the kernel does 8 µs of work; the remaining 12 µs run at full speed → ends at 28 µs.
+  Schedule s = empty_schedule(1, 2);
+  {
+    ProgramWriter w(s.ranks[0]);
+    const BufferId src = w.input("src", 500, 1, 1000);
+    const BufferId dst = w.input("dst", 500, 1, 1000);
+    w.copy(dst, src, 17'000'000, Stream::compute, {}, "kernel");
+    w.add(SendRecvOp{1, -1, {w.input("x", 500, 1, 1000)}, {}, 1, 0}, Stream::comm, {}, "send");
+  }
+  {
+    ProgramWriter w(s.ranks[1]);
+    w.add(SendRecvOp{-1, 0, {}, {w.input("y", 500, 1, 1000)}, 0, 1}, Stream::comm, {}, "recv");
+  }
+  ClusterSpec c = round_cluster(1, 8);
+  c.gpu.compute_slowdown_during_comm = 2.0;
+  const SimResult slow = simulate(s, c, {0, 0});
+  REQUIRE(entry(slow, 0, "send").end_ps == 16'000'000);
+  REQUIRE(entry(slow, 0, "kernel").end_ps == 28'000'000);
+  const SimResult plain = simulate(s, round_cluster(1, 8), {0, 0});
+  REQUIRE(entry(plain, 0, "kernel").end_ps == 20'000'000);
+}
+
+TEST_CASE("sim: attention efficiency is interpolated from the GPU's table", "[sim][net]") {
+  std::vector<EfficiencyPoint> t;
+  for (int64_t hd : {64, 128})
+    for (int64_t r : {1024, 4096})
+      for (int64_t c : {1024, 4096}) {
+        // 0.2 at the small corner, +0.2 for 4096 rows, +0.1 for 4096 cols, +0.05 for head dim 128.
+        const double e = 0.2 + (r == 4096 ? 0.2 : 0) + (c == 4096 ? 0.1 : 0) + (hd == 128 ? 0.05 : 0);
+        t.push_back({hd, r, c, false, e});
+      }
+  // Exact grid points.
+  REQUIRE(table_efficiency(t, 64, 1024, 1024, false) == 0.2);
+  REQUIRE(table_efficiency(t, 128, 4096, 4096, false) == Approx(0.55).epsilon(1e-15));
+  // 2048 is halfway between 1024 and 4096 in log2: 0.2 + 0.1 + 0.05 = 0.35 (head dim 64).
+  REQUIRE(table_efficiency(t, 64, 2048, 2048, false) == Approx(0.35).epsilon(1e-15));
+  // Head dim 96 is halfway between 64 and 128: + 0.025.
+  REQUIRE(table_efficiency(t, 96, 2048, 2048, false) == Approx(0.375).epsilon(1e-15));
+  // Clamped outside the grid; no causal points → the non-causal ones are used.
+  REQUIRE(table_efficiency(t, 256, 100000, 16, true) == Approx(0.45).epsilon(1e-15));
+  // The H100 preset carries the FlashAttention-3 table; long causal blocks are more efficient than short ones.
+  const auto h100 = cluster_preset("dgx-h100", 1);
+  REQUIRE(h100.has_value());
+  REQUIRE(!h100->gpu.attn_fwd_table.empty());
+  const double shortb = table_efficiency(h100->gpu.attn_fwd_table, 128, 512, 512, true);
+  const double longb = table_efficiency(h100->gpu.attn_fwd_table, 128, 16384, 16384, true);
+  REQUIRE(shortb == Approx(0.20).epsilon(1e-12));
+  REQUIRE(longb == Approx(0.72).epsilon(1e-12));
+}
+
+TEST_CASE("sim: two runs give byte-identical summary, trace and link CSV", "[sim][net]") {
+  const Schedule s = ring(4);
+  const SimResult a = simulate(s, round_cluster(2, 2), {0, 0, 1, 1});
+  const SimResult b = simulate(s, round_cluster(2, 2), {0, 0, 1, 1});
+  REQUIRE(!a.flows.empty());
+  REQUIRE(summary_json(a) == summary_json(b));
+  REQUIRE(chrome_trace_json(a) == chrome_trace_json(b));
+  REQUIRE(links_csv(a) == links_csv(b));
+  REQUIRE(links_csv(a).rfind("link,from,to,class,bandwidth_bytes_per_s,bytes,busy_ps,flows,utilisation\n", 0) == 0);
+}
+
+TEST_CASE("sim: all_gather schedule: simulated messages, bytes and FLOPs equal the schedule's", "[sim][net]") {
+  const int64_t S = 64;
+  AttentionShape sh;
+  sh.batch = 1;
+  sh.seq_length = S;
+  sh.heads_q = 4;
+  sh.heads_kv = 2;
+  sh.head_dim_qk = 16;
+  sh.head_dim_v = 16;
+  sh.causal = true;
+  sh.softmax_scale = 0.25;
+  sh.dtype = Dtype::bf16;
+  const Schedule s = build_schedule(CpCommType::all_gather, CpLayout(1, 4, S), sh);
+  const SimResult r = simulate(s, round_cluster(2, 2), {0, 0, 1, 1});
+  // Expected from the schedule's buffers, independently of the simulator: an all-gather over n members sends the
+  // member's input to each of the n − 1 others; a reduce-scatter sends input / n to each of them.
+  std::array<int64_t, 2> count{0, 0};
+  std::array<int64_t, 2> bytes{0, 0};
+  int64_t collectives = 0;
+  for (const RankProgram& prog : s.ranks) {
+    for (const Op& op : prog.ops) {
+      const auto p = static_cast<size_t>(op.phase);
+      if (const auto* ag = std::get_if<AllGatherOp>(&op.payload)) {
+        const auto n = static_cast<int64_t>(ag->group.size());
+        count[p] += n - 1;
+        bytes[p] += (n - 1) * prog.buffers[static_cast<size_t>(ag->input)].size_bytes();
+        ++collectives;
+      } else if (const auto* rs = std::get_if<ReduceScatterOp>(&op.payload)) {
+        const auto n = static_cast<int64_t>(rs->group.size());
+        count[p] += n - 1;
+        bytes[p] += (n - 1) * (prog.buffers[static_cast<size_t>(rs->input)].size_bytes() / n);
+        ++collectives;
+      }
+    }
+  }
+  REQUIRE(collectives > 0);
+  for (Phase ph : {Phase::forward, Phase::backward}) {
+    const auto p = static_cast<size_t>(ph);
+    const auto& intra = r.message_totals(ph, LinkLevel::intra_node);
+    const auto& inter = r.message_totals(ph, LinkLevel::inter_node);
+    REQUIRE(intra.count + inter.count == count[p]);
+    REQUIRE(intra.bytes + inter.bytes == bytes[p]);
+    REQUIRE(bytes[p] > 0);
+  }
+  // Causal S = 64: 2080 pairs per head, 4 heads; forward 64 flop per pair, backward 160.
+  REQUIRE(r.phase_flops(Phase::forward) == 2080.0 * 4 * 64);
+  REQUIRE(r.phase_flops(Phase::backward) == 2080.0 * 4 * 160);
+}
+
+TEST_CASE("sim: without a recorded timeline every other result is unchanged", "[sim][net]") {
+  const Schedule s = ring(4);
+  SimOptions lean;
+  lean.record_timeline = false;
+  const SimResult full = simulate(s, round_cluster(2, 2), {0, 0, 1, 1});
+  const SimResult short_ = simulate(s, round_cluster(2, 2), {0, 0, 1, 1}, lean);
+  REQUIRE(!full.timeline.empty());
+  REQUIRE(short_.timeline.empty());
+  REQUIRE(summary_json(full) == summary_json(short_));
+  REQUIRE(links_csv(full) == links_csv(short_));
+}
