@@ -17,6 +17,7 @@ int run(int argc, char** argv) {
   add_verify_command(app, exit_code);
   add_simulate_command(app, exit_code);
   add_compare_command(app, exit_code);
+  add_replay_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::CallForHelp& e) {

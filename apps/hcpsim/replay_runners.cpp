@@ -1,0 +1,117 @@
+// verify and simulate as `hcpsim replay` runs them: the same library calls as the subcommands, results as
+// golden fields and output digests.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "app_common.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/fault_injection.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/topology.hpp"
+#include "hcpsim/oracles/verify.hpp"
+#include "hcpsim/sim/simulator.hpp"
+#include "hcpsim/sim/trace_writer.hpp"
+#include "replay.hpp"
+
+namespace hcpsim::app {
+namespace {
+
+/// FNV-1a 64-bit over bytes. Source: Fowler–Noll–Vo hash, offset basis 14695981039346656037, prime 1099511628211.
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 14695981039346656037ULL) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+uint64_t hash_tensor(const HostTensor& t, uint64_t h) {
+  for (int64_t i = 0; i < t.elements(); ++i) {
+    const double v = t.data()[i];
+    h = fnv1a(&v, sizeof v, h);
+  }
+  return h;
+}
+
+}  // namespace
+
+ReplayVerify replay_verify(const Scenario& s, int threads) {
+  validate_scenario(s, ValidationScope::attention);
+  const CpCommType t = buildable_types(s).front();
+  const auto full_shape = attention_shape(s);
+  const auto layout = cp_layout_for(s, t);
+  const HeadSelection sel = select_heads(s, full_shape, layout.a2a_size());
+  Schedule sched = build_schedule(t, layout, sel.shape);
+  if (s.oracle.inject) {
+    const auto fault = parse_fault_kind(*s.oracle.inject);
+    if (!fault)
+      throw InputError(s.loc("oracle.inject"), "oracle.inject", "unknown fault injector '" + *s.oracle.inject + "'",
+                       "use one of the names printed by 'hcpsim verify --inject list'");
+    sched = inject_fault(sched, *fault);
+  }
+  VerifyOptions opt;
+  opt.seed = s.oracle.seed;
+  opt.input_distribution = s.oracle.input_distribution;
+  opt.dtype = s.oracle.dtype;
+  opt.threads = threads;
+  opt.q_heads = sel.q_heads;
+  opt.kv_heads = sel.kv_heads;
+  opt.full_heads_q = full_shape.heads_q;
+  opt.full_heads_kv = full_shape.heads_kv;
+  const VerifyRun run = verify_schedule_run(sched, opt);
+  ReplayVerify out;
+  out.pass = run.report.pass;
+  for (const auto& e : run.report.tensors) out.rel_l2[e.tensor == "softmax_lse" ? "lse" : e.tensor] = e.rel_l2_err;
+  uint64_t h = 14695981039346656037ULL;
+  for (const HostTensor* t2 : {&run.hcp.out, &run.hcp.softmax_lse, &run.hcp.dq, &run.hcp.dk, &run.hcp.dv})
+    h = hash_tensor(*t2, h);
+  out.digest = fmt::format("{:016x}", h);
+  return out;
+}
+
+std::vector<std::string> replay_simulate_fields() {
+  return {"backward_ps",          "bwd_inter_node_bytes", "bwd_inter_node_messages", "bwd_intra_node_bytes",
+          "bwd_intra_node_messages", "forward_ps",         "fwd_inter_node_bytes",    "fwd_inter_node_messages",
+          "fwd_intra_node_bytes", "fwd_intra_node_messages", "max_exposed_comm_ps",   "max_peak_memory_bytes",
+          "total_ps"};
+}
+
+ReplaySimulate replay_simulate(const Scenario& s) {
+  const auto report = validate_scenario(s, ValidationScope::placement);
+  const CpCommType t = buildable_types(s).front();
+  const auto& cl = s.cluster;
+  const Topology topology = Topology::from_cluster(cl);
+  const auto place = place_cp_group(s.parallel.order, sizes_of(s, report.data_parallel_size), cl.gpus_per_node);
+  std::vector<int64_t> gpus;
+  for (const auto& p : place) gpus.push_back(p.global_rank);
+  const auto sched = build_schedule(t, cp_layout_for(s, t), attention_shape(s));
+  const auto r = sim::simulate(sched, cl, topology, gpus, {});
+  ReplaySimulate out;
+  auto& v = out.values;
+  v["forward_ps"] = r.forward_ps;
+  v["backward_ps"] = r.backward_ps;
+  v["total_ps"] = r.total_ps;
+  int64_t exposed = 0, peak = 0;
+  for (const auto& rs : r.ranks) {
+    exposed = std::max<int64_t>(exposed, rs.exposed_comm_ps);
+    peak = std::max(peak, rs.peak_memory_bytes);
+  }
+  v["max_exposed_comm_ps"] = exposed;
+  v["max_peak_memory_bytes"] = peak;
+  for (Phase ph : {Phase::forward, Phase::backward}) {
+    const std::string p = ph == Phase::forward ? "fwd_" : "bwd_";
+    for (sim::LinkLevel lv : {sim::LinkLevel::intra_node, sim::LinkLevel::inter_node}) {
+      const auto& m = r.message_totals(ph, lv);
+      v[p + sim::to_string(lv) + "_messages"] = m.count;
+      v[p + sim::to_string(lv) + "_bytes"] = m.bytes;
+    }
+  }
+  const std::string summary = sim::summary_json(r);
+  out.digest = fmt::format("{:016x}", fnv1a(summary.data(), summary.size()));
+  return out;
+}
+
+}  // namespace hcpsim::app
