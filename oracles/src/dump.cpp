@@ -220,6 +220,9 @@ void write_dump(const std::string& path, const DumpContents& c, const std::vecto
 
 namespace {
 
+/// Largest dataset read_dump accepts: 2^34 elements (128 GiB as doubles), far beyond any oracle run.
+constexpr hsize_t kMaxDatasetElements = hsize_t{1} << 34;
+
 /// Reads dataset `name` (absolute) as doubles with its dims; throws InputError naming it when absent.
 std::vector<double> read_dataset(hid_t file, const std::string& path, const std::string& name,
                                  std::vector<hsize_t>& dims) {
@@ -234,8 +237,25 @@ std::vector<double> read_dataset(hid_t file, const std::string& path, const std:
   if (rank < 1 || rank > 4) io_fail(path, "dataset " + name + " has rank " + std::to_string(rank), "use the layout's shapes");
   dims.assign(static_cast<size_t>(rank), 0);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  // Structural check before any allocation: a corrupt header can claim absurd sizes (found by fuzzing).
   hsize_t n = 1;
-  for (hsize_t d : dims) n *= d;
+  for (hsize_t d : dims) {
+    if (d != 0 && n > kMaxDatasetElements / d)
+      io_fail(path, "dataset " + name + " claims more than 2^34 elements", "the file is corrupt; rewrite it");
+    n *= d;
+  }
+  std::error_code size_ec;
+  const auto file_bytes = static_cast<hsize_t>(std::filesystem::file_size(path, size_ec));
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (!type.ok() || !dcpl.ok()) io_fail(path, "cannot read the type of dataset " + name, "the file is corrupt; rewrite it");
+  const hsize_t element_bytes = H5Tget_size(type.get());
+  const bool unfiltered = H5Pget_nfilters(dcpl.get()) == 0;
+  if (!size_ec && (H5Dget_storage_size(ds.get()) > file_bytes ||
+                   (unfiltered && element_bytes > 0 && n > file_bytes / element_bytes)))
+    io_fail(path, "dataset " + name + " claims " + std::to_string(n) + " elements but the file has only " +
+                      std::to_string(file_bytes) + " bytes",
+            "the file is truncated or corrupt; rewrite it");
   std::vector<double> values(static_cast<size_t>(n));
   if (H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
     io_fail(path, "cannot read dataset " + name, "the file may be truncated or corrupt; rewrite it");
