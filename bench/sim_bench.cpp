@@ -2,8 +2,10 @@
 // inside DGX H100 nodes (A = 8) and the ring across nodes (P = CP / 8), on the rail-optimised fabric.
 // Prints build time, simulation wall time, events, events/s and peak RSS (getrusage; the process-wide peak, so
 // run one CP per process for a clean number). The timeline is not recorded (as `hcpsim simulate` without --trace). Wall-clock timing lives here only (STYLE.md).
+// By default the symmetry reduction is used (as `hcpsim simulate` does for this placement): only the P
+// representatives (a2a_rank 0) are built and executed; `full` builds and simulates all CP ranks.
 //
-//   hcpsim_sim_bench CP [seq_per_rank]      e.g. hcpsim_sim_bench 512
+//   hcpsim_sim_bench CP [seq_per_rank] [full]      e.g. hcpsim_sim_bench 512, hcpsim_sim_bench 512 4096 full
 
 #include <sys/resource.h>
 
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "hcpsim/core/cluster_spec.hpp"
 #include "hcpsim/core/cp_layout.hpp"
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
   }
   const int64_t cp = std::atoll(argv[1]);
   const int64_t seq_per_rank = argc > 2 ? std::atoll(argv[2]) : kDefaultSeqPerRank;
+  const bool full = argc > 3 && std::string(argv[3]) == "full";
   if (cp < kA2aSize || cp % kA2aSize != 0 || seq_per_rank < 2 || seq_per_rank % 2 != 0) {
     std::fprintf(stderr, "CP must be a multiple of %lld and seq_per_rank even\n", static_cast<long long>(kA2aSize));
     return 2;
@@ -61,29 +65,37 @@ int main(int argc, char** argv) {
   shape.dtype = hcpsim::Dtype::bf16;
   const auto cluster = *hcpsim::cluster_preset("dgx-h100", cp / kA2aSize);
 
+  std::vector<int64_t> gpus;
+  for (int64_t r = 0; r < cp; ++r) gpus.push_back(r);  // tp-cp-ep-dp-pp with TP = 1: cp rank = global rank
+  const bool reduce =
+      !full && hcpsim::sim::symmetry_reduction_blocker(hcpsim::CpCommType::a2a_p2p, kA2aSize, p2p, cluster, gpus).empty();
+  const hcpsim::CpLayout layout(kA2aSize, p2p, shape.seq_length);
+
   const auto t0 = std::chrono::steady_clock::now();
   const hcpsim::Schedule schedule =
-      hcpsim::build_schedule(hcpsim::CpCommType::a2a_p2p, hcpsim::CpLayout(kA2aSize, p2p, shape.seq_length), shape);
+      reduce ? hcpsim::build_schedule_ranks(hcpsim::CpCommType::a2a_p2p, layout, shape,
+                                            hcpsim::sim::symmetry_representatives(kA2aSize, p2p))
+             : hcpsim::build_schedule(hcpsim::CpCommType::a2a_p2p, layout, shape);
   const double build_s = seconds_since(t0);
   int64_t ops = 0;
   for (const auto& r : schedule.ranks) ops += static_cast<int64_t>(r.ops.size());
 
   const auto t1 = std::chrono::steady_clock::now();
   const hcpsim::Topology topology = hcpsim::Topology::from_cluster(cluster);
-  std::vector<int64_t> gpus;
-  for (int64_t r = 0; r < cp; ++r) gpus.push_back(r);  // tp-cp-ep-dp-pp with TP = 1: cp rank = global rank
   hcpsim::sim::SimOptions options;
   options.record_timeline = false;  // as `hcpsim simulate` without --trace
+  options.symmetry_reduction = reduce;
   const hcpsim::sim::SimResult result = hcpsim::sim::simulate(schedule, cluster, topology, gpus, options);
   const double sim_s = seconds_since(t1);
 
-  std::printf("cp=%lld A=%lld P=%lld nodes=%lld seq=%lld ops=%lld flows=%zu recomputes=%lld events=%lld "
-              "build_s=%.3f sim_s=%.3f events_per_s=%.3g peak_rss_MiB=%.1f layer_us=%.3f\n",
+  std::printf("cp=%lld A=%lld P=%lld mode=%s exact=%d nodes=%lld seq=%lld ops=%lld flows=%zu recomputes=%lld "
+              "events=%lld build_s=%.3f sim_s=%.3f total_s=%.3f events_per_s=%.3g peak_rss_MiB=%.1f layer_ps=%lld\n",
               static_cast<long long>(cp), static_cast<long long>(kA2aSize), static_cast<long long>(p2p),
+              reduce ? "reduced" : "full", result.symmetry_exact ? 1 : 0,
               static_cast<long long>(cluster.nodes), static_cast<long long>(shape.seq_length),
               static_cast<long long>(ops), result.flows.size(), static_cast<long long>(result.network_recomputes),
-              static_cast<long long>(result.event_count), build_s, sim_s,
+              static_cast<long long>(result.event_count), build_s, sim_s, build_s + sim_s,
               static_cast<double>(result.event_count) / sim_s, peak_rss_mib(),
-              static_cast<double>(result.total_ps) / 1e6);
+              static_cast<long long>(result.total_ps));
   return 0;
 }

@@ -46,10 +46,31 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const int64_t layers = s.model.num_layers;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
-    const auto sched = build_schedule(t, layout, shape);
     sim::SimOptions options;
     options.record_timeline = !out.trace.empty();  // only the trace needs every op's entry
-    const auto r = sim::simulate(sched, cl, topology, gpus, options);
+    // The symmetry reduction (docs/simulator.md) gives the full simulation's results when it applies; the trace
+    // lists flows in run order, which the reduction changes, so a trace always comes from the full run.
+    const std::string blocker = out.trace.empty()
+                                    ? sim::symmetry_reduction_blocker(t, layout.a2a_size(), layout.p2p_size(), cl, gpus)
+                                    : std::string("--trace needs the full run");
+    sim::SimResult r;
+    if (blocker.empty()) {
+      options.symmetry_reduction = true;
+      const auto reps = build_schedule_ranks(t, layout, shape,
+                                             sim::symmetry_representatives(layout.a2a_size(), layout.p2p_size()));
+      r = sim::simulate(reps, cl, topology, gpus, options);
+    }
+    std::string reduction_note;
+    if (blocker.empty() && r.symmetry_exact) {
+      reduction_note = fmt::format("symmetry reduction: simulated {} representative CP ranks (a2a_rank 0), each "
+                                   "standing for its {} a2a peers; exact",
+                                   r.simulated_ranks, layout.a2a_size());
+    } else {
+      reduction_note = blocker.empty() ? "symmetry reduction not exact here (" + r.symmetry_note + "); full simulation"
+                                       : "full simulation (symmetry reduction does not apply: " + blocker + ")";
+      options.symmetry_reduction = false;
+      r = sim::simulate(build_schedule(t, layout, shape), cl, topology, gpus, options);
+    }
     fmt::print("\nsimulate {} [A={}, P={}] on {} x {} ({}), one attention layer per TP rank, flow-level network ({})\n",
                to_string(t), layout.a2a_size(), layout.p2p_size(), cl.nodes, cl.gpus_per_node, cl.gpu.name,
                cl.topology.vertices.empty() ? to_string(cl.fabric.kind) + " fabric" : std::string("explicit topology"));
@@ -99,6 +120,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     if (r.ranks.size() > kMaxRankRows) fmt::print("  ... {} more CP ranks (see --summary)\n", r.ranks.size() - kMaxRankRows);
     fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flows.size(),
                r.network_recomputes);
+    fmt::print("  {}\n", reduction_note);
     const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
     if (!out.trace.empty()) {
       sim::write_chrome_trace(out.trace + suffix, r);

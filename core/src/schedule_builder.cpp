@@ -180,6 +180,11 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
 
   RankProgram& prog = sched.ranks[static_cast<size_t>(g)];
   prog.cp_rank = g;
+  // Reserve about what the program below appends (~24 ops and ~9 buffers per ring step, fewer than 80 ops and 30
+  // buffers outside the ring), so that growing the vectors does not move the ops already built (each holds a
+  // label and a deps vector). Capacity only; the program is unchanged.
+  prog.ops.reserve(static_cast<size_t>(25 * P + 80));
+  prog.buffers.reserve(static_cast<size_t>(9 * P + 30));
   RankBuilder rb(prog, sh);
   const auto F = Phase::forward;
   const auto B = Phase::backward;
@@ -586,8 +591,10 @@ Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const A
   return build_schedule(cp_comm_type, layout, shape, BuilderFaults{});
 }
 
-Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
-                        const BuilderFaults& faults) {
+namespace {
+
+/// The checks and header fields shared by build_schedule and build_schedule_ranks.
+Schedule schedule_header(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape) {
   HCPSIM_ASSERT(cp_comm_type != CpCommType::p2p || layout.a2a_size() == 1, "p2p needs A == 1");
   HCPSIM_ASSERT(cp_comm_type != CpCommType::a2a || layout.p2p_size() == 1, "a2a needs P == 1");
   HCPSIM_ASSERT(shape.heads_q % layout.a2a_size() == 0, "heads_q must be divisible by A");
@@ -600,6 +607,29 @@ Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const A
   sched.p2p_size = layout.p2p_size();
   sched.shape = shape;
   sched.ranks.resize(static_cast<size_t>(layout.cp_size()));
+  return sched;
+}
+
+}  // namespace
+
+Schedule build_schedule_ranks(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
+                              const std::vector<int64_t>& cp_ranks) {
+  HCPSIM_ASSERT(cp_comm_type != CpCommType::all_gather, "build_schedule_ranks: all_gather is not supported");
+  Schedule sched = schedule_header(cp_comm_type, layout, shape);
+  for (size_t g = 0; g < sched.ranks.size(); ++g) sched.ranks[g].cp_rank = static_cast<int64_t>(g);
+  std::vector<char> built(sched.ranks.size(), 0);
+  for (int64_t g : cp_ranks) {
+    HCPSIM_ASSERT(g >= 0 && g < layout.cp_size(), "build_schedule_ranks: cp rank out of range");
+    HCPSIM_ASSERT(!built[static_cast<size_t>(g)], "build_schedule_ranks: cp rank listed twice");
+    built[static_cast<size_t>(g)] = 1;
+    build_rank(sched, layout, g, BuilderFaults{});
+  }
+  return sched;
+}
+
+Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
+                        const BuilderFaults& faults) {
+  Schedule sched = schedule_header(cp_comm_type, layout, shape);
   if (cp_comm_type == CpCommType::all_gather) {
     HCPSIM_ASSERT(layout.a2a_size() == 1, "all_gather needs A == 1 (a flat CP group)");
     HCPSIM_ASSERT(!faults.swapped_causal_sections && !faults.stale_kv_backward, "no builder faults for all_gather");

@@ -21,9 +21,18 @@ using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 using ConstRows = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using MutableRows = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-/// Query rows per tile: bounds the score matrix to kTileRows × kv rows per (batch, head) (the reference runs with
-/// kv rows = S). Tiling changes no result across thread counts: the tile loop is sequential inside one work item.
+/// Query rows per tile. Together with kTileCols this bounds every temporary to a few L2-resident tiles, and keeps
+/// each Eigen GEMM at a shape it runs near its peak rate (M, N ≥ 128 with inner dimension 64, or N = d with inner
+/// dimension 128); the whole-row tiles used before ran the P·V product with an inner dimension of S, well below it.
+/// Tiling changes no result across thread counts: the tile loops are sequential inside one work item.
+/// Source: bench/RESULTS.md (## CPU oracle) for the rates.
 constexpr int64_t kTileRows = 128;
+/// KV rows (score columns) per tile: the forward runs the online softmax over these tiles (HCP_ALGORITHM.md §4.4's
+/// merge, applied within the block), the backward accumulates dQ over them.
+constexpr int64_t kTileCols = 128;
+/// On a tile the mask cuts (a causal diagonal), rows are processed in chunks of this many, each only over the
+/// columns its last row sees, so about kEdgeRows/(2·kTileRows) of a diagonal tile is masked work, not half of it.
+constexpr int64_t kEdgeRows = 32;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 template <typename T>
@@ -78,9 +87,75 @@ void check_output(const HostTensor& t, int64_t batch, int64_t rows, int64_t head
 }
 
 
+/// Per-thread scratch of the kernels, kept across calls: on the bench host a fresh page costs ~15 µs on first touch,
+/// so allocating the KV copies and sums per call cost more than the arithmetic of small blocks. Every element is
+/// written before it is read, so the reuse changes no value. Holds at most (2·dk + 2·dv)·nk elements per thread.
+template <typename T>
+struct Workspace {
+  Mat<T> k, v, dk_sum, dv_sum;                           // [nk, d] per work item
+  Mat<T> q_tile, dout_tile, acc, dq_tile, probs, dscores;  // [kTileRows, ·] per query tile
+  Vec<T> row_max, row_sum;                                // [kTileRows]
+};
+
+template <typename T>
+Workspace<T>& thread_workspace() {
+  thread_local Workspace<T> ws;
+  return ws;
+}
+
+/// The top `rows` rows of `m` after growing it (never shrinking) to at least rows × cols; contents unspecified.
+template <typename T>
+auto top_rows(Mat<T>& m, int64_t rows, int64_t cols) {
+  if (m.cols() != cols) m.resize(rows, cols);
+  if (m.rows() < rows) m.resize(rows, cols);
+  return m.topRows(rows);
+}
+
+/// One rectangle of a (query tile, KV tile) pair: query-tile rows [row0, row0 + rows), tile columns [0, cols)
+/// (KV rows col0 + [0, cols) of the block), and whether every row sees every one of those columns.
+struct Rect {
+  int64_t row0;
+  int64_t rows;
+  int64_t col0;
+  int64_t cols;
+  bool full;
+};
+
+/// Calls fn(Rect) for the work of query tile rows [t0, t0 + tr) of the block: KV tiles of kTileCols columns in
+/// ascending order up to the last column the tile sees; a KV tile the mask cuts is split into kEdgeRows-row chunks,
+/// each over the columns its last row sees (a chunk that sees none is skipped). Masked pairs inside a rectangle are
+/// the caller's to zero (per-row counts from visible_columns).
+template <typename Fn>
+void for_each_rect(BlockMask mask, int64_t t0, int64_t tr, int64_t nq, int64_t nk, Fn&& fn) {
+  const int64_t nc = visible_columns(mask, t0 + tr - 1, nq, nk);  // monotone masks: the tile's last row sees most
+  const int64_t first_vis = visible_columns(mask, t0, nq, nk);
+  for (int64_t c0 = 0; c0 < nc; c0 += kTileCols) {
+    const int64_t width = std::min(kTileCols, nc - c0);
+    if (first_vis >= c0 + width) {
+      fn(Rect{0, tr, c0, width, true});
+      continue;
+    }
+    for (int64_t r0 = 0; r0 < tr; r0 += kEdgeRows) {
+      const int64_t rows = std::min(kEdgeRows, tr - r0);
+      const int64_t cols = std::min(width, visible_columns(mask, t0 + r0 + rows - 1, nq, nk) - c0);
+      if (cols <= 0) continue;
+      fn(Rect{r0, rows, c0, cols, visible_columns(mask, t0 + r0, nq, nk) >= c0 + cols});
+    }
+  }
+}
+
+/// Visible columns of query-tile row r (0-based in the tile starting at t0) inside rectangle `rc`, in [0, rc.cols].
+int64_t rect_visible(const Rect& rc, BlockMask mask, int64_t t0, int64_t r, int64_t nq, int64_t nk) {
+  if (rc.full) return rc.cols;
+  return std::clamp<int64_t>(visible_columns(mask, t0 + r, nq, nk) - rc.col0, 0, rc.cols);
+}
+
 /// The kernels in compute type T (double for fp64; float for fp32, bf16 and fp16, like TE's kernels, which keep
 /// scores, softmax statistics and the in-kernel dK/dV sums in fp32 whatever the input format). Inputs are widened
-/// (exactly) to T; outputs are rounded to `dtype` (out, dq, dk, dv) or fp32 (lse) on the way out.
+/// (exactly) to T; outputs are rounded to `dtype` (out, dq, dk, dv) or fp32 (lse) on the way out, the only
+/// rounding points (HCP_ALGORITHM.md §4.4, §5.3). exp runs vectorised (Eigen's packet exp, within 1–2 ulp of
+/// libm's) on contiguous rows of row-major tiles whose rows start 32-byte aligned, so which elements take the
+/// packet path depends only on the tile shapes, never on the thread count.
 template <typename T>
 void forward_impl(const HostTensor& q, RowRange q_rows, const HostTensor& k, const HostTensor& v, RowRange kv_rows,
                   BlockMask mask, double softmax_scale, HostTensor& out, HostTensor& lse, int threads, Dtype dtype) {
@@ -89,57 +164,69 @@ void forward_impl(const HostTensor& q, RowRange q_rows, const HostTensor& k, con
   const int64_t group = hq / k.heads();
   const int64_t nq = q_rows.count;
   const int64_t nk = kv_rows.count;
+  const int64_t dim_qk = q.width();
+  const int64_t dim_v = v.width();
   const int64_t items = batch * hq;
   const T scale = static_cast<T>(softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const Dtype lse_dtype = dtype == Dtype::fp64 ? Dtype::fp64 : Dtype::fp32;
+  // KV rows any query row sees (masks are monotone in the row).
+  const int64_t nk_used = nq == 0 ? 0 : visible_columns(mask, nq - 1, nq, nk);
 
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t b = item / hq;
     const int64_t h = item % hq;
     const int64_t g = h / group;
-    const Mat<T> k_all = head_rows(k, b, kv_rows.begin, nk, g).template cast<T>();  // [nk, dk]
-    const Mat<T> v_all = head_rows(v, b, kv_rows.begin, nk, g).template cast<T>();  // [nk, dv]
+    Workspace<T>& ws = thread_workspace<T>();
+    auto k_all = top_rows(ws.k, nk_used, dim_qk);  // [nk_used, dk]
+    auto v_all = top_rows(ws.v, nk_used, dim_v);   // [nk_used, dv]
+    k_all = head_rows(k, b, kv_rows.begin, nk_used, g).template cast<T>();
+    v_all = head_rows(v, b, kv_rows.begin, nk_used, g).template cast<T>();
+    auto q_tile = top_rows(ws.q_tile, kTileRows, dim_qk);  // [tr, dk]
+    auto probs = top_rows(ws.probs, kTileRows, kTileCols);  // [tr, kTileCols] scores, then exp(s − running max)
+    auto acc = top_rows(ws.acc, kTileRows, dim_v);          // [tr, dv] Σ exp(s − running max)·v
+    Vec<T>& row_max = ws.row_max;                           // running max of the visible scores
+    Vec<T>& row_sum = ws.row_sum;                           // running Σ exp(s − running max)
+    row_max.resize(kTileRows);
+    row_sum.resize(kTileRows);
     for (int64_t t0 = 0; t0 < nq; t0 += kTileRows) {
       const int64_t tr = std::min(kTileRows, nq - t0);
-      // Masks are monotone in the row: no row of this tile sees a column ≥ the last row's visible count.
-      const int64_t nc = visible_columns(mask, t0 + tr - 1, nq, nk);
+      q_tile.topRows(tr) = head_rows(q, b, q_rows.begin + t0, tr, h).template cast<T>();
+      row_max.head(tr).setConstant(neg_inf);
+      row_sum.head(tr).setZero();
+      acc.topRows(tr).setZero();
+      for_each_rect(mask, t0, tr, nq, nk, [&](const Rect& rc) {
+        auto s = probs.topLeftCorner(rc.rows, rc.cols);
+        s.noalias() = (scale * q_tile.middleRows(rc.row0, rc.rows)) * k_all.middleRows(rc.col0, rc.cols).transpose();
+        for (int64_t i = 0; i < rc.rows; ++i) {
+          const int64_t r = rc.row0 + i;
+          const int64_t vis = rect_visible(rc, mask, t0, r, nq, nk);
+          auto row = s.row(i);
+          row.tail(rc.cols - vis).setZero();  // masked (exact zero)
+          if (vis == 0) continue;
+          // Online softmax: a NaN score leaves the max alone but still reaches the sum through exp(NaN − m).
+          const T m_old = row_max(r);
+          const T m_new = std::max(m_old, row.head(vis).maxCoeff());
+          row.head(vis) = (row.head(vis).array() - m_new).exp().matrix();
+          const T alpha = std::exp(m_old - m_new);  // 0 for the row's first visible tile
+          row_sum(r) = row_sum(r) * alpha + row.head(vis).sum();
+          if (alpha != T(1)) acc.row(r) *= alpha;
+          row_max(r) = m_new;
+        }
+        acc.middleRows(rc.row0, rc.rows).noalias() += s * v_all.middleRows(rc.col0, rc.cols);
+      });
       MutableRows out_tile = head_rows(out, b, t0, tr, h);  // [tr, dv]
-      if (nc == 0) {
-        out_tile.setZero();
-        for (int64_t r = 0; r < tr; ++r) lse(b, t0 + r, h, 0) = kNegInf;
-        continue;
-      }
-      const Mat<T> q_tile = head_rows(q, b, q_rows.begin + t0, tr, h).template cast<T>();  // [tr, dk]
-      Mat<T> scores = (q_tile * k_all.topRows(nc).transpose()) * scale;                     // [tr, nc]
-      Vec<T> row_max(tr);
       for (int64_t r = 0; r < tr; ++r) {
-        const int64_t vis = std::min(nc, visible_columns(mask, t0 + r, nq, nk));
-        T m = neg_inf;  // a NaN score is skipped here but still reaches the sum through exp(NaN − m)
-        for (int64_t c = 0; c < vis; ++c) m = std::max(m, scores(r, c));
-        row_max(r) = m;
-      }
-      Mat<T> probs = (scores.colwise() - row_max).array().exp().matrix();  // [tr, nc]
-      Vec<T> row_sum(tr);
-      for (int64_t r = 0; r < tr; ++r) {
-        const int64_t vis = std::min(nc, visible_columns(mask, t0 + r, nq, nk));
-        for (int64_t c = vis; c < nc; ++c) probs(r, c) = T(0);  // masked (exact zero, whatever exp gave)
-        if (vis == 0) {
-          row_sum(r) = T(0);
+        if (visible_columns(mask, t0 + r, nq, nk) == 0) {  // the row sees no key: out = 0, lse = −inf, no NaN
+          out_tile.row(r).setZero();
           lse(b, t0 + r, h, 0) = kNegInf;
           continue;
         }
-        T sum = T(0);
-        for (int64_t c = 0; c < vis; ++c) sum += probs(r, c);
-        row_sum(r) = sum;
+        const T sum = row_sum(r);
         lse(b, t0 + r, h, 0) = round_to_dtype(static_cast<double>(row_max(r) + std::log(sum)), lse_dtype);
-        for (int64_t c = 0; c < vis; ++c) probs(r, c) /= sum;
-      }
-      const Mat<T> o = probs * v_all.topRows(nc);  // [tr, dv]
-      for (int64_t r = 0; r < tr; ++r) {
-        for (int64_t w = 0; w < o.cols(); ++w) {
-          out_tile(r, w) = row_sum(r) == T(0) ? 0.0 : round_to_dtype(static_cast<double>(o(r, w)), dtype);
+        for (int64_t w = 0; w < dim_v; ++w) {
+          out_tile(r, w) = round_to_dtype(static_cast<double>(acc(r, w) / sum), dtype);
         }
       }
     }
@@ -159,7 +246,7 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
   const int64_t dim_v = v.width();
   const int64_t items = q.batch() * hkv;
   const T scale = static_cast<T>(softmax_scale);
-  auto store = [dtype](MutableRows dst, const Mat<T>& src) {
+  auto store = [dtype](MutableRows dst, const auto& src) {
     for (int64_t r = 0; r < src.rows(); ++r) {
       for (int64_t w = 0; w < src.cols(); ++w) dst(r, w) = round_to_dtype(static_cast<double>(src(r, w)), dtype);
     }
@@ -169,43 +256,68 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
   for (int64_t item = 0; item < items; ++item) {
     const int64_t b = item / hkv;
     const int64_t g = item % hkv;
-    const Mat<T> k_all = head_rows(k, b, kv_rows.begin, nk, g).template cast<T>();  // [nk, dk]
-    const Mat<T> v_all = head_rows(v, b, kv_rows.begin, nk, g).template cast<T>();  // [nk, dv]
-    Mat<T> dk_sum = Mat<T>::Zero(nk, dim_qk);  // [nk, dk], summed over the query group
-    Mat<T> dv_sum = Mat<T>::Zero(nk, dim_v);   // [nk, dv]
+    Workspace<T>& ws = thread_workspace<T>();
+    auto k_all = top_rows(ws.k, nk, dim_qk);  // [nk, dk]
+    auto v_all = top_rows(ws.v, nk, dim_v);   // [nk, dv]
+    k_all = head_rows(k, b, kv_rows.begin, nk, g).template cast<T>();
+    v_all = head_rows(v, b, kv_rows.begin, nk, g).template cast<T>();
+    auto dk_sum = top_rows(ws.dk_sum, nk, dim_qk);  // [nk, dk], summed over the query group
+    auto dv_sum = top_rows(ws.dv_sum, nk, dim_v);   // [nk, dv]
+    dk_sum.setZero();
+    dv_sum.setZero();
+    auto q_tile = top_rows(ws.q_tile, kTileRows, dim_qk);     // [tr, dk]
+    auto dout_tile = top_rows(ws.dout_tile, kTileRows, dim_v);  // [tr, dv]
+    auto dq_tile = top_rows(ws.dq_tile, kTileRows, dim_qk);   // [tr, dk], summed over the KV tiles
+    auto probs = top_rows(ws.probs, kTileRows, kTileCols);     // P [tr, kTileCols]
+    auto dscores = top_rows(ws.dscores, kTileRows, kTileCols);  // dP, then dS [tr, kTileCols]
+    Vec<T>& row_lse = ws.row_max;
+    Vec<T>& row_delta = ws.row_sum;  // D_r = Σ_d dout·out
+    row_lse.resize(kTileRows);
+    row_delta.resize(kTileRows);
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {  // fixed order: byte-identical for any thread count
       for (int64_t t0 = 0; t0 < nq; t0 += kTileRows) {
         const int64_t tr = std::min(kTileRows, nq - t0);
-        const int64_t nc = visible_columns(mask, t0 + tr - 1, nq, nk);
         const int64_t row0 = q_rows.begin + t0;
-        MutableRows dq_tile = head_rows(dq, b, t0, tr, h);  // [tr, dk]
-        if (nc == 0) {
-          dq_tile.setZero();
+        MutableRows dq_out = head_rows(dq, b, t0, tr, h);  // [tr, dk]
+        if (visible_columns(mask, t0 + tr - 1, nq, nk) == 0) {
+          dq_out.setZero();
           continue;
         }
-        const Mat<T> q_tile = head_rows(q, b, row0, tr, h).template cast<T>();        // [tr, dk]
-        const Mat<T> out_tile = head_rows(out, b, row0, tr, h).template cast<T>();    // [tr, dv]
-        const Mat<T> dout_tile = head_rows(dout, b, row0, tr, h).template cast<T>();  // [tr, dv]
-        const auto k_vis = k_all.topRows(nc);
-        const auto v_vis = v_all.topRows(nc);
-        Vec<T> row_lse(tr);
-        Vec<T> row_delta(tr);  // D_r = Σ_d dout·out
+        q_tile.topRows(tr) = head_rows(q, b, row0, tr, h).template cast<T>();
+        dout_tile.topRows(tr) = head_rows(dout, b, row0, tr, h).template cast<T>();
+        const ConstRows out_rows = head_rows(out, b, row0, tr, h);  // [tr, dv]
         for (int64_t r = 0; r < tr; ++r) {
           row_lse(r) = static_cast<T>(lse(b, row0 + r, h, 0));
           T d = T(0);
-          for (int64_t w = 0; w < dim_v; ++w) d += dout_tile(r, w) * out_tile(r, w);
+          for (int64_t w = 0; w < dim_v; ++w) d += dout_tile(r, w) * static_cast<T>(out_rows(r, w));
           row_delta(r) = d;
         }
-        Mat<T> probs = (((q_tile * k_vis.transpose()) * scale).colwise() - row_lse).array().exp().matrix();
-        for (int64_t r = 0; r < tr; ++r) {
-          for (int64_t c = std::min(nc, visible_columns(mask, t0 + r, nq, nk)); c < nc; ++c) probs(r, c) = T(0);
-        }
-        dv_sum.topRows(nc).noalias() += probs.transpose() * dout_tile;
-        Mat<T> dscores = dout_tile * v_vis.transpose();  // dP [tr, nc]
-        dscores = (probs.array() * (dscores.colwise() - row_delta).array()).matrix();  // dS = P∘(dP − D)
-        const Mat<T> dq_val = (dscores * k_vis) * scale;
-        store(dq_tile, dq_val);
-        dk_sum.topRows(nc).noalias() += (dscores.transpose() * q_tile) * scale;
+        dq_tile.topRows(tr).setZero();
+        for_each_rect(mask, t0, tr, nq, nk, [&](const Rect& rc) {
+          const auto q_rc = q_tile.middleRows(rc.row0, rc.rows);
+          const auto dout_rc = dout_tile.middleRows(rc.row0, rc.rows);
+          const auto k_rc = k_all.middleRows(rc.col0, rc.cols);
+          const auto v_rc = v_all.middleRows(rc.col0, rc.cols);
+          auto p = probs.topLeftCorner(rc.rows, rc.cols);
+          auto ds = dscores.topLeftCorner(rc.rows, rc.cols);
+          p.noalias() = (scale * q_rc) * k_rc.transpose();
+          ds.noalias() = dout_rc * v_rc.transpose();  // dP
+          for (int64_t i = 0; i < rc.rows; ++i) {
+            const int64_t r = rc.row0 + i;
+            const int64_t vis = rect_visible(rc, mask, t0, r, nq, nk);
+            auto p_row = p.row(i);
+            auto ds_row = ds.row(i);
+            p_row.tail(rc.cols - vis).setZero();  // masked (exact zero)
+            ds_row.tail(rc.cols - vis).setZero();
+            p_row.head(vis) = (p_row.head(vis).array() - row_lse(r)).exp().matrix();
+            // dS = P∘(dP − D)
+            ds_row.head(vis) = (p_row.head(vis).array() * (ds_row.head(vis).array() - row_delta(r))).matrix();
+          }
+          dv_sum.middleRows(rc.col0, rc.cols).noalias() += p.transpose() * dout_rc;
+          dq_tile.middleRows(rc.row0, rc.rows).noalias() += (scale * ds) * k_rc;
+          dk_sum.middleRows(rc.col0, rc.cols).noalias() += (scale * ds.transpose()) * q_rc;
+        });
+        store(dq_out, dq_tile.topRows(tr));
       }
     }
     store(head_rows(dk, b, 0, nk, g), dk_sum);

@@ -1,6 +1,7 @@
 #include "hcpsim/oracles/cpu_executor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -24,6 +25,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+/// Freed buffers kept for reuse: bounds the memory held beyond the schedule's own peak. A schedule frees few
+/// distinct shapes (per-step KV, O/LSE and gradient buffers), so a small pool catches nearly every allocation.
+constexpr size_t kMaxSpareBuffers = 16;
 
 /// Per-rank execution state.
 struct RankState {
@@ -188,7 +192,19 @@ class Executor {
                   fmt::format("cp_rank {}: buffer '{}' allocated while live ({})", st.program->cp_rank,
                               st.program->buffers[static_cast<size_t>(id)].name, why));
     const BufferDecl& d = st.program->buffers[static_cast<size_t>(id)];
-    st.buffers[static_cast<size_t>(id)] = HostTensor(d.batch, d.rows, d.heads, d.width, kNaN);
+    HostTensor& buf = st.buffers[static_cast<size_t>(id)];
+    // Reuse the storage of a freed buffer of the same shape: a fresh multi-megabyte allocation costs a page fault
+    // per 4 KiB on first touch, which dominated the executor's own time. Refilled with NaN either way, so a read of
+    // an unwritten element still surfaces; which storage is reused changes no value.
+    const std::array<int64_t, 4> dims{d.batch, d.rows, d.heads, d.width};
+    const auto spare = std::find_if(spare_.begin(), spare_.end(), [&](const HostTensor& t) { return t.shape() == dims; });
+    if (spare != spare_.end()) {
+      buf = std::move(*spare);
+      spare_.erase(spare);
+      buf.fill(kNaN);
+    } else {
+      buf = HostTensor(d.batch, d.rows, d.heads, d.width, kNaN);
+    }
     st.live[static_cast<size_t>(id)] = true;
     return st.buffers[static_cast<size_t>(id)];
   }
@@ -239,6 +255,95 @@ class Executor {
     return progress;
   }
 
+  /// AllGatherOp / ReduceScatterOp: waits until every member is at the op with the same tag, then moves the data
+  /// of all members at once and completes the op on the others (as all_to_all does).
+  template <typename OpT>
+  bool collective(RankState& st, const OpT& op, const std::string& where, bool& touched) {
+    const int64_t me = st.program->cp_rank;
+    const auto n = static_cast<int64_t>(op.group.size());
+    HCPSIM_ASSERT(n >= 1, where + ": empty group");
+    HCPSIM_ASSERT(std::count(op.group.begin(), op.group.end(), me) == 1, where + ": rank not in its group");
+    HCPSIM_ASSERT(static_cast<int64_t>(op.chunk_order.size()) == 2 * n, where + ": chunk_order must have 2n entries");
+    if (!st.a2a_arrived) touched = true;
+    st.a2a_arrived = true;
+    std::vector<RankState*> members;
+    for (int64_t cp : op.group) {
+      HCPSIM_ASSERT(cp >= 0 && cp < static_cast<int64_t>(ranks_.size()), where + ": group member out of range");
+      RankState& m = ranks_[static_cast<size_t>(cp)];
+      if (m.finished() || !m.a2a_arrived) return false;
+      const auto* other = std::get_if<OpT>(&m.current().payload);
+      if (other == nullptr || other->tag != op.tag) return false;
+      const std::string pair = where + " vs " + op_text(m, m.pc);
+      HCPSIM_ASSERT(other->group == op.group, pair + ": members disagree on the group");
+      HCPSIM_ASSERT(other->chunk_order == op.chunk_order, pair + ": members disagree on chunk_order");
+      members.push_back(&m);
+    }
+    for (int64_t k = 0; k < 2 * n; ++k) {
+      const int64_t id = op.chunk_order[static_cast<size_t>(k)];
+      HCPSIM_ASSERT(id >= 0 && id < 2 * n, where + ": chunk_order entry out of range");
+    }
+    // Inputs of all members (the outputs may alias none of them).
+    std::vector<const HostTensor*> in(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      RankState& m = *members[static_cast<size_t>(j)];
+      const auto& mop = std::get<OpT>(m.current().payload);
+      HCPSIM_ASSERT(mop.input != mop.output, where + ": input and output are the same buffer");
+      in[static_cast<size_t>(j)] = &live_buffer(m, mop.input, "collective input");
+      HCPSIM_ASSERT(in[static_cast<size_t>(j)]->same_shape(*in[0]), where + ": members' inputs differ in shape");
+    }
+    const HostTensor& in0 = *in[0];
+    const int64_t row_elems = in0.heads() * in0.width();
+    if constexpr (std::is_same_v<OpT, AllGatherOp>) {
+      HCPSIM_ASSERT(in0.rows() % 2 == 0, where + ": all_gather input rows must be even");
+      const int64_t c = in0.rows() / 2;
+      for (int64_t j = 0; j < n; ++j) {
+        RankState& m = *members[static_cast<size_t>(j)];
+        HostTensor& out = live_buffer(m, std::get<OpT>(m.current().payload).output, "all_gather output");
+        HCPSIM_ASSERT(out.batch() == in0.batch() && out.rows() == 2 * n * c && out.heads() == in0.heads() &&
+                          out.width() == in0.width(),
+                      where + ": all_gather output is not [b, n·s, h, w]");
+        for (int64_t k = 0; k < 2 * n; ++k) {
+          const int64_t src = op.chunk_order[static_cast<size_t>(k)];
+          const HostTensor& from = *in[static_cast<size_t>(src / 2)];
+          for (int64_t b = 0; b < in0.batch(); ++b) {
+            const double* p = from.data() + from.index(b, (src % 2) * c, 0, 0);
+            std::copy(p, p + c * row_elems, out.data() + out.index(b, k * c, 0, 0));
+          }
+        }
+      }
+    } else {
+      HCPSIM_ASSERT(in0.rows() % (2 * n) == 0, where + ": reduce_scatter input rows not divisible by 2n");
+      const int64_t c = in0.rows() / (2 * n);
+      for (int64_t j = 0; j < n; ++j) {
+        RankState& m = *members[static_cast<size_t>(j)];
+        HostTensor& out = live_buffer(m, std::get<OpT>(m.current().payload).output, "reduce_scatter output");
+        HCPSIM_ASSERT(out.batch() == in0.batch() && out.rows() == 2 * c && out.heads() == in0.heads() &&
+                          out.width() == in0.width(),
+                      where + ": reduce_scatter output is not [b, s, h, w]");
+        for (int64_t half = 0; half < 2; ++half) {
+          const int64_t src = op.chunk_order[static_cast<size_t>(2 * j + half)];
+          for (int64_t b = 0; b < in0.batch(); ++b) {
+            double* d = out.data() + out.index(b, half * c, 0, 0);
+            for (int64_t a = 0; a < n; ++a) {  // member order: deterministic
+              const HostTensor& from = *in[static_cast<size_t>(a)];
+              const double* p = from.data() + from.index(b, src * c, 0, 0);
+              for (int64_t e = 0; e < c * row_elems; ++e) d[e] = a == 0 ? p[e] : round_to_dtype(d[e] + p[e], acc_dtype_);
+            }
+          }
+        }
+      }
+    }
+    ++stats_.all_to_alls;
+    for (RankState* m : members) {
+      if (m == &st) continue;
+      ++m->pc;
+      m->send_posted = false;
+      m->a2a_arrived = false;
+      ++stats_.ops_executed;
+    }
+    return true;
+  }
+
   /// Executes the current op of `st`; false if it blocks. `touched`: state changed although the op blocks.
   bool execute(RankState& st, bool& touched) {
     const Op& op = st.current();
@@ -250,7 +355,8 @@ class Executor {
             HostTensor& t = allocate(st, payload.buffer, "AllocOp");
             if (payload.zero) t.fill(0.0);
           } else if constexpr (std::is_same_v<T, FreeOp>) {
-            live_buffer(st, payload.buffer, "FreeOp");
+            HostTensor& freed = live_buffer(st, payload.buffer, "FreeOp");
+            if (spare_.size() < kMaxSpareBuffers) spare_.push_back(std::move(freed));
             st.buffers[static_cast<size_t>(payload.buffer)] = HostTensor();
             st.live[static_cast<size_t>(payload.buffer)] = false;
           } else if constexpr (std::is_same_v<T, SendRecvOp>) {
@@ -284,6 +390,11 @@ class Executor {
       HCPSIM_ASSERT(op.send_peer < nranks, where + ": send_peer out of range");
       HCPSIM_ASSERT(!op.send.empty(), where + ": send_peer set but no send buffers");
       std::vector<double> message;
+      if (!spare_messages_.empty()) {  // reuse a delivered message's storage (no fresh pages, see allocate())
+        message = std::move(spare_messages_.back());
+        spare_messages_.pop_back();
+        message.clear();
+      }
       for (BufferId id : op.send) {
         const HostTensor& buf = live_buffer(st, id, "send");
         message.insert(message.end(), buf.values().begin(), buf.values().end());
@@ -313,6 +424,7 @@ class Executor {
     }
     ++stats_.messages;
     stats_.message_elements += expected;
+    if (spare_messages_.size() < kMaxSpareBuffers) spare_messages_.push_back(std::move(it->second.front()));
     it->second.pop_front();
     if (it->second.empty()) mailbox_.erase(it);
     return true;
@@ -434,94 +546,6 @@ class Executor {
     }
   }
 
-  /// AllGatherOp / ReduceScatterOp: waits until every member is at the op with the same tag, then moves the data
-  /// of all members at once and completes the op on the others (as all_to_all does).
-  template <typename OpT>
-  bool collective(RankState& st, const OpT& op, const std::string& where, bool& touched) {
-    const int64_t me = st.program->cp_rank;
-    const auto n = static_cast<int64_t>(op.group.size());
-    HCPSIM_ASSERT(n >= 1, where + ": empty group");
-    HCPSIM_ASSERT(std::count(op.group.begin(), op.group.end(), me) == 1, where + ": rank not in its group");
-    HCPSIM_ASSERT(static_cast<int64_t>(op.chunk_order.size()) == 2 * n, where + ": chunk_order must have 2n entries");
-    if (!st.a2a_arrived) touched = true;
-    st.a2a_arrived = true;
-    std::vector<RankState*> members;
-    for (int64_t cp : op.group) {
-      HCPSIM_ASSERT(cp >= 0 && cp < static_cast<int64_t>(ranks_.size()), where + ": group member out of range");
-      RankState& m = ranks_[static_cast<size_t>(cp)];
-      if (m.finished() || !m.a2a_arrived) return false;
-      const auto* other = std::get_if<OpT>(&m.current().payload);
-      if (other == nullptr || other->tag != op.tag) return false;
-      const std::string pair = where + " vs " + op_text(m, m.pc);
-      HCPSIM_ASSERT(other->group == op.group, pair + ": members disagree on the group");
-      HCPSIM_ASSERT(other->chunk_order == op.chunk_order, pair + ": members disagree on chunk_order");
-      members.push_back(&m);
-    }
-    for (int64_t k = 0; k < 2 * n; ++k) {
-      const int64_t id = op.chunk_order[static_cast<size_t>(k)];
-      HCPSIM_ASSERT(id >= 0 && id < 2 * n, where + ": chunk_order entry out of range");
-    }
-    // Inputs of all members (the outputs may alias none of them).
-    std::vector<const HostTensor*> in(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-      RankState& m = *members[static_cast<size_t>(j)];
-      const auto& mop = std::get<OpT>(m.current().payload);
-      HCPSIM_ASSERT(mop.input != mop.output, where + ": input and output are the same buffer");
-      in[static_cast<size_t>(j)] = &live_buffer(m, mop.input, "collective input");
-      HCPSIM_ASSERT(in[static_cast<size_t>(j)]->same_shape(*in[0]), where + ": members' inputs differ in shape");
-    }
-    const HostTensor& in0 = *in[0];
-    const int64_t row_elems = in0.heads() * in0.width();
-    if constexpr (std::is_same_v<OpT, AllGatherOp>) {
-      HCPSIM_ASSERT(in0.rows() % 2 == 0, where + ": all_gather input rows must be even");
-      const int64_t c = in0.rows() / 2;
-      for (int64_t j = 0; j < n; ++j) {
-        RankState& m = *members[static_cast<size_t>(j)];
-        HostTensor& out = live_buffer(m, std::get<OpT>(m.current().payload).output, "all_gather output");
-        HCPSIM_ASSERT(out.batch() == in0.batch() && out.rows() == 2 * n * c && out.heads() == in0.heads() &&
-                          out.width() == in0.width(),
-                      where + ": all_gather output is not [b, n·s, h, w]");
-        for (int64_t k = 0; k < 2 * n; ++k) {
-          const int64_t src = op.chunk_order[static_cast<size_t>(k)];
-          const HostTensor& from = *in[static_cast<size_t>(src / 2)];
-          for (int64_t b = 0; b < in0.batch(); ++b) {
-            const double* p = from.data() + from.index(b, (src % 2) * c, 0, 0);
-            std::copy(p, p + c * row_elems, out.data() + out.index(b, k * c, 0, 0));
-          }
-        }
-      }
-    } else {
-      HCPSIM_ASSERT(in0.rows() % (2 * n) == 0, where + ": reduce_scatter input rows not divisible by 2n");
-      const int64_t c = in0.rows() / (2 * n);
-      for (int64_t j = 0; j < n; ++j) {
-        RankState& m = *members[static_cast<size_t>(j)];
-        HostTensor& out = live_buffer(m, std::get<OpT>(m.current().payload).output, "reduce_scatter output");
-        HCPSIM_ASSERT(out.batch() == in0.batch() && out.rows() == 2 * c && out.heads() == in0.heads() &&
-                          out.width() == in0.width(),
-                      where + ": reduce_scatter output is not [b, s, h, w]");
-        for (int64_t half = 0; half < 2; ++half) {
-          const int64_t src = op.chunk_order[static_cast<size_t>(2 * j + half)];
-          for (int64_t b = 0; b < in0.batch(); ++b) {
-            double* d = out.data() + out.index(b, half * c, 0, 0);
-            for (int64_t a = 0; a < n; ++a) {  // member order: deterministic
-              const HostTensor& from = *in[static_cast<size_t>(a)];
-              const double* p = from.data() + from.index(b, src * c, 0, 0);
-              for (int64_t e = 0; e < c * row_elems; ++e) d[e] = a == 0 ? p[e] : round_to_dtype(d[e] + p[e], acc_dtype_);
-            }
-          }
-        }
-      }
-    }
-    ++stats_.all_to_alls;
-    for (RankState* m : members) {
-      if (m == &st) continue;
-      ++m->pc;
-      m->send_posted = false;
-      m->a2a_arrived = false;
-      ++stats_.ops_executed;
-    }
-    return true;
-  }
 
   void attn_fwd(RankState& st, const AttnFwdBlockOp& op, const std::string& where) {
     HCPSIM_ASSERT(op.out != op.q && op.out != op.k && op.out != op.v, where + ": out aliases an input");
@@ -689,6 +713,8 @@ class Executor {
   double scale_ = 0;
   std::vector<RankState> ranks_;
   std::map<MessageKey, std::deque<std::vector<double>>> mailbox_;
+  std::vector<HostTensor> spare_;  // storage of freed buffers, reused by allocate() for the same shape
+  std::vector<std::vector<double>> spare_messages_;  // storage of delivered messages, reused by send_recv()
   ExecutionStats stats_;
 };
 

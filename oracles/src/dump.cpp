@@ -285,29 +285,46 @@ HostTensor read_lse(hid_t file, const std::string& path, const std::string& name
   return t;
 }
 
+/// The /meta attributes hcpsim writes and reads. They are opened by name: opening by index makes Debian's
+/// libhdf5 1.10.8 build the whole attribute table, which crashes inside the library on some corrupt files
+/// (found by fuzzing, docs/robustness.md).
+constexpr const char* kMetaTextNames[] = {"scenario_yaml", "dtype", "backend", "hcpsim_version", "x86_level",
+                                          "attn_mask_type", "qkv_format", "cp_comm_type", "input_distribution",
+                                          "inject"};
+constexpr const char* kMetaNumberNames[] = {"seed", "a2a_size", "p2p_size", "causal", "softmax_scale"};
+/// Longest string attribute read (the scenario YAML text); a larger size means a corrupt type.
+constexpr size_t kMaxAttributeBytes = size_t{16} << 20;
+
 void read_attributes(hid_t file, DumpContents& c) {
   if (H5Lexists(file, "/meta", H5P_DEFAULT) <= 0) return;
   Handle meta(H5Gopen2(file, "/meta", H5P_DEFAULT), H5Gclose);
   if (!meta.ok()) return;
-  H5O_info_t info;
-  if (H5Oget_info(meta.get(), &info) < 0) return;
-  for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    Handle a(H5Aopen_by_idx(meta.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  auto open = [&](const char* name) {
+    return H5Aexists(meta.get(), name) > 0 ? H5Aopen(meta.get(), name, H5P_DEFAULT) : hid_t{-1};
+  };
+  for (const char* name : kMetaTextNames) {
+    Handle a(open(name), H5Aclose);
     if (!a.ok()) continue;
-    char name[256] = {0};
-    H5Aget_name(a.get(), sizeof(name), name);
     Handle type(H5Aget_type(a.get()), H5Tclose);
-    if (H5Tget_class(type.get()) == H5T_STRING && H5Tis_variable_str(type.get()) <= 0) {
-      const size_t size = H5Tget_size(type.get());
-      std::string value(size, '\0');
-      if (H5Aread(a.get(), type.get(), value.data()) >= 0) {
-        value.resize(std::strlen(value.c_str()));
-        c.meta_text[name] = value;
-      }
-    } else if (H5Tget_class(type.get()) == H5T_FLOAT || H5Tget_class(type.get()) == H5T_INTEGER) {
-      double v = 0;
-      if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0) c.meta_number[name] = v;
+    if (!type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) continue;
+    const size_t size = H5Tget_size(type.get());
+    if (size == 0 || size > kMaxAttributeBytes) continue;
+    std::string value(size, '\0');
+    if (H5Aread(a.get(), type.get(), value.data()) >= 0) {
+      value.resize(std::strlen(value.c_str()));
+      c.meta_text[name] = value;
     }
+  }
+  for (const char* name : kMetaNumberNames) {
+    Handle a(open(name), H5Aclose);
+    if (!a.ok()) continue;
+    Handle type(H5Aget_type(a.get()), H5Tclose);
+    Handle space(H5Aget_space(a.get()), H5Sclose);
+    if (!type.ok() || !space.ok() || H5Sget_simple_extent_npoints(space.get()) != 1) continue;
+    const auto cls = H5Tget_class(type.get());
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) continue;
+    double v = 0;
+    if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0) c.meta_number[name] = v;
   }
 }
 

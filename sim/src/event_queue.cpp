@@ -42,6 +42,12 @@ EventId EventQueue::schedule_after(TimePs delay_ps, int priority, Action action)
   return schedule_at(now_ps_ + delay_ps, priority, std::move(action));
 }
 
+void EventQueue::reserve(int64_t events) {
+  HCPSIM_ASSERT(events >= 0, "negative event reservation");
+  actions_.reserve(static_cast<size_t>(events));
+  states_.reserve(static_cast<size_t>(events));
+}
+
 void EventQueue::cancel(EventId id) {
   HCPSIM_ASSERT(id >= 0, "bad event id " + std::to_string(id));
   HCPSIM_ASSERT(id < static_cast<EventId>(states_.size()), "bad event id " + std::to_string(id));

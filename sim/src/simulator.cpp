@@ -35,6 +35,11 @@ static_assert(kStreamCount == 3, "kShareScale must be divisible by every possibl
 // still gives a readable message.
 constexpr int64_t kDeadlockReportRanks = 16;
 
+// Symmetry reduction: a link shared by concurrent ring messages must have this relative headroom above the sum of
+// their route minimum capacities, so that no rounding of the max-min arithmetic can make it a bottleneck.
+// Source: far above double rounding (~1e-16 relative per operation), far below any real headroom.
+constexpr double kShadowMargin = 1e-9;
+
 size_t index_of(int64_t i) { return static_cast<size_t>(i); }
 
 /// (cp rank, op index) in one int64: rank in the high 32 bits. Both are < 2^31 (HCPSIM_ASSERT at pack time).
@@ -138,6 +143,15 @@ class Engine {
         options_(options),
         network_(queue_, capacities(topology), kPriorityCompletion, kPriorityNetwork) {
     for (int64_t g : gpus_) nodes_.push_back(topology.gpu_node(g));
+    if (options_.symmetry_reduction) {
+      class_size_ = schedule.a2a_size;
+      shadow_count_.assign(topology.links().size(), 0);
+      shadow_mincap_sum_.assign(topology.links().size(), 0.0);
+      shadow_image_count_.assign(topology.links().size(), 0);
+      shadow_busy_since_.assign(topology.links().size(), 0);
+      shadow_usage_.resize(topology.links().size());
+    }
+    pair_messages_.resize(schedule.ranks.size());
     HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
     HCPSIM_ASSERT(cluster.gpu.compute_slowdown_during_comm >= 1, "compute_slowdown_during_comm < 1");
     ranks_.resize(schedule.ranks.size());
@@ -146,6 +160,7 @@ class Engine {
       HCPSIM_ASSERT(program.cp_rank == static_cast<int64_t>(r),
                     fmt::format("schedule.ranks[{}] has cp_rank {}", r, program.cp_rank));
       RankRuntime& rt = ranks_[r];
+      if (!represented(static_cast<int64_t>(r))) continue;  // an image: never executed
       rt.ops.resize(program.ops.size());
       rt.live.assign(program.buffers.size(), 0);
       for (size_t i = 0; i < program.ops.size(); ++i) {
@@ -164,11 +179,13 @@ class Engine {
       rt.input_bytes = rt.live_bytes;
       rt.peak_bytes = rt.live_bytes;
     }
+    reserve_for_run();
   }
 
   SimResult run() {
     for (size_t r = 0; r < ranks_.size(); ++r) {
       const auto rank = static_cast<int64_t>(r);
+      if (!represented(rank)) continue;
       queue_.schedule_at(0, kPriorityKick, [this, rank] { try_start_ready(rank); });
     }
     const int64_t events = queue_.run();
@@ -181,6 +198,67 @@ class Engine {
   [[nodiscard]] const Op& op_of(int64_t rank, OpIndex i) const { return program(rank).ops[index_of(i)]; }
   RankRuntime& rt(int64_t rank) { return ranks_[index_of(rank)]; }
   [[nodiscard]] int64_t node(int64_t rank) const { return nodes_[index_of(rank)]; }
+
+  /// Sizes the flow records exactly and the event tables roughly from the executed programs, so that a large
+  /// run does not regrow (and copy) them while it runs. Capacity only.
+  void reserve_for_run() {
+    int64_t messages = 0, ops = 0;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (!represented(static_cast<int64_t>(r))) continue;
+      for (const Op& op : schedule_.ranks[r].ops) {
+        ++ops;
+        if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) {
+          if (sr->send_peer >= 0) messages += class_size_;  // the message and its images
+        } else if (is_communication(op.kind())) {
+          const auto n = static_cast<int64_t>(collective_of(op).group->size());
+          // A full run launches a collective once for all n members, a reduced run once per class.
+          messages += options_.symmetry_reduction ? n * (n - 1) : n - 1;
+        }
+      }
+    }
+    flows_.reserve(static_cast<size_t>(messages));
+    // About two events per op and three per message (start, drain, delivery); a hint, not a bound.
+    queue_.reserve(2 * ops + 3 * messages);
+  }
+
+  // ---- symmetry reduction: classes {A·p + a : a < A}, representative A·p (a2a_rank 0) ----
+
+  [[nodiscard]] int64_t representative(int64_t rank) const { return rank - rank % class_size_; }
+  [[nodiscard]] bool represented(int64_t rank) const { return rank % class_size_ == 0; }
+  /// The image of `rank` in class position a (the rank with the same p2p_rank and a2a_rank a).
+  [[nodiscard]] int64_t image(int64_t rank, int64_t a) const { return representative(rank) + a; }
+
+  /// The route of the next message from src to dst: Topology::route with flow id = the message's ordinal among
+  /// those from src to dst (simulator.hpp). In a symmetry-reduced run the topology is the generated
+  /// rail-optimised one with a NIC per GPU (symmetry_reduction_blocker), where a pair inside one node, or on one
+  /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
+  /// route of every image message made the reduced run spend a quarter of its time in Topology::route).
+  std::vector<int64_t> next_route(int64_t src, int64_t dst) {
+    std::vector<PairState>& peers = pair_messages_[index_of(src)];
+    auto it = std::find_if(peers.begin(), peers.end(), [dst](const PairState& ps) { return ps.peer == dst; });
+    if (it == peers.end()) {
+      peers.push_back(PairState{dst, 0, {}, false});
+      it = peers.end() - 1;
+    }
+    const auto ordinal = static_cast<uint64_t>(it->count++);
+    if (it->single_path) return it->route;
+    std::vector<int64_t> route = topology_.route(gpus_[index_of(src)], gpus_[index_of(dst)], ordinal);
+    if (options_.symmetry_reduction && single_shortest_path(src, dst)) {
+      it->route = route;
+      it->single_path = true;
+    }
+    return route;
+  }
+
+  /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
+  /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit
+  /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.
+  [[nodiscard]] bool single_shortest_path(int64_t src, int64_t dst) const {
+    const int64_t gpn = cluster_.gpus_per_node;
+    const int64_t ga = gpus_[index_of(src)], gb = gpus_[index_of(dst)];
+    if (ga / gpn == gb / gpn) return true;
+    return ga % gpn == gb % gpn && (ga / gpn) / cluster_.fabric.leaf_downlinks == (gb / gpn) / cluster_.fabric.leaf_downlinks;
+  }
 
   /// compute_op_ps, memoised by (kind, block shape, mask, bytes, flops): ranks repeat the same kernels, and
   /// the efficiency-table lookup is the expensive part. The key holds every input of compute_op_ps.
@@ -425,33 +503,109 @@ class Engine {
     const Phase phase = op_of(src, sender.endpoint.op).phase;
     const Endpoint s = sender.endpoint;
     const Endpoint r = receiver.endpoint;
+    HCPSIM_ASSERT(represented(src) && represented(dst),
+                  fmt::format("symmetry reduction: message {}→{} tag {} leaves the representatives", src, dst, tag));
     send_message(src, dst, sender.size_bytes, phase, [this, s, r] {
       transfer_done(s);
       transfer_done(r);
-    });
+    }, /*with_images=*/options_.symmetry_reduction);
   }
 
   /// One message: software latency, then a flow over the route, then the route latency; `delivered` runs at
   /// delivery. Counts the message (sender's phase, level by nodes) and records its flow.
-  void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, std::function<void()> delivered) {
+  /// with_images (symmetry reduction, send/recv only): the message also stands for its A − 1 images on the
+  /// other class positions; they are counted and recorded (flows_[flow_index + a]) and their routes enter the
+  /// shadow link accounting from the representative's flow start to its drain.
+  void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, std::function<void()> delivered,
+                    bool with_images = false) {
     count_message(src, phase, link_level(node(src), node(dst)), bytes);
     const auto flow_index = static_cast<int64_t>(flows_.size());
-    std::vector<int64_t> route = topology_.route(gpus_[index_of(src)], gpus_[index_of(dst)],
-                                                 static_cast<uint64_t>(flow_index));
-    const TimePs route_latency_ps = seconds_to_ps(topology_.route_latency_s(route));
+    std::vector<int64_t> route = next_route(src, dst);
+    const double route_latency_s = topology_.route_latency_s(route);
+    const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
     flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, route});
+    const int64_t images = with_images ? class_size_ - 1 : 0;
+    for (int64_t a = 1; a <= images; ++a) {
+      const int64_t isrc = image(src, a), idst = image(dst, a);
+      count_message(isrc, phase, link_level(node(isrc), node(idst)), bytes);
+      std::vector<int64_t> iroute = next_route(isrc, idst);
+      if (topology_.route_latency_s(iroute) != route_latency_s)
+        not_exact(fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
+      flows_.push_back(FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute)});
+    }
     queue_.schedule_after(seconds_to_ps(cluster_.message_latency_s), kPriorityCompletion,
-                          [this, flow_index, route_latency_ps, delivered = std::move(delivered)]() mutable {
+                          [this, flow_index, images, route_latency_ps, delivered = std::move(delivered)]() mutable {
                             FlowRecord& rec = flows_[index_of(flow_index)];
                             rec.start_ps = queue_.now();
+                            if (images > 0) shadow_start(flow_index, images);
                             network_.start_flow(rec.route, rec.bytes,
-                                                [this, flow_index, route_latency_ps,
+                                                [this, flow_index, images, route_latency_ps,
                                                  delivered = std::move(delivered)]() mutable {
                                                   flows_[index_of(flow_index)].drained_ps = queue_.now();
+                                                  if (images > 0) shadow_end(flow_index, images);
                                                   queue_.schedule_after(route_latency_ps, kPriorityCompletion,
                                                                         std::move(delivered));
                                                 });
                           });
+  }
+
+
+  /// Records that the reduced run may differ from the full one (the first reason is kept).
+  void not_exact(const std::string& why) {
+    if (exact_) symmetry_note_ = why;
+    exact_ = false;
+  }
+
+  /// Smallest link capacity of a route (the rate the flow gets when nothing else limits it).
+  [[nodiscard]] double min_capacity(const std::vector<int64_t>& route) const {
+    double c = std::numeric_limits<double>::infinity();
+    for (int64_t l : route) c = std::min(c, topology_.links()[index_of(l)].bandwidth_bytes_per_s);
+    return c;
+  }
+
+  /// The representative's flow flows_[flow_index] and its images flows_[flow_index + 1 … + images] start now.
+  /// Exactness check (docs/simulator.md): over the routes of all A class positions, every link must carry
+  /// either one active flow, or flows whose route minimum capacities sum to less than its capacity (with a
+  /// 1e-9 relative margin). Then max-min fairness gives every such flow exactly its route's minimum capacity,
+  /// whichever equal-cost spine ECMP picked for it, so an image drains when its representative does.
+  void shadow_start(int64_t flow_index, int64_t images) {
+    for (int64_t a = 0; a <= images; ++a) {
+      FlowRecord& rec = flows_[index_of(flow_index + a)];
+      rec.start_ps = queue_.now();
+      const double mincap = min_capacity(rec.route);
+      for (int64_t l : rec.route) {
+        const size_t li = index_of(l);
+        ++shadow_count_[li];
+        shadow_mincap_sum_[li] += mincap;
+        const double cap = topology_.links()[li].bandwidth_bytes_per_s;
+        if (topology_.links()[li].link_class == LinkClass::nvlink)
+          not_exact(fmt::format("ring message {}→{} crosses NVLink link {}", rec.src_cp_rank, rec.dst_cp_rank, l));
+        if (shadow_count_[li] > 1 && !(shadow_mincap_sum_[li] < cap * (1 - kShadowMargin)))
+          not_exact(fmt::format("link {} carries {} concurrent ring messages without headroom at t = {} ps", l,
+                                shadow_count_[li], queue_.now()));
+        if (a == 0) continue;  // the representative's flow is in network_'s usage
+        if (shadow_image_count_[li]++ == 0) shadow_busy_since_[li] = queue_.now();
+        shadow_usage_[li].bytes += rec.bytes;
+        ++shadow_usage_[li].flows;
+      }
+    }
+  }
+
+  /// The representative's flow drained: so do its images (the exactness check holds them to the same rate).
+  void shadow_end(int64_t flow_index, int64_t images) {
+    for (int64_t a = 0; a <= images; ++a) {
+      FlowRecord& rec = flows_[index_of(flow_index + a)];
+      rec.drained_ps = queue_.now();
+      const double mincap = min_capacity(rec.route);
+      for (int64_t l : rec.route) {
+        const size_t li = index_of(l);
+        --shadow_count_[li];
+        shadow_mincap_sum_[li] -= mincap;
+        if (shadow_count_[li] == 0) shadow_mincap_sum_[li] = 0;  // no drift from the float sums
+        if (a == 0) continue;
+        if (--shadow_image_count_[li] == 0) shadow_usage_[li].busy_ps += queue_.now() - shadow_busy_since_[li];
+      }
+    }
   }
 
   void transfer_done(const Endpoint& e) {
@@ -492,6 +646,19 @@ class Engine {
     HCPSIM_ASSERT(std::find(group.begin(), group.end(), rank) != group.end(),
                   fmt::format("cp rank {} op {} '{}': rank is not a member of its {} group", rank, i, op.label,
                               to_string(kind)));
+    if (options_.symmetry_reduction) {
+      // Every member is an image of `rank` and reaches this op at the same time (docs/simulator.md).
+      std::vector<Endpoint> all;
+      for (int64_t member : group) {
+        HCPSIM_ASSERT(representative(member) == rank,
+                      fmt::format("symmetry reduction: {} tag {} of cp rank {} has member {} outside its class",
+                                  to_string(kind), c.tag, rank, member));
+        all.push_back(Endpoint{member, i});
+      }
+      all_to_alls_[AllToAllKey{static_cast<int>(kind), c.tag, group}] = std::move(all);
+      launch_collective(rank, i);
+      return;
+    }
     AllToAllKey key{static_cast<int>(kind), c.tag, group};
     std::vector<Endpoint>& arrived = all_to_alls_[key];
     for (const Endpoint& e : arrived) {
@@ -500,6 +667,17 @@ class Engine {
     }
     arrived.push_back(Endpoint{rank, i});
     if (arrived.size() < group.size()) return;
+    launch_collective(rank, i);
+  }
+
+  /// Every member of the collective of (rank, op i) has arrived (all_to_alls_ holds them): start its messages.
+  void launch_collective(int64_t rank, OpIndex i) {
+    const Op& op = op_of(rank, i);
+    const OpKind kind = op.kind();
+    const CollectiveView c = collective_of(op);
+    const std::vector<int64_t>& group = *c.group;
+    AllToAllKey key{static_cast<int>(kind), c.tag, group};
+    const std::vector<Endpoint>& arrived = all_to_alls_[key];
 
     // Everyone is here: order the members by group position and size each member's message to each peer.
     std::vector<Endpoint> members;
@@ -512,10 +690,11 @@ class Engine {
                                    [member](const Endpoint& e) { return e.cp_rank == member; });
       HCPSIM_ASSERT(it != arrived.end(), fmt::format("{} tag {}: member {} missing", to_string(kind), c.tag, member));
       members.push_back(*it);
-      const BufferId input = collective_of(op_of(member, it->op)).input;
+      const int64_t executed = options_.symmetry_reduction ? rank : member;  // an image reads its representative
+      const BufferId input = collective_of(op_of(executed, it->op)).input;
       HCPSIM_ASSERT(input >= 0, "collective without input buffer");
-      HCPSIM_ASSERT(index_of(input) < program(member).buffers.size(), "collective input buffer out of range");
-      const int64_t input_bytes = program(member).buffers[index_of(input)].size_bytes();
+      HCPSIM_ASSERT(index_of(input) < program(executed).buffers.size(), "collective input buffer out of range");
+      const int64_t input_bytes = program(executed).buffers[index_of(input)].size_bytes();
       if (kind == OpKind::all_gather) {
         bytes_per_peer.push_back(input_bytes);  // every other member receives the whole input
       } else {
@@ -529,14 +708,16 @@ class Engine {
 
     const auto pending = std::make_shared<int64_t>(group_size * (group_size - 1));
     auto finish_all = [this, members] {
-      for (const Endpoint& e : members) finish_op(e.cp_rank, e.op);
+      for (const Endpoint& e : members)
+        if (represented(e.cp_rank)) finish_op(e.cp_rank, e.op);
     };
     if (*pending == 0) {
       queue_.schedule_after(0, kPriorityCompletion, finish_all);
       return;
     }
     for (size_t m = 0; m < members.size(); ++m) {
-      const Phase phase = op_of(members[m].cp_rank, members[m].op).phase;
+      const Phase phase =
+          options_.symmetry_reduction ? op.phase : op_of(members[m].cp_rank, members[m].op).phase;
       for (size_t n = 0; n < members.size(); ++n) {
         if (n == m) continue;
         send_message(members[m].cp_rank, members[n].cp_rank, bytes_per_peer[m], phase, [pending, finish_all] {
@@ -629,6 +810,10 @@ class Engine {
     res.a2a_size = schedule_.a2a_size;
     res.p2p_size = schedule_.p2p_size;
     res.share_gpu_between_kernels = options_.share_gpu_between_kernels;
+    res.symmetry_reduced = options_.symmetry_reduction;
+    res.symmetry_exact = exact_;
+    res.symmetry_note = symmetry_note_;
+    for (size_t rr = 0; rr < ranks_.size(); ++rr) res.simulated_ranks += represented(static_cast<int64_t>(rr)) ? 1 : 0;
     res.messages = totals_;
     res.event_count = events;
     res.flows = std::move(flows_);  // the engine is done with them
@@ -638,17 +823,47 @@ class Engine {
     for (size_t l = 0; l < topology_.links().size(); ++l) {
       const TopologyLink& tl = topology_.links()[l];
       const TopologyVertex& from = topology_.vertices()[index_of(tl.from)];
+      LinkUsage u = usage[l];
+      if (!shadow_usage_.empty()) {
+        // Image messages use other rails than the executed ones: the two usages never overlap on a link.
+        u.bytes += shadow_usage_[l].bytes;
+        u.busy_ps += shadow_usage_[l].busy_ps;
+        u.flows += shadow_usage_[l].flows;
+      }
       res.links.push_back(LinkStats{from.name, topology_.vertices()[index_of(tl.to)].name, from.node, tl.link_class,
-                                    tl.bandwidth_bytes_per_s, usage[l].bytes, usage[l].busy_ps, usage[l].flows});
+                                    tl.bandwidth_bytes_per_s, u.bytes, u.busy_ps, u.flows});
     }
     bool any_backward = false;
     TimePs backward_end = 0;
     size_t op_total = 0;
-    for (const RankRuntime& r : ranks_) op_total += r.ops.size();
+    for (size_t rr = 0; rr < ranks_.size(); ++rr)
+      op_total += ranks_[index_of(representative(static_cast<int64_t>(rr)))].ops.size();
     if (options_.record_timeline) res.timeline.reserve(op_total);
     for (size_t rr = 0; rr < ranks_.size(); ++rr) {
       const auto rank = static_cast<int64_t>(rr);
       const RankRuntime& r = ranks_[rr];
+      if (!represented(rank)) {
+        // An image: its representative's results under relabelling (FLOPs summed in the same order as a full run).
+        const int64_t rep_rank = representative(rank);
+        RankStats st = res.ranks[index_of(rep_rank)];
+        st.cp_rank = rank;
+        st.node = node(rank);
+        st.gpu = gpus_[rr];
+        st.messages_sent = r.messages_sent;
+        for (const Op& op : program(rep_rank).ops) res.flops[phase_index(op.phase)] += op.flops;
+        if (options_.record_timeline) {
+          // The timeline ends with the representative's entries and the images before this one.
+          const size_t count = ranks_[index_of(rep_rank)].ops.size();
+          const size_t first = res.timeline.size() - count * index_of(rank - rep_rank);
+          for (size_t k = 0; k < count; ++k) {
+            TimelineEntry e = res.timeline[first + k];
+            e.cp_rank = rank;
+            res.timeline.push_back(std::move(e));
+          }
+        }
+        res.ranks.push_back(st);
+        continue;
+      }
       RankStats st;
       st.cp_rank = rank;
       st.node = node(rank);
@@ -712,6 +927,26 @@ class Engine {
   std::map<MessageKey, MessageQueue> messages_;
   std::map<AllToAllKey, std::vector<Endpoint>> all_to_alls_;
   MessageTable totals_{};
+  int64_t class_size_ = 1;  ///< symmetry reduction: ranks per class (A); 1 = every rank is executed
+  /// Messages from one source rank to one destination rank so far (the ECMP flow id of the next one), and the
+  /// pair's route when it has a single shortest path (reduced runs only).
+  struct PairState {
+    int64_t peer = -1;
+    int64_t count = 0;
+    std::vector<int64_t> route;
+    bool single_path = false;
+  };
+  /// Per source rank; a rank has few peers, so a linear search is fastest.
+  std::vector<std::vector<PairState>> pair_messages_;
+  // Symmetry reduction, per link: active ring messages over all class positions, the sum of their route minimum
+  // capacities, active image messages, start of the current image-busy interval, and the images' usage.
+  std::vector<int64_t> shadow_count_;
+  std::vector<double> shadow_mincap_sum_;
+  std::vector<int64_t> shadow_image_count_;
+  std::vector<TimePs> shadow_busy_since_;
+  std::vector<LinkUsage> shadow_usage_;
+  bool exact_ = true;
+  std::string symmetry_note_;
 };
 
 }  // namespace
@@ -734,7 +969,16 @@ LinkClassUtilisation SimResult::link_class_utilisation(LinkClass c) const {
 
 SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
                    const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options) {
-  schedule.check_invariants();
+  if (options.symmetry_reduction) {
+    const std::string blocker = symmetry_reduction_blocker(schedule.cp_comm_type, schedule.a2a_size,
+                                                           schedule.p2p_size, cluster, gpu_of_cp_rank);
+    HCPSIM_ASSERT(blocker.empty(), "symmetry reduction requested but it does not apply: " + blocker);
+    HCPSIM_ASSERT(schedule.ranks.size() == gpu_of_cp_rank.size(), "schedule and placement disagree on CP");
+    for (int64_t r : symmetry_representatives(schedule.a2a_size, schedule.p2p_size))
+      HCPSIM_ASSERT(!schedule.ranks[index_of(r)].ops.empty(), fmt::format("representative cp rank {} has no ops", r));
+  } else {
+    schedule.check_invariants();
+  }
   HCPSIM_ASSERT(gpu_of_cp_rank.size() == schedule.ranks.size(),
                 fmt::format("gpu_of_cp_rank has {} entries for {} cp ranks", gpu_of_cp_rank.size(),
                             schedule.ranks.size()));
@@ -768,6 +1012,31 @@ SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const s
   c.nodes = std::max<int64_t>(c.nodes, static_cast<int64_t>(next_slot.size()));
   const Topology topology = Topology::from_cluster(c);
   return simulate(schedule, c, topology, gpus, options);
+}
+
+std::string symmetry_reduction_blocker(CpCommType cp_comm_type, int64_t a2a_size, int64_t p2p_size,
+                                       const ClusterSpec& cluster, const std::vector<int64_t>& gpu_of_cp_rank) {
+  if (cp_comm_type != CpCommType::a2a_p2p && cp_comm_type != CpCommType::a2a) return "cp_comm_type has no a2a level";
+  if (a2a_size < 2) return "A < 2 (nothing to reduce)";
+  if (!cluster.topology.vertices.empty()) return "explicit topology (its symmetry is not known)";
+  if (cluster.fabric.kind != FabricSpec::Kind::rail_optimized) return "fabric is not rail-optimised";
+  if (cluster.nics_per_node != 0 && cluster.nics_per_node != cluster.gpus_per_node) return "not one NIC per GPU";
+  if (cluster.gpus_per_node != a2a_size) return "A != gpus_per_node (an a2a group is not one whole node)";
+  if (static_cast<int64_t>(gpu_of_cp_rank.size()) != a2a_size * p2p_size) return "placement size != A*P";
+  for (size_t g = 0; g < gpu_of_cp_rank.size(); ++g) {
+    const auto rank = static_cast<int64_t>(g);
+    const int64_t gpu = gpu_of_cp_rank[g];
+    const int64_t rep_gpu = gpu_of_cp_rank[index_of(rank - rank % a2a_size)];
+    if (gpu < 0 || gpu % cluster.gpus_per_node != rank % a2a_size || gpu - rep_gpu != rank % a2a_size)
+      return fmt::format("cp rank {} is not on GPU {} of its a2a group's node", rank, rank % a2a_size);
+  }
+  return "";
+}
+
+std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size) {
+  std::vector<int64_t> reps;
+  for (int64_t p = 0; p < p2p_size; ++p) reps.push_back(p * a2a_size);
+  return reps;
 }
 
 std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node) {

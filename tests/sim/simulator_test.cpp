@@ -263,9 +263,14 @@ TEST_CASE("sim: all-to-all starts when every member arrived and ends together, i
     REQUIRE(r.message_totals(Phase::forward, LinkLevel::inter_node).count == 0);
   }
   SECTION("two nodes of two GPUs") {
-    const SimResult r = simulate(make(false), round_cluster(2, 2), {0, 0, 1, 1});
-    // 5 µs + max(1, 4) µs + max(1e6 / 1e11 = 10 µs, 2e6 / 2.5e10 = 80 µs) = 89 µs.
-    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "a2a").end_ps == 89'000'000);
+    // One NIC per node, so that no message has a choice of equal-cost paths (with a NIC per GPU, a cross-rail
+    // message may go GPU → NVSwitch → peer GPU → its NIC, an ECMP choice).
+    ClusterSpec cluster = round_cluster(2, 2);
+    cluster.nics_per_node = 1;
+    const SimResult r = simulate(make(false), cluster, {0, 0, 1, 1});
+    // The 4 messages node 0 → node 1 share node 0's NIC uplink (and node 1's downlink) at 2.5e10 / 4 B/s each:
+    // 5 µs + 4 µs route latency + 1e6 B / 6.25e9 B/s (160 µs) = 169 µs; the intra-node ones take 10 µs.
+    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "a2a").end_ps == 169'000'000);
     REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).count == 4);
     REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).bytes == 4'000'000);
     REQUIRE(r.message_totals(Phase::forward, LinkLevel::inter_node).count == 8);

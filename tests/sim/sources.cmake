@@ -4,4 +4,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/simulator_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/symmetry_test.cpp
 )

@@ -38,6 +38,14 @@ CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
 ///   (HCP_ALGORITHM.md §3–§5, including the §5.3 copy/add rules).
 Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape);
 
+/// build_schedule for the listed CP ranks only (e.g. the representatives of the simulator's symmetry reduction):
+/// their programs are exactly build_schedule's; every other rank keeps only its cp_rank (no buffers, ops or
+/// bindings). A partial schedule fails Schedule::check_invariants by design (its messages have missing peers), so
+/// it is not run here; build_schedule checks the same programs. p2p, a2a and a2a+p2p only.
+/// @param cp_ranks  distinct flat CP ranks < layout.cp_size() (HCPSIM_ASSERT).
+Schedule build_schedule_ranks(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
+                              const std::vector<int64_t>& cp_ranks);
+
 /// Deliberate deviations from TE, used only by the fault injectors (fault_injection.hpp); all false = TE.
 struct BuilderFaults {
   /// Forward ring steps use the lower-triangle section where TE uses the upper one and vice versa (the

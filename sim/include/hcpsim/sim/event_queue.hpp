@@ -56,6 +56,10 @@ class EventQueue {
   /// Schedules `action` at now() + delay_ps. @param delay_ps ≥ 0; HCPSIM_ASSERT otherwise.
   EventId schedule_after(TimePs delay_ps, int priority, Action action);
 
+  /// Reserves room for `events` schedule calls in total (a capacity hint: large runs avoid regrowing the
+  /// per-event tables; behaviour is unchanged).
+  void reserve(int64_t events);
+
   /// Cancels a pending event: it is skipped when popped. Cancelling an event that already ran or was already
   /// cancelled is an error (HCPSIM_ASSERT), because it means the caller's bookkeeping is wrong.
   void cancel(EventId id);

@@ -21,7 +21,16 @@
 ///   members finish together when the last message is delivered.
 /// * If no event is left while ops remain, the schedule deadlocks: HCPSIM_ASSERT with the blocked ops.
 ///
-/// Routes: Topology::route with flow id = the message's sequence number in the run (deterministic ECMP).
+/// Routes: Topology::route with flow id = the ordinal of the message among the messages from its source rank to its
+/// destination rank (0, 1, …): a function of the schedule alone, not of the order in which the run interleaves
+/// ranks, so a reduced run (SimOptions::symmetry_reduction) routes every message as the full run does.
+///
+/// Symmetry reduction (SimOptions::symmetry_reduction, docs/simulator.md "Symmetry reduction"): when the a2a group
+/// of every ring position is one whole node (A = GPUs per node, one NIC per GPU, rail-optimised fabric), the A
+/// ranks of a group are identical up to relabelling (a2a_rank a ↔ GPU a of the node ↔ rail a). Only the a2a_rank 0
+/// ranks (the representatives) are executed; the all-to-all flows of every member run in the network, and every
+/// ring message of a representative stands for its A − 1 images on the other rails, whose routes, bytes, link
+/// usage and message counts are accounted for. The per-rank results of an image equal its representative's.
 
 #include <array>
 #include <cstdint>
@@ -156,6 +165,17 @@ struct SimResult {
   std::vector<LinkStats> links;          ///< every directed link, in id order
   int64_t network_recomputes = 0;        ///< batched max-min recomputations
   int64_t node_count = 0;                ///< nodes of the topology
+  /// Ranks whose programs were executed: all of them, or the representatives (a2a_rank 0) of a symmetry-reduced
+  /// run. event_count and network_recomputes count the executed run only.
+  int64_t simulated_ranks = 0;
+  /// true: the run was symmetry-reduced (SimOptions::symmetry_reduction).
+  bool symmetry_reduced = false;
+  /// false only for a reduced run whose image messages could have been rated differently from their
+  /// representatives' (a shared link without headroom, see docs/simulator.md): its results are then not
+  /// guaranteed to equal the full simulation's, and callers must rerun without the reduction. true otherwise.
+  bool symmetry_exact = true;
+  /// Why the reduction was not exact (empty when symmetry_exact).
+  std::string symmetry_note;
 
   /// Utilisation of one link class (nvlink, pcie, network) over total_ps.
   [[nodiscard]] LinkClassUtilisation link_class_utilisation(LinkClass c) const;
@@ -180,10 +200,28 @@ struct SimOptions {
   /// true: SimResult::timeline holds every op (needed for the Chrome trace); false: it stays empty (all other
   /// results are unchanged), which saves a copy of every op label at large CP.
   bool record_timeline = true;
+  /// true: simulate one representative per class of identical ranks (a2a_rank 0 of every a2a group) and
+  /// account for the others (docs/simulator.md "Symmetry reduction"). Requires symmetry_reduction_blocker() to
+  /// return "" (HCPSIM_ASSERT otherwise); only the representatives' programs are read, so the schedule may come
+  /// from build_schedule_ranks(…, symmetry_representatives(…)). Results equal the full simulation's except
+  /// event_count, network_recomputes and the order of SimResult::flows; check SimResult::symmetry_exact.
+  bool symmetry_reduction = false;
 };
 
+/// Why the symmetry reduction cannot be used for this placement, or "" when it can. It applies when
+/// cp_comm_type is a2a+p2p or a2a with A ≥ 2, the cluster's topology is generated (no explicit graph) on a
+/// rail-optimised fabric with one NIC per GPU, A = gpus_per_node, and CP rank g runs on GPU (g mod A) of the node
+/// that holds its whole a2a group (so a2a_rank a uses rail a only).
+/// @param gpu_of_cp_rank  global GPU index of each CP rank (size A·P).
+std::string symmetry_reduction_blocker(CpCommType cp_comm_type, int64_t a2a_size, int64_t p2p_size,
+                                       const ClusterSpec& cluster, const std::vector<int64_t>& gpu_of_cp_rank);
+
+/// The representatives of the symmetry reduction: CP ranks with a2a_rank 0, i.e. 0, A, 2A, … (P entries).
+std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size);
+
 /// Simulates `schedule` on `topology`.
-/// @param schedule  a built schedule; check_invariants() is run first (HCPSIM_ASSERT on violation).
+/// @param schedule  a built schedule; check_invariants() is run first (HCPSIM_ASSERT on violation), except with
+///   options.symmetry_reduction, where only the representatives' programs are read (the builder checked them).
 /// @param cluster   GPU rates, efficiencies and the per-message software latency.
 /// @param topology  the graph messages are routed on (Topology::from_cluster(cluster) usually).
 /// @param gpu_of_cp_rank  global GPU index of each CP rank (size = schedule.ranks.size(), distinct, each
