@@ -157,7 +157,7 @@ double value_from_stream(uint64_t stream, int64_t index, InputDistribution distr
 }  // namespace
 
 namespace {
-/// Target |logit| of adversarial inputs: between 100 and 120 (issue 3 item 4), above fp32 exp's overflow (88.7).
+/// Target |logit| of adversarial inputs: between 100 and 120, above fp32 exp's overflow (88.7).
 constexpr double kAdversarialLogit = 110.0;
 /// Relative per-element jitter of adversarial magnitudes: logits spread over ≈ 110·(1 ± 0.1).
 constexpr double kAdversarialJitter = 0.05;

@@ -1,4 +1,4 @@
-// Closed-form tests of the flow-level network model and of the simulator on top of it (issue 4, Tests).
+// Closed-form tests of the flow-level network model and of the simulator on top of it.
 
 #include <array>
 #include <string>

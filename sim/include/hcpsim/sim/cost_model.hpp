@@ -32,7 +32,7 @@ constexpr double kFp32PeakFraction = 0.5;
 /// Used for every GPU model (A100: 19.5/312 = 0.0625; B200 is lower); fp64 schedules are oracle-only.
 constexpr double kFp64PeakFraction = 66.9 / 989.4;
 
-/// The two link levels of the issue-level cluster model (ClusterSpec::nvlink, ClusterSpec::network).
+/// The two link levels of the two-level cluster model (ClusterSpec::nvlink, ClusterSpec::network).
 enum class LinkLevel { intra_node = 0, inter_node = 1 };
 /// Number of LinkLevel values (for arrays indexed by level).
 constexpr int kLinkLevelCount = 2;
