@@ -11,7 +11,7 @@ std::string SourceLoc::to_string() const {
     quoted.append(override_text).push_back('\'');
     return quoted;
   }
-  std::string where = file.empty() ? std::string("<input>") : file;
+  std::string where = file.empty() ? std::string("command line") : file;
   if (line > 0) {
     where.push_back(':');
     where.append(std::to_string(line));

@@ -63,6 +63,17 @@ class Validator {
     throw InputError(s_.loc(key), key, problem, fix);
   }
 
+  /// Like fail(), for a rule between several keys: the location is the first of `keys` set by a command-line
+  /// override (the change the user just made), else the location of `key`.
+  [[noreturn]] void fail_between(const std::string& key, const std::vector<std::string>& keys,
+                                 const std::string& problem, const std::string& fix) const {
+    for (const auto& k : keys) {
+      const SourceLoc l = s_.loc(k);
+      if (!l.override_text.empty()) throw InputError(l, key, problem, fix);
+    }
+    fail(key, problem, fix);
+  }
+
   void positive(const std::string& key, int64_t v, int64_t max = kMaxSize) const {
     if (v < 1) fail(key, "must be at least 1, got " + str(v), "set a positive value");
     if (v > max) fail(key, str(v) + " is larger than hcpsim models (at most " + str(max) + ")", "use a realistic value");
@@ -170,7 +181,7 @@ class Validator {
         prod *= v;  // two factors ≤ 2^20: exact
       }
       if (prod != cp)
-        fail(sizes_key,
+        fail_between(sizes_key, {sizes_key, "parallel.context_parallel_size"},
              str((*sizes)[0]) + "*" + str((*sizes)[1]) + " = " + str(prod) + " != context_parallel_size " + str(cp),
              "choose [A, P] with A*P = " + str(cp) + " (e.g. [" + str(cp >= 2 ? cp / 2 : 1) + ", " +
                  str(cp >= 2 ? 2 : 1) + "]), or change context_parallel_size to " + str(prod));
@@ -181,7 +192,7 @@ class Validator {
              "set use_decentralized_pg: false");
     }
     if (cp > 1 && m.seq_length % (2 * cp) != 0)
-      fail("model.seq_length",
+      fail_between("model.seq_length", {"model.seq_length", "parallel.context_parallel_size"},
            "seq_length " + str(m.seq_length) + " is not divisible by 2*context_parallel_size = " + str(2 * cp) +
                " (the load-balanced split cuts the sequence into 2*cp chunks)",
            "pad the sequence to a multiple of " + str(2 * cp) + ", e.g. " +
@@ -203,7 +214,10 @@ class Validator {
                                 ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " + what +
                                 " = " + str(a) + " (Ulysses scatters heads)";
           if (hkv_tp == 1) problem += "; with one KV head per TP rank (MQA) no a2a size >= 2 is possible";
-          fail(key, problem,
+          fail_between(key,
+                       {key, "model.num_attention_heads", "model.num_query_groups",
+                        "parallel.tensor_model_parallel_size", "parallel.context_parallel_size"},
+                       problem,
                t == CpCommType::a2a ? "use cp_comm_type a2a+p2p with an a2a size that divides " + str(hkv_tp) +
                                           ", or p2p"
                                     : "choose A dividing " + str(hkv_tp) + " (and " + str(h_tp) + "), or use p2p");

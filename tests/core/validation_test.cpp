@@ -116,6 +116,27 @@ TEST_CASE("core: sizes beyond what int64/double arithmetic keeps exact are rejec
                 "GPUs, but the cluster has 1 x 8 = 8", "use at least");
 }
 
+TEST_CASE("core: a rule broken by an override names that override, whichever key the rule reports", "[core][validation]") {
+  // The file says [2, 2] and CP 4; the override makes CP 8: the message must point at the override.
+  std::string msg = error_of({"parallel.context_parallel_size=8", "cluster.nodes=2"});
+  REQUIRE(msg.rfind("override 'parallel.context_parallel_size=8': parallel.hierarchical_context_parallel_sizes: "
+                    "2*2 = 4 != context_parallel_size 8",
+                    0) == 0);
+  msg = error_of({"model.num_query_groups=1"});
+  REQUIRE(msg.rfind("override 'model.num_query_groups=1': parallel.hierarchical_context_parallel_sizes:", 0) == 0);
+  // Without an override the file position of the reported key is used.
+  msg = error_of({});
+  REQUIRE(msg.empty());
+  try {
+    validate_scenario(load_scenario_text(std::string(kBase).replace(std::string(kBase).find("[2, 2]"), 6, "[4, 2]"),
+                                         "base.yaml"),
+                      ValidationScope::placement);
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  REQUIRE(msg.rfind("base.yaml:12:3: parallel.hierarchical_context_parallel_sizes: 4*2 = 8", 0) == 0);
+}
+
 TEST_CASE("core: the CPU oracle scope ignores the cluster", "[core][validation]") {
   const std::vector<std::string> big{"parallel.context_parallel_size=64",
                                      "parallel.hierarchical_context_parallel_sizes=[8,8]"};
