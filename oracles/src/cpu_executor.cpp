@@ -255,10 +255,12 @@ class Executor {
     return progress;
   }
 
-  /// AllGatherOp / ReduceScatterOp: waits until every member is at the op with the same tag, then moves the data
-  /// of all members at once and completes the op on the others (as all_to_all does).
+  /// Group rendezvous shared by all-to-all, all-gather and reduce-scatter: marks this rank as arrived and
+  /// returns true with every member (in group order) once all of them wait at an op of type OpT with this tag.
+  /// HCPSIM_ASSERT when members disagree on the group or chunk_order.
   template <typename OpT>
-  bool collective(RankState& st, const OpT& op, const std::string& where, bool& touched) {
+  bool wait_for_group(RankState& st, const OpT& op, const std::string& where, bool& touched,
+                      std::vector<RankState*>& members) {
     const int64_t me = st.program->cp_rank;
     const auto n = static_cast<int64_t>(op.group.size());
     HCPSIM_ASSERT(n >= 1, where + ": empty group");
@@ -266,7 +268,7 @@ class Executor {
     HCPSIM_ASSERT(static_cast<int64_t>(op.chunk_order.size()) == 2 * n, where + ": chunk_order must have 2n entries");
     if (!st.a2a_arrived) touched = true;
     st.a2a_arrived = true;
-    std::vector<RankState*> members;
+    members.clear();
     for (int64_t cp : op.group) {
       HCPSIM_ASSERT(cp >= 0 && cp < static_cast<int64_t>(ranks_.size()), where + ": group member out of range");
       RankState& m = ranks_[static_cast<size_t>(cp)];
@@ -278,6 +280,16 @@ class Executor {
       HCPSIM_ASSERT(other->chunk_order == op.chunk_order, pair + ": members disagree on chunk_order");
       members.push_back(&m);
     }
+    return true;
+  }
+
+  /// AllGatherOp / ReduceScatterOp: waits until every member is at the op with the same tag, then moves the data
+  /// of all members at once and completes the op on the others (as all_to_all does).
+  template <typename OpT>
+  bool collective(RankState& st, const OpT& op, const std::string& where, bool& touched) {
+    const auto n = static_cast<int64_t>(op.group.size());
+    std::vector<RankState*> members;
+    if (!wait_for_group(st, op, where, touched, members)) return false;
     for (int64_t k = 0; k < 2 * n; ++k) {
       const int64_t id = op.chunk_order[static_cast<size_t>(k)];
       HCPSIM_ASSERT(id >= 0 && id < 2 * n, where + ": chunk_order entry out of range");
@@ -431,28 +443,11 @@ class Executor {
   }
 
   bool all_to_all(RankState& st, const AllToAllOp& op, const std::string& where, bool& touched) {
-    const int64_t me = st.program->cp_rank;
-    const auto group_size = static_cast<int64_t>(op.group.size());
-    HCPSIM_ASSERT(group_size >= 1, where + ": empty a2a group");
-    HCPSIM_ASSERT(std::count(op.group.begin(), op.group.end(), me) == 1, where + ": rank not in its a2a group");
-    HCPSIM_ASSERT(static_cast<int64_t>(op.chunk_order.size()) == 2 * group_size,
-                  where + ": chunk_order must have 2A entries");
-    if (!st.a2a_arrived) touched = true;
-    st.a2a_arrived = true;
-    // All members must be waiting at an all-to-all with this tag.
     std::vector<RankState*> members;
-    for (int64_t cp : op.group) {
-      HCPSIM_ASSERT(cp >= 0 && cp < static_cast<int64_t>(ranks_.size()), where + ": a2a group member out of range");
-      RankState& m = ranks_[static_cast<size_t>(cp)];
-      if (m.finished() || !m.a2a_arrived) return false;
-      const auto* other = std::get_if<AllToAllOp>(&m.current().payload);
-      if (other == nullptr || other->tag != op.tag) return false;
-      const std::string pair = where + " vs " + op_text(m, m.pc);
-      HCPSIM_ASSERT(other->group == op.group, pair + ": a2a members disagree on the group");
-      HCPSIM_ASSERT(other->direction == op.direction, pair + ": a2a members disagree on the direction");
-      HCPSIM_ASSERT(other->chunk_order == op.chunk_order, pair + ": a2a members disagree on chunk_order");
-      members.push_back(&m);
-    }
+    if (!wait_for_group(st, op, where, touched, members)) return false;
+    for (RankState* m : members)
+      HCPSIM_ASSERT(std::get<AllToAllOp>(m->current().payload).direction == op.direction,
+                    where + " vs " + op_text(*m, m->pc) + ": members disagree on the direction");
     if (op.direction == AllToAllOp::Direction::scatter_heads) {
       scatter_heads(members, where);
     } else {

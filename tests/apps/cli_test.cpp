@@ -1,34 +1,16 @@
 // Runs the real hcpsim binary: exit codes and messages as a user sees them.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "catch_compat.hpp"
+#include "run_command.hpp"
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Run run_hcpsim(const std::string& args) {
-  const std::string cmd = std::string("cd '") + HCPSIM_SOURCE_DIR + "' && '" + HCPSIM_BINARY + "' " + args + " 2>&1";
-  Run r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Run = hcpsim::test::CommandRun;
+using hcpsim::test::run_hcpsim;
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p);

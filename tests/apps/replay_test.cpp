@@ -1,37 +1,19 @@
 // `hcpsim replay` through the real binary: goldens, --update, --twice, JUnit.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "catch_compat.hpp"
+#include "run_command.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code = -1;
-  std::string output;
-};
+using Run = hcpsim::test::CommandRun;
 
-Run sh(const std::string& cmd) {
-  Run r;
-  FILE* pipe = popen((std::string("cd '") + HCPSIM_SOURCE_DIR + "' && " + cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string hcpsim(const std::string& args) { return std::string("'") + HCPSIM_BINARY + "' " + args; }
+Run sh(const std::string& cmd) { return hcpsim::test::run_command(cmd); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -52,7 +34,7 @@ fs::path scratch(const std::string& name) {
 TEST_CASE("apps: replay of every bundled scenario holds its goldens and writes valid JUnit", "[apps][replay]") {
   const auto dir = scratch("junit");
   const auto junit = (dir / "replay.xml").string();
-  const auto r = sh(hcpsim("replay scenarios --junit " + junit));
+  const auto r = hcpsim::test::run_hcpsim("replay scenarios --junit " + junit);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   size_t yaml_files = 0;
@@ -84,23 +66,23 @@ TEST_CASE("apps: a simulate golden off by one picosecond fails naming the field;
   const std::string altered = std::regex_replace(text, std::regex("total_ps: [0-9]+"),
                                                  "total_ps: " + std::to_string(golden + 1));
   std::ofstream(copy, std::ios::binary) << altered;
-  auto r = sh(hcpsim("replay " + copy.string()));
+  auto r = hcpsim::test::run_hcpsim("replay " + copy.string());
   INFO(r.output);
   REQUIRE(r.exit_code == 1);
   REQUIRE(r.output.find("expect.simulate.total_ps: golden " + std::to_string(golden + 1) + ", actual " +
                         std::to_string(golden)) != std::string::npos);
-  r = sh(hcpsim("replay --update " + copy.string()));
+  r = hcpsim::test::run_hcpsim("replay --update " + copy.string());
   REQUIRE(r.exit_code == 0);
   REQUIRE(slurp(copy) == text);  // the canonical block written back equals the original byte for byte
   // A file whose goldens hold is left byte-identical by --update.
-  r = sh(hcpsim("replay --update " + copy.string()));
+  r = hcpsim::test::run_hcpsim("replay --update " + copy.string());
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.output.find("0 updated") != std::string::npos);
   REQUIRE(slurp(copy) == text);
 }
 
 TEST_CASE("apps: replay --twice finds identical outputs with 1 and 2 threads", "[apps][replay]") {
-  const auto r = sh(hcpsim("replay --twice scenarios/ci/hcp_2x2_causal_gqa.yaml scenarios/ci/all_gather_cp4_causal.yaml "
+  const auto r = hcpsim::test::run_hcpsim(("replay --twice scenarios/ci/hcp_2x2_causal_gqa.yaml scenarios/ci/all_gather_cp4_causal.yaml "
                            "scenarios/ci/multinode_llama3_8b_cp16_8x2.yaml scenarios/invalid/mqa_with_a2a.yaml"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -110,17 +92,17 @@ TEST_CASE("apps: replay --twice finds identical outputs with 1 and 2 threads", "
 TEST_CASE("apps: replay exits 2 on an unreadable file and 1 on a wrong verify golden", "[apps][replay]") {
   const auto dir = scratch("bad");
   std::ofstream(dir / "broken.yaml", std::ios::binary) << "expect: [unclosed\n";
-  auto r = sh(hcpsim("replay " + (dir / "broken.yaml").string()));
+  auto r = hcpsim::test::run_hcpsim("replay " + (dir / "broken.yaml").string());
   INFO(r.output);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("broken.yaml") != std::string::npos);
-  r = sh(hcpsim("replay scenarios/does_not_exist"));
+  r = hcpsim::test::run_hcpsim("replay scenarios/does_not_exist");
   REQUIRE(r.exit_code == 2);
   // A fault-injected scenario whose golden claims "pass" is a regression.
   const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/fault_dropped_lse_merge.yaml");
   std::ofstream(dir / "fault.yaml", std::ios::binary)
       << std::regex_replace(text, std::regex("result: fail"), "result: pass");
-  r = sh(hcpsim("replay " + (dir / "fault.yaml").string()));
+  r = hcpsim::test::run_hcpsim("replay " + (dir / "fault.yaml").string());
   REQUIRE(r.exit_code == 1);
   REQUIRE(r.output.find("expect.verify.result: golden pass, actual fail") != std::string::npos);
 }
