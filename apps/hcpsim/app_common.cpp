@@ -166,6 +166,10 @@ static std::string describe(const Schedule& s, const RankProgram& r, const Op& o
         } else if constexpr (std::is_same_v<T, ReduceScatterOp>) {
           return fmt::format("reduce_scatter {} -> {} group {} chunk_order {}", name(p.input), name(p.output),
                              join(p.group), join(p.chunk_order));
+        } else if constexpr (std::is_same_v<T, GemmOp>) {
+          return fmt::format("gemm m={} n={} k={}{}", p.m, p.n, p.k, p.fp8 ? " fp8" : "");
+        } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
+          return fmt::format("elementwise {} elements", p.elements);
         } else {
           static_assert(std::is_same_v<T, CopyOp>, "every op kind needs a description");
           return fmt::format("{} {}{} {} {}{}", p.accumulate ? "add" : "copy", name(p.dst), rows(p.dst_rows),

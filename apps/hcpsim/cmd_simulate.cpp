@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "app_common.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/core/topology.hpp"
 #include "hcpsim/sim/simulator.hpp"
+#include "hcpsim/sim/step.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 
 namespace hcpsim::app {
@@ -25,6 +27,61 @@ struct SimulateOutputs {
 };
 
 int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
+
+std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
+
+/// The whole-step section of `simulate` (sim/step.hpp).
+void print_step(const Scenario& s, const sim::StepResult& st) {
+  const auto& p = s.parallel;
+  const auto& mb = st.memory;
+  fmt::print("\nwhole training step: {} [A={}, P={}], TP {} x CP {} x DP {} x PP {} = {} GPUs, global batch {} "
+             "({} micro-batches of {}), recompute {}{}{}\n",
+             to_string(st.cp_comm_type), st.a2a_size, st.p2p_size, p.tensor_model_parallel_size,
+             p.context_parallel_size, st.data_parallel_size, p.pipeline_model_parallel_size, st.world_size,
+             st.global_batch_size, st.num_microbatches, s.model.micro_batch_size,
+             to_string(s.training.recompute_granularity), p.sequence_parallel ? ", sequence parallel" : "",
+             s.training.fp8 ? ", FP8 GEMMs" : "");
+  fmt::print("  calibration: {}\n", s.cluster.gpu.calibration);
+  fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
+             "CP attention)\n", "layer forward", human_time_ps(st.layer_forward_ps), st.layer.ranks.size());
+  fmt::print("  {:<34} {:>12}\n", "layer backward", human_time_ps(st.layer_backward_ps));
+  fmt::print("  {:<34} {:>12}\n", "layer exposed comm (worst GPU)", human_time_ps(st.layer_exposed_comm_ps));
+  fmt::print("  {:<34} {:>12}   (logits GEMM + loss + embedding, cost model)\n", "output layer fwd + bwd",
+             human_time_ps(st.output_layer_forward_ps + st.output_layer_backward_ps));
+  if (p.pipeline_model_parallel_size > 1)
+    fmt::print("  {:<34} {:>12}   (each direction, per micro-batch)\n", "pipeline activation message",
+               human_time_ps(st.pp_message_ps));
+  fmt::print("  {:<34} {:>12}   ({} layers per stage)\n", "stage time per micro-batch",
+             human_time_ps(st.stage_microbatch_ps), st.layers_per_stage);
+  fmt::print("  {:<34} {:>12}   (1F1B bubble {:.1f}% = (PP-1)/(V*m))\n", "pipeline", human_time_ps(st.pipeline_ps),
+             100 * st.pipeline_bubble_fraction);
+  fmt::print("  {:<34} {:>12}   (exposed {}; over DP x CP = {} GPUs)\n",
+             p.use_distributed_optimizer ? "DP grad reduce-scatter" : "DP grad all-reduce",
+             human_time_ps(st.dp_grad_reduce_ps), human_time_ps(st.dp_grad_reduce_exposed_ps),
+             st.data_parallel_size * p.context_parallel_size);
+  if (p.use_distributed_optimizer)
+    fmt::print("  {:<34} {:>12}   (exposed {})\n", "DP param all-gather", human_time_ps(st.dp_param_gather_ps),
+               human_time_ps(st.dp_param_gather_exposed_ps));
+  fmt::print("  {:<34} {:>12}\n", "optimizer step", human_time_ps(st.optimizer_ps));
+  fmt::print("  {:<34} {:>12}\n", "time per iteration", human_time_ps(st.step_ps));
+  fmt::print("  {:<34} {:>12.0f}\n", "tokens per second", st.tokens_per_s);
+  fmt::print("  {:<34} {:>12.1f}   (convention megatron_causal, Megatron since 2025-03-06: causal attention counts "
+             "half of s^2)\n", "model TFLOP/s per GPU", st.model_tflops_per_gpu);
+  fmt::print("  {:<34} {:>12.1f}   (convention megatron_full_attention, Megatron before 2025-03-06)\n",
+             "model TFLOP/s per GPU", st.model_tflops_per_gpu_full_attention);
+  fmt::print("  {:<34} {:>11.1f}%   (megatron_causal model FLOPs / {:.1f} TFLOP/s dense BF16 peak)\n", "MFU",
+             100 * st.mfu, s.cluster.gpu.peak_bf16_flops_per_s / 1e12);
+  fmt::print("  memory per GPU: {} of {} -> {} (headroom {})\n", gb(mb.total_bytes), gb(mb.capacity_bytes),
+             mb.fits ? "fits" : "DOES NOT FIT", gb(mb.headroom_bytes));
+  fmt::print("    weights {}  gradients {}  optimizer {}{}  ({:.4g} parameters per GPU)\n", gb(mb.weights_bytes),
+             gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
+             p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
+  fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight)  logits + loss {}\n",
+             gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), st.layers_per_stage,
+             mb.in_flight_microbatches, gb(mb.output_layer_activations_bytes));
+  fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",
+             gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));
+}
 
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   Scenario s = load_scenario(c.scenario_path, c.overrides);
@@ -121,13 +178,21 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flows.size(),
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
+    std::optional<sim::StepResult> step;
+    if (s.model.vocab_size) {
+      step = sim::simulate_step(s, t, report.data_parallel_size, topology);
+      print_step(s, *step);
+    } else {
+      fmt::print("\nwhole training step: not computed (model.vocab_size is not set; add it, e.g. "
+                 "model.vocab_size=128256 for Llama 3, to get time per iteration, TFLOP/s per GPU and memory)\n");
+    }
     const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
     if (!out.trace.empty()) {
       sim::write_chrome_trace(out.trace + suffix, r);
       fmt::print("  wrote Chrome trace {}\n", out.trace + suffix);
     }
     if (!out.summary.empty()) {
-      sim::write_summary_json(out.summary + suffix, r);
+      sim::write_summary_json(out.summary + suffix, r, step ? &*step : nullptr, cl.gpu.calibration);
       fmt::print("  wrote summary {}\n", out.summary + suffix);
     }
     if (!out.links.empty()) {

@@ -9,6 +9,19 @@ bool ModelConfig::has_sliding_window() const {
   return std::any_of(window_size->begin(), window_size->end(), [](int64_t w) { return w >= 0; });
 }
 
+int64_t ModelConfig::hidden() const { return hidden_size ? *hidden_size : num_attention_heads * kv_channels; }
+
+int64_t ModelConfig::ffn_hidden() const { return ffn_hidden_size ? *ffn_hidden_size : 4 * hidden(); }
+
+std::string to_string(RecomputeGranularity g) {
+  switch (g) {
+    case RecomputeGranularity::none: return "none";
+    case RecomputeGranularity::selective: return "selective";
+    case RecomputeGranularity::full: return "full";
+  }
+  return "none";
+}
+
 std::vector<CpCommType> ParallelConfig::distinct_cp_comm_types() const {
   std::vector<CpCommType> out;
   for (CpCommType t : cp_comm_type)

@@ -151,7 +151,7 @@ class Reader {
   }
 
   void read(const YAML::Node& root) {
-    check_map(root, "", {"schema_version", "name", "model", "parallel", "cluster", "oracle", "expect"});
+    check_map(root, "", {"schema_version", "name", "model", "parallel", "cluster", "training", "oracle", "expect"});
     if (!root["schema_version"])
       fail(root, "schema_version", "missing", "add 'schema_version: 1' at the top of the file");
     const int64_t version = get_int(root["schema_version"], "schema_version");
@@ -166,6 +166,7 @@ class Reader {
     read_model(root["model"]);
     read_parallel(root["parallel"]);
     read_cluster(root["cluster"]);
+    if (root["training"]) read_training(root["training"]);
     if (root["oracle"]) read_oracle(root["oracle"]);
     if (root["expect"]) read_expect(root["expect"]);
   }
@@ -176,7 +177,8 @@ class Reader {
     check_map(m, P,
               {"num_attention_heads", "num_query_groups", "kv_channels", "kv_channels_v", "seq_length",
                "micro_batch_size", "num_layers", "hidden_size", "ffn_hidden_size", "attn_mask_type", "qkv_format",
-               "window_size", "attention_bias", "params_dtype"});
+               "window_size", "attention_bias", "params_dtype", "global_batch_size", "vocab_size",
+               "gated_linear_unit", "untie_embeddings_and_output_weights"});
     ModelConfig& mc = sc_.model;
     auto req = [&](const char* key) {
       if (!m[key]) fail(m, P, std::string("missing required key '") + key + "'", std::string("add 'model.") + key + ": <value>'");
@@ -188,6 +190,13 @@ class Reader {
                                                 : mc.num_attention_heads;
     if (m["hidden_size"]) mc.hidden_size = get_int(m["hidden_size"], P + ".hidden_size");
     if (m["ffn_hidden_size"]) mc.ffn_hidden_size = get_int(m["ffn_hidden_size"], P + ".ffn_hidden_size");
+    if (m["global_batch_size"] && !m["global_batch_size"].IsNull())
+      mc.global_batch_size = get_int(m["global_batch_size"], P + ".global_batch_size");
+    if (m["vocab_size"] && !m["vocab_size"].IsNull()) mc.vocab_size = get_int(m["vocab_size"], P + ".vocab_size");
+    if (m["gated_linear_unit"]) mc.gated_linear_unit = get_bool(m["gated_linear_unit"], P + ".gated_linear_unit");
+    if (m["untie_embeddings_and_output_weights"])
+      mc.untie_embeddings_and_output_weights =
+          get_bool(m["untie_embeddings_and_output_weights"], P + ".untie_embeddings_and_output_weights");
     if (m["kv_channels"]) {
       mc.kv_channels = get_int(m["kv_channels"], P + ".kv_channels");
     } else if (mc.hidden_size && mc.num_attention_heads > 0) {
@@ -222,7 +231,8 @@ class Reader {
     check_map(m, P,
               {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                "data_parallel_size", "cp_comm_type", "hierarchical_context_parallel_sizes", "order",
-               "use_decentralized_pg", "te_version"});
+               "use_decentralized_pg", "te_version", "sequence_parallel", "virtual_pipeline_model_parallel_size",
+               "use_distributed_optimizer"});
     ParallelConfig& pc = sc_.parallel;
     if (m["tensor_model_parallel_size"])
       pc.tensor_model_parallel_size = get_int(m["tensor_model_parallel_size"], P + ".tensor_model_parallel_size");
@@ -251,6 +261,12 @@ class Reader {
     if (m["order"]) pc.order = get_string(m["order"], P + ".order");
     if (m["use_decentralized_pg"]) pc.use_decentralized_pg = get_bool(m["use_decentralized_pg"], P + ".use_decentralized_pg");
     if (m["te_version"]) pc.te_version = get_string(m["te_version"], P + ".te_version");
+    if (m["sequence_parallel"]) pc.sequence_parallel = get_bool(m["sequence_parallel"], P + ".sequence_parallel");
+    if (m["virtual_pipeline_model_parallel_size"] && !m["virtual_pipeline_model_parallel_size"].IsNull())
+      pc.virtual_pipeline_model_parallel_size =
+          get_int(m["virtual_pipeline_model_parallel_size"], P + ".virtual_pipeline_model_parallel_size");
+    if (m["use_distributed_optimizer"])
+      pc.use_distributed_optimizer = get_bool(m["use_distributed_optimizer"], P + ".use_distributed_optimizer");
   }
 
   void read_cluster(const YAML::Node& m) {
@@ -387,11 +403,18 @@ class Reader {
                                         "attn_fwd_efficiency", "attn_bwd_efficiency"};
     std::vector<std::string> allowed = keys;
     allowed.insert(allowed.end(),
-                   {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table"});
+                   {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table",
+                    "peak_fp8_TFLOP_per_s", "gemm_efficiency", "calibration"});
     check_map(m, P, allowed);
-    if (all_required)
+    if (m["calibration"]) read_calibration(m["calibration"], P + ".calibration");
+    if (all_required && !m["calibration"])
       for (const auto& k : keys)
         if (!m[k]) fail(m, P, "explicit gpu without '" + k + "'", "add '" + P + "." + k + "'");
+    read_gpu_fields(m, P);
+  }
+
+  /// The GPU keys shared by cluster.gpu and a calibration file's `gpu:` section.
+  void read_gpu_fields(const YAML::Node& m, const std::string& P) {
     GpuSpec& g = sc_.cluster.gpu;
     if (m["name"]) g.name = get_string(m["name"], P + ".name");
     if (m["peak_bf16_TFLOP_per_s"]) g.peak_bf16_flops_per_s = positive(m["peak_bf16_TFLOP_per_s"], P + ".peak_bf16_TFLOP_per_s", false) * 1e12;
@@ -416,6 +439,48 @@ class Reader {
         fail(m["compute_slowdown_during_comm"], P + ".compute_slowdown_during_comm", "must be ≥ 1",
              "give compute time with communication / without, e.g. 1.1 (1 = no slowdown)");
     }
+    if (m["peak_fp8_TFLOP_per_s"])
+      g.peak_fp8_flops_per_s = positive(m["peak_fp8_TFLOP_per_s"], P + ".peak_fp8_TFLOP_per_s", true) * 1e12;
+    if (m["gemm_efficiency"]) {
+      const double e = get_double(m["gemm_efficiency"], P + ".gemm_efficiency");
+      if (e <= 0 || e > 1) fail(m["gemm_efficiency"], P + ".gemm_efficiency", "must be in (0, 1]", "give achieved/peak, e.g. 0.7");
+      g.gemm_efficiency = e;
+    }
+  }
+
+  /// cluster.gpu.calibration: a file written by `hcpsim calibrate` (path relative to the scenario file), whose
+  /// `gpu:` section sets the GPU fields before the other keys of cluster.gpu (which win).
+  void read_calibration(const YAML::Node& n, const std::string& P) {
+    const std::string rel = get_string(n, P);
+    std::filesystem::path path(rel);
+    if (path.is_relative() && !file_.empty() && !std::filesystem::path(file_).parent_path().empty())
+      path = std::filesystem::path(file_).parent_path() / path;
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path.string());
+    } catch (const YAML::BadFile&) {
+      fail(n, P, "cannot open calibration file '" + path.string() + "'",
+           "give a path relative to the scenario file, written by 'hcpsim calibrate MEASURED.csv -o FILE'");
+    } catch (const YAML::Exception& e) {
+      fail(n, P, "calibration file '" + path.string() + "' is not valid YAML (" + e.msg + ")",
+           "regenerate it with 'hcpsim calibrate'");
+    }
+    if (!root.IsMap() || !root["gpu"] || !root["gpu"].IsMap())
+      fail(n, P, "calibration file '" + path.string() + "' has no 'gpu:' section",
+           "regenerate it with 'hcpsim calibrate'");
+    // Errors inside the calibration file name that file (keys keep their cluster.gpu.* paths).
+    const std::string scenario_file = file_;
+    file_ = path.string();
+    const std::string cp = "cluster.gpu";
+    const YAML::Node g = root["gpu"];
+    check_map(g, cp, {"name", "peak_bf16_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s", "attn_fwd_efficiency",
+                      "attn_bwd_efficiency", "kernel_launch_overhead_us", "compute_slowdown_during_comm",
+                      "attn_fwd_table", "attn_bwd_table", "peak_fp8_TFLOP_per_s", "gemm_efficiency"});
+    read_gpu_fields(g, cp);
+    file_ = scenario_file;
+    std::string what = path.string();
+    if (root["source"] && root["source"].IsScalar()) what += " (fitted from " + root["source"].as<std::string>() + ")";
+    sc_.cluster.gpu.calibration = "calibrated: " + what;
   }
 
   /// A list of {head_dim, q_rows, kv_rows, causal, efficiency}; per (causal, head_dim) the points must form a
@@ -466,6 +531,24 @@ class Reader {
     if (m["bandwidth_GB_per_s"]) l.bandwidth_bytes_per_s = positive(m["bandwidth_GB_per_s"], P + ".bandwidth_GB_per_s", false) * 1e9;
     if (m["latency_us"]) l.latency_s = positive(m["latency_us"], P + ".latency_us", true) / 1e6;
     return l;
+  }
+
+  void read_training(const YAML::Node& m) {
+    const std::string P = "training";
+    check_map(m, P, {"recompute_granularity", "fp8", "framework_overhead_GB"});
+    TrainingConfig& t = sc_.training;
+    if (m["recompute_granularity"]) {
+      const std::string g = get_string(m["recompute_granularity"], P + ".recompute_granularity");
+      if (g == "none") t.recompute_granularity = RecomputeGranularity::none;
+      else if (g == "selective") t.recompute_granularity = RecomputeGranularity::selective;
+      else if (g == "full") t.recompute_granularity = RecomputeGranularity::full;
+      else
+        fail(m["recompute_granularity"], P + ".recompute_granularity", "unknown value '" + g + "'",
+             "use one of: none, selective, full");
+    }
+    if (m["fp8"]) t.fp8 = get_bool(m["fp8"], P + ".fp8");
+    if (m["framework_overhead_GB"])
+      t.framework_overhead_bytes = positive(m["framework_overhead_GB"], P + ".framework_overhead_GB", true) * 1e9;
   }
 
   void read_oracle(const YAML::Node& m) {

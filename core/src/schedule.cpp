@@ -41,6 +41,8 @@ std::string to_string(OpKind k) {
     case OpKind::copy: return "copy";
     case OpKind::all_gather: return "all_gather";
     case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::gemm: return "gemm";
+    case OpKind::elementwise: return "elementwise";
   }
   return "?";
 }
@@ -190,6 +192,10 @@ void Schedule::check_invariants() const {
                 HCPSIM_ASSERT(recvs.count(key) == 0, c.where() + ": duplicate receive");
                 recvs[key] = rbytes;
               }
+            } else if constexpr (std::is_same_v<T, GemmOp>) {
+              HCPSIM_ASSERT(p.m >= 0 && p.n >= 0 && p.k >= 0, c.where() + ": negative GEMM dimension");
+            } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
+              HCPSIM_ASSERT(op.bytes >= 0, c.where() + ": negative elementwise bytes");
             } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
               c.rows(p.q, p.q_rows);
               c.rows(p.k, p.kv_rows);

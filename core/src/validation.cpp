@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "hcpsim/core/cp_layout.hpp"
 
@@ -114,6 +116,11 @@ class Validator {
            "num_attention_heads " + str(m.num_attention_heads) + " is not divisible by num_query_groups " +
                str(m.num_query_groups) + " (each KV head must serve a whole group of query heads)",
            "use a divisor of " + str(m.num_attention_heads));
+    for (const auto& [key, v] : {std::pair<const char*, std::optional<int64_t>>{"model.hidden_size", m.hidden_size},
+                                 {"model.ffn_hidden_size", m.ffn_hidden_size},
+                                 {"model.global_batch_size", m.global_batch_size},
+                                 {"model.vocab_size", m.vocab_size}})
+      if (v) positive(key, *v, int64_t{1} << 30);
     if (m.qkv_format == QkvFormat::thd)
       fail("model.qkv_format",
            "thd (packed sequences) is not modelled yet by hcpsim (TE supports it with a2a+p2p only on main after v2.18)",
@@ -241,6 +248,35 @@ class Validator {
              "upgrade Transformer Engine to " + str(need[0]) + "." + str(need[1]) + " or newer");
       }
     }
+    // Whole-step rules. Source: Megatron-LM megatron/training/arguments.py validate_args.
+    const int64_t pp = p.pipeline_model_parallel_size;
+    if (m.num_layers % pp != 0)
+      fail_between("model.num_layers", {"model.num_layers", "parallel.pipeline_model_parallel_size"},
+                   "num_layers " + str(m.num_layers) + " is not divisible by pipeline_model_parallel_size " + str(pp),
+                   "use a multiple of " + str(pp) + " layers (uneven stages are not modelled)");
+    if (p.virtual_pipeline_model_parallel_size) {
+      const int64_t v = *p.virtual_pipeline_model_parallel_size;
+      positive("parallel.virtual_pipeline_model_parallel_size", v);
+      if (v > 1 && pp < 2)
+        fail("parallel.virtual_pipeline_model_parallel_size",
+             "the interleaved schedule needs pipeline_model_parallel_size > 1, got " + str(pp),
+             "remove virtual_pipeline_model_parallel_size or set pipeline_model_parallel_size >= 2");
+      if (m.num_layers % (pp * v) != 0)
+        fail_between("parallel.virtual_pipeline_model_parallel_size",
+                     {"parallel.virtual_pipeline_model_parallel_size", "model.num_layers"},
+                     "num_layers " + str(m.num_layers) + " is not divisible by pipeline x virtual stages = " +
+                         str(pp * v),
+                     "choose virtual_pipeline_model_parallel_size dividing " + str(m.num_layers / pp));
+    }
+    if (m.ffn_hidden() % tp != 0)
+      fail_between("model.ffn_hidden_size", {"model.ffn_hidden_size", "parallel.tensor_model_parallel_size"},
+                   "ffn_hidden_size " + str(m.ffn_hidden()) + " is not divisible by tensor_model_parallel_size " +
+                       str(tp) + " (the MLP's column-parallel GEMM splits it)",
+                   "use a tensor_model_parallel_size dividing " + str(m.ffn_hidden()));
+    if (p.sequence_parallel && tp == 1)
+      report_.warnings.push_back(
+          "sequence_parallel with tensor_model_parallel_size 1: Megatron turns sequence parallelism off (nothing to "
+          "shard over)");
     if (sizes && cp > 1) {
       if ((*sizes)[0] == 1)
         report_.warnings.push_back(
@@ -286,6 +322,16 @@ class Validator {
       dp = world / model_ranks;
     }
     report_.data_parallel_size = dp;
+    if (s_.model.global_batch_size && *s_.model.global_batch_size % (s_.model.micro_batch_size * dp) != 0)
+      fail_between("model.global_batch_size",
+                   {"model.global_batch_size", "model.micro_batch_size", "parallel.data_parallel_size", "cluster.nodes"},
+                   "global_batch_size " + str(*s_.model.global_batch_size) +
+                       " is not divisible by micro_batch_size x data_parallel_size = " +
+                       str(s_.model.micro_batch_size) + " x " + str(dp) + " (Megatron asserts this)",
+                   "use a multiple of " + str(s_.model.micro_batch_size * dp));
+    if (s_.training.fp8 && c.gpu.peak_fp8_flops_per_s <= 0)
+      fail("training.fp8", "the GPU " + c.gpu.name + " has no FP8 tensor-core rate",
+           "set training.fp8: false, or give cluster.gpu.peak_fp8_TFLOP_per_s");
     // Where the a2a groups land: a block of TP*A consecutive global ranks (default order).
     const int64_t tp = p.tensor_model_parallel_size;
     for (CpCommType t : p.distinct_cp_comm_types()) {

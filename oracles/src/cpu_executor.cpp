@@ -387,6 +387,9 @@ class Executor {
             copy(st, payload, where);
           } else if constexpr (std::is_same_v<T, AllGatherOp> || std::is_same_v<T, ReduceScatterOp>) {
             return collective(st, payload, where, touched);
+          } else if constexpr (std::is_same_v<T, GemmOp> || std::is_same_v<T, ElementwiseOp>) {
+            // Layer-model ops time the whole training step; the oracle executes attention schedules only.
+            HCPSIM_ASSERT(false, where + ": the CPU executor runs attention schedules, not layer-model ops");
           } else {
             static_assert(std::is_same_v<T, AllocOp>, "every op kind needs an implementation");
           }

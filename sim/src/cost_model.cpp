@@ -189,7 +189,9 @@ TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, cons
                                 attention_block_efficiency(op, program, gpu));
     case OpKind::lse_merge:
     case OpKind::out_correction:
-    case OpKind::copy: return elementwise_ps(op.bytes, gpu);
+    case OpKind::copy:
+    case OpKind::elementwise: return elementwise_ps(op.bytes, gpu);
+    case OpKind::gemm: return gemm_ps(op.flops, op.bytes, std::get<GemmOp>(op.payload).fp8, dtype, gpu);
     case OpKind::all_to_all:
     case OpKind::send_recv:
     case OpKind::all_gather:
@@ -197,6 +199,17 @@ TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, cons
   }
   HCPSIM_ASSERT(false, "compute_op_ps of a communication op (" + to_string(op.kind()) + ") '" + op.label + "'");
   return 0;
+}
+
+TimePs gemm_ps(double flops, int64_t bytes, bool fp8, Dtype dtype, const GpuSpec& gpu) {
+  HCPSIM_ASSERT(flops >= 0 && bytes >= 0, "negative GEMM work");
+  require_positive(gpu.gemm_efficiency, "gpu.gemm_efficiency");
+  require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
+  const double peak = fp8 ? gpu.peak_fp8_flops_per_s : gpu.peak_bf16_flops_per_s * peak_fraction(dtype);
+  require_positive(peak, fp8 ? "gpu.peak_fp8_flops_per_s" : "gpu.peak_bf16_flops_per_s");
+  return seconds_to_ps(gpu.kernel_launch_overhead_s +
+                       std::max(flops / (peak * gpu.gemm_efficiency),
+                                static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s));
 }
 
 int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program) {

@@ -370,7 +370,9 @@ class Engine {
       case OpKind::attn_bwd_block:
       case OpKind::lse_merge:
       case OpKind::out_correction:
-      case OpKind::copy: start_kernel(rank, i); return;
+      case OpKind::copy:
+      case OpKind::gemm:
+      case OpKind::elementwise: start_kernel(rank, i); return;
     }
     HCPSIM_ASSERT(false, fmt::format("cp rank {} op {}: unknown op kind", rank, i));
   }

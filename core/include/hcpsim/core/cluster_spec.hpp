@@ -37,6 +37,14 @@ struct GpuSpec {
   /// Compute kernels run this many times slower while a communication kernel (NCCL) runs on the same GPU
   /// (NCCL's SMs are taken from compute). ≥ 1; 1 = no slowdown. Source: cluster_spec.cpp kCommSlowdown.
   double compute_slowdown_during_comm = 1.0;
+  /// Dense FP8 tensor-core peak (FLOP/s); 0 = the GPU has no FP8 tensor cores (training.fp8 is then rejected).
+  double peak_fp8_flops_per_s = 0;
+  /// Achieved / peak FLOP/s of the linear layers' GEMMs (QKV, projection, MLP, logits), at bf16 or FP8 peak.
+  /// Source: cluster_spec.cpp kGemmEfficiency.
+  double gemm_efficiency = 0.7;
+  /// Where the efficiencies come from: "assumed (...)" for the presets, or the calibration file that set them
+  /// (cluster.gpu.calibration; `hcpsim calibrate` writes such files). Printed by simulate.
+  std::string calibration = "assumed (datasheet peaks, published kernel efficiencies)";
 };
 
 /// Switch fabric between the nodes' NICs.

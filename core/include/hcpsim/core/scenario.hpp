@@ -23,8 +23,19 @@ struct ModelConfig {
   int64_t seq_length = 0;            ///< S, global tokens per sample
   int64_t micro_batch_size = 1;      ///< b
   int64_t num_layers = 1;
-  std::optional<int64_t> hidden_size;      ///< informational only
-  std::optional<int64_t> ffn_hidden_size;  ///< informational only
+  /// h; default num_attention_heads·kv_channels (Megatron's kv_channels = hidden_size / heads). Used by the
+  /// whole-step model (GEMM shapes, parameter count, activation memory).
+  std::optional<int64_t> hidden_size;
+  /// MLP width; default 4·hidden_size (Megatron TransformerConfig default).
+  std::optional<int64_t> ffn_hidden_size;
+  /// Samples per optimizer step; default micro_batch_size·data_parallel_size (Megatron's default).
+  std::optional<int64_t> global_batch_size;
+  /// Vocabulary size (before Megatron's padding to a multiple of 128·TP); required by the whole-step model.
+  std::optional<int64_t> vocab_size;
+  /// Gated MLP (SwiGLU, Megatron --swiglu): three GEMMs of hidden × ffn instead of two.
+  bool gated_linear_unit = false;
+  /// Separate output-layer weights (Megatron --untie-embeddings-and-output-weights); else tied to the embedding.
+  bool untie_embeddings_and_output_weights = false;
   AttnMaskType attn_mask_type = AttnMaskType::causal;
   QkvFormat qkv_format = QkvFormat::sbhd;  ///< Megatron hands TE sbhd by default
   std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent or [-1,-1] = none
@@ -33,6 +44,10 @@ struct ModelConfig {
 
   /// True when a sliding window is actually set (not absent and not [-1, -1]).
   [[nodiscard]] bool has_sliding_window() const;
+  /// hidden_size, or num_attention_heads·kv_channels when absent.
+  [[nodiscard]] int64_t hidden() const;
+  /// ffn_hidden_size, or 4·hidden() when absent (Megatron TransformerConfig default).
+  [[nodiscard]] int64_t ffn_hidden() const;
 };
 
 /// Parallel layout (Megatron names). cp_comm_type holds one value, or one per layer.
@@ -46,9 +61,35 @@ struct ParallelConfig {
   std::string order = "tp-cp-ep-dp-pp";
   bool use_decentralized_pg = false;
   std::optional<std::string> te_version;  ///< e.g. "2.4" or "1.11.0"
+  /// Megatron --sequence-parallel: norms/dropout sharded over TP along the sequence, TP all-reduces replaced by
+  /// all-gather + reduce-scatter. Requires tensor_model_parallel_size > 1.
+  bool sequence_parallel = false;
+  /// Interleaved 1F1B model chunks per pipeline stage (Megatron --virtual-pipeline-model-parallel-size).
+  std::optional<int64_t> virtual_pipeline_model_parallel_size;
+  /// Megatron --use-distributed-optimizer: optimizer states and fp32 master weights sharded over DP·CP.
+  bool use_distributed_optimizer = false;
 
   /// The distinct comm types, in first-use order (a per-layer list may repeat them).
   [[nodiscard]] std::vector<CpCommType> distinct_cp_comm_types() const;
+};
+
+/// Megatron --recompute-granularity (plus none = no recomputation).
+enum class RecomputeGranularity { none, selective, full };
+std::string to_string(RecomputeGranularity g);
+
+/// Training-step knobs of the whole-step model (section `training:`).
+struct TrainingConfig {
+  /// none: keep every activation; selective: recompute core attention (Megatron's selective recompute,
+  /// what FlashAttention/TE does anyway); full: store only each layer's input and rerun its forward in backward
+  /// (Megatron --recompute-method uniform over all layers of a stage).
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
+  /// Transformer Engine FP8 (Megatron --fp8-format): the linear layers' GEMMs run at the GPU's FP8 peak;
+  /// attention, weights and optimizer states stay as without FP8.
+  bool fp8 = false;
+  /// Memory each GPU loses to the framework (CUDA context, NCCL buffers, allocator fragmentation), bytes.
+  /// Source: assumption, 3 GB: a CUDA context with cuBLAS/cuDNN workspaces takes ~0.5–1 GB and NCCL 0.5–1 GB per
+  /// communicator set; PyTorch's caching allocator commonly leaves 5–10% of an 80 GB device fragmented.
+  double framework_overhead_bytes = 3e9;
 };
 
 /// How the CPU/GPU oracles generate inputs and at which precision they run.
@@ -82,6 +123,7 @@ struct Scenario {
   ModelConfig model;
   ParallelConfig parallel;
   ClusterSpec cluster;
+  TrainingConfig training;
   OracleSpec oracle;
   ExpectSpec expect;
   std::string source_path;  ///< file the scenario was read from ("" for one built in code)

@@ -177,13 +177,27 @@ struct CopyOp {
   bool accumulate = false;
 };
 
+/// A dense GEMM of the layer model (QKV / output projection, MLP, logits): C[m, n] = A[m, k] · B[k, n], once per
+/// op (batch and tokens folded into m). Timing only: executors that compute numerics reject it (the oracle
+/// checks attention). Op::flops = 2·m·n·k; Op::bytes = (m·k + k·n + m·n)·element size (compulsory HBM traffic).
+struct GemmOp {
+  int64_t m = 0, n = 0, k = 0;
+  bool fp8 = false;  ///< runs at the GPU's FP8 peak (Transformer Engine FP8 linear layers)
+};
+
+/// A memory-bound kernel of the layer model (norm, rotary embedding, activation, residual add, loss, optimizer):
+/// its time is the launch overhead plus Op::bytes (read + written) at HBM bandwidth. Timing only.
+struct ElementwiseOp {
+  int64_t elements = 0;  ///< elements of the main output (informational)
+};
+
 using OpPayload = std::variant<AllocOp, FreeOp, AllToAllOp, SendRecvOp, AttnFwdBlockOp, AttnBwdBlockOp, LseMergeOp,
-                               OutCorrectionOp, CopyOp, AllGatherOp, ReduceScatterOp>;
+                               OutCorrectionOp, CopyOp, AllGatherOp, ReduceScatterOp, GemmOp, ElementwiseOp>;
 
 /// Op kinds, in OpPayload alternative order.
 enum class OpKind {
   alloc, free, all_to_all, send_recv, attn_fwd_block, attn_bwd_block, lse_merge, out_correction, copy,
-  all_gather, reduce_scatter
+  all_gather, reduce_scatter, gemm, elementwise
 };
 /// True for the ops that communicate (all_to_all, send_recv, all_gather, reduce_scatter).
 bool is_communication(OpKind k);

@@ -88,9 +88,15 @@ TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dt
 /// gpu.kernel_launch_overhead_s + bytes / hbm_bandwidth. @param bytes ≥ 0 read + written. @return ps.
 TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu);
 
+/// Time of a GEMM of the layer model: launch overhead + max(flops / (peak · gemm_efficiency), bytes / HBM
+/// bandwidth), peak = gpu.peak_fp8_flops_per_s when `fp8`, else peak_bf16 · peak_fraction(dtype).
+/// @param flops 2·m·n·k; @param bytes compulsory HBM traffic. HCPSIM_ASSERT when the needed rate is not > 0.
+/// @return ps. Source: roofline model (Williams et al. 2009) with the efficiency of cluster_spec.cpp kGemmEfficiency.
+TimePs gemm_ps(double flops, int64_t bytes, bool fp8, Dtype dtype, const GpuSpec& gpu);
+
 /// Duration of a non-communication op of `program`: attention blocks by attention_block_ps (with
-/// attention_block_hbm_bytes, attention_block_efficiency and the schedule's element type), elementwise ops by
-/// elementwise_ps(op.bytes), alloc/free 0. @param dtype  AttentionShape::dtype of the schedule.
+/// attention_block_hbm_bytes, attention_block_efficiency and the schedule's element type), GEMMs by gemm_ps,
+/// elementwise ops (and lse_merge, out_correction, copy) by elementwise_ps(op.bytes), alloc/free 0. @param dtype  AttentionShape::dtype of the schedule.
 /// HCPSIM_ASSERT for communication ops (their time depends on peers and the network).
 TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu);
 
