@@ -275,6 +275,7 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type)
   out.cp_comm_type = attention.cp_comm_type;
   out.a2a_size = attention.a2a_size;
   out.p2p_size = attention.p2p_size;
+  out.tp_size = tp;
   out.shape = attention.shape;
   for (int64_t c = 0; c < layout.cp_size(); ++c)
     for (int64_t t = 0; t < tp; ++t)

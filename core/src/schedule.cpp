@@ -102,7 +102,8 @@ struct Checker {
 }  // namespace
 
 void Schedule::check_invariants() const {
-  HCPSIM_ASSERT(static_cast<int64_t>(ranks.size()) == a2a_size * p2p_size, "one program per CP rank");
+  HCPSIM_ASSERT(static_cast<int64_t>(ranks.size()) == tp_size * a2a_size * p2p_size,
+                "one program per CP rank (per TP x CP rank in a layer schedule)");
   // (src, dst, tag) -> bytes, for matching sends with receives.
   std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> sends, recvs;
   // tag -> (group, count of members that issued it)

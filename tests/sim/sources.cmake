@@ -5,4 +5,6 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/symmetry_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/step_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/calibration_test.cpp
 )

@@ -259,8 +259,11 @@ struct Schedule {
   CpCommType cp_comm_type = CpCommType::a2a_p2p;
   int64_t a2a_size = 1;  ///< A
   int64_t p2p_size = 1;  ///< P
+  /// TP ranks per CP rank: 1 for an attention schedule; TP for a layer schedule (layer_builder.hpp), whose
+  /// ranks are (tp_rank, cp_rank) pairs. Additive field.
+  int64_t tp_size = 1;
   AttentionShape shape;
-  std::vector<RankProgram> ranks;  ///< indexed by flat CP rank
+  std::vector<RankProgram> ranks;  ///< indexed by flat CP rank (layer schedules: layer_rank(tp_rank, cp_rank))
   /// Numerics of the dQ/dKV accumulation (CopyOp with accumulate, ReduceScatterOp sums): false (default) keeps
   /// the accumulators in fp32, as the oracle checks by default; true rounds every accumulation to shape.dtype,
   /// TE's F16-path behaviour (HCP_ALGORITHM.md §5.3; set by the fault injector bf16_accumulation).

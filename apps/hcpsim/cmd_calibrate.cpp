@@ -1,0 +1,101 @@
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <system_error>
+
+#include "app_common.hpp"
+#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/sim/calibration.hpp"
+
+namespace hcpsim::app {
+namespace {
+
+struct CalibrateArgs {
+  std::string csv;
+  std::string gpu = "H100";
+  std::string output;
+};
+
+/// The base GPU of a --gpu value: a preset name (dgx-h100, …) or a GPU name (H100, H200, A100, B200,
+/// case-insensitive).
+GpuSpec base_gpu(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string preset = lower.rfind("dgx-", 0) == 0 ? lower : "dgx-" + lower;
+  const auto c = cluster_preset(preset, 1);
+  if (!c) {
+    std::string names;
+    for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + name + "'",
+                     "use H100, H200, A100, B200 or a preset name (" + names + ")");
+  }
+  return c->gpu;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      SourceLoc l;
+      l.file = path;
+      throw InputError(l, "-o", "cannot write the calibration file", "check that the directory exists and is writable");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    SourceLoc l;
+    l.file = path;
+    throw InputError(l, "-o", "cannot move the calibration file into place", "check the directory permissions");
+  }
+}
+
+int cmd_calibrate(const CalibrateArgs& a) {
+  const GpuSpec base = base_gpu(a.gpu);
+  const auto rows = sim::read_measured_csv(a.csv);
+  const auto fit = sim::fit_calibration(rows, base, a.csv);
+  const std::string yaml = sim::calibration_yaml(fit, a.csv);
+  fmt::print("calibrate {} on {} ({} rows): used {}, skipped {} (communication)\n", a.csv, base.name, rows.size(),
+             fit.rows_used, fit.rows_skipped);
+  fmt::print("  elementwise: {}  launch overhead {:.3f} us, effective HBM bandwidth {:.1f} GB/s\n",
+             fit.fitted_elementwise ? "fitted" : "kept ", fit.gpu.kernel_launch_overhead_s * 1e6,
+             fit.gpu.hbm_bandwidth_bytes_per_s / 1e9);
+  fmt::print("  gemm:        {}  efficiency {:.4f}\n", fit.fitted_gemm ? "fitted" : "kept ", fit.gpu.gemm_efficiency);
+  fmt::print("  attention:   {} table points measured, {} filled from a neighbour (forward {} points, backward {})\n",
+             fit.attention_points, fit.filled_points, fit.gpu.attn_fwd_table.size(), fit.gpu.attn_bwd_table.size());
+  for (const auto& n : fit.notes) fmt::print("  note: {}\n", n);
+  if (a.output.empty() || a.output == "-") {
+    fmt::print("\n{}", yaml);
+  } else {
+    write_file_atomically(a.output, yaml);
+    fmt::print("  wrote {} (include it with cluster.gpu.calibration: {})\n", a.output, a.output);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_calibrate_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("calibrate", "fit the compute cost model from a measured per-op CSV");
+  auto a = std::make_shared<CalibrateArgs>();
+  cmd->add_option("measured_csv", a->csv, "per-op CSV (op_kind, dtype, shape columns, bytes, flops, measured_s)")
+      ->required();
+  cmd->add_option("--gpu", a->gpu, "GPU the CSV was measured on: H100 (default), H200, A100, B200 or a preset name");
+  cmd->add_option("-o,--output", a->output, "calibration YAML to write (default: print it)");
+  cmd->callback([&exit_code, a] { exit_code = cmd_calibrate(*a); });
+  return cmd;
+}
+
+}  // namespace hcpsim::app
