@@ -64,5 +64,7 @@ CLI::App* add_verify_command(CLI::App& app, int& exit_code);
 CLI::App* add_simulate_command(CLI::App& app, int& exit_code);
 CLI::App* add_replay_command(CLI::App& app, int& exit_code);
 CLI::App* add_compare_command(CLI::App& app, int& exit_code);
+CLI::App* add_import_command(CLI::App& app, int& exit_code);
+CLI::App* add_check_log_command(CLI::App& app, int& exit_code);
 
 }  // namespace hcpsim::app

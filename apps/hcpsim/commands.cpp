@@ -18,6 +18,8 @@ int run(int argc, char** argv) {
   add_simulate_command(app, exit_code);
   add_compare_command(app, exit_code);
   add_replay_command(app, exit_code);
+  add_import_command(app, exit_code);
+  add_check_log_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,241 @@
+// hcpsim check-log LOG [--scenario S | --gpu NAME]: what a Megatron training log says about hierarchical context
+// parallelism and throughput. Exit 0 clean, 1 findings (each quoted with file:line), 2 unreadable input.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "app_common.hpp"
+#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/core/megatron_log.hpp"
+#include "hcpsim/core/scenario_loader.hpp"
+
+namespace hcpsim::app {
+
+/// Model TFLOP/s per GPU that the whole-step model predicts for `scenario` (the quantity Megatron's
+/// `throughput per GPU (TFLOP/s/GPU)` reports: model FLOPs per iteration / iteration time / world size).
+/// std::nullopt while no whole-step model is available; check-log then reports the comparison as not checked.
+std::optional<double> predicted_model_tflops_per_gpu(const Scenario& scenario) {
+  (void)scenario;
+  return std::nullopt;  // whole-step model: wired in by the step simulator
+}
+
+namespace {
+
+struct CheckLogOptions {
+  std::string log_path;
+  std::string scenario_path;
+  std::string gpu;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || std::filesystem::is_directory(path)) {
+    SourceLoc l;
+    l.file = path;
+    throw InputError(l, "", "cannot open the log file", "check the path");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string l;
+  while (std::getline(in, l)) {
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    lines.push_back(l);
+  }
+  return lines;
+}
+
+/// The log line, trimmed, at most 160 characters, for quoting as evidence.
+std::string quote(const std::vector<std::string>& lines, int line) {
+  if (line < 1 || static_cast<size_t>(line) > lines.size()) return "";
+  std::string s = lines[static_cast<size_t>(line) - 1];
+  const auto b = s.find_first_not_of(" \t");
+  s = b == std::string::npos ? "" : s.substr(b);
+  constexpr size_t kMaxQuote = 160;  // one terminal line and a half; the line number points at the rest
+  if (s.size() > kMaxQuote) s = s.substr(0, kMaxQuote) + " ...";
+  return s;
+}
+
+const MegatronArg* arg_named(const MegatronLog& log, const std::string& name) {
+  const MegatronArg* found = nullptr;
+  for (const auto& a : log.arguments)
+    if (a.name == name || a.flag == name) found = &a;
+  return found;
+}
+
+int run_check_log(const CheckLogOptions& o) {
+  const std::string bytes = read_bytes(o.log_path);
+  const MegatronLog log = parse_megatron_log(bytes, o.log_path);
+  const auto lines = split_lines(bytes);
+  const std::string& file = o.log_path;
+
+  // GPU peak: --scenario, else --gpu, else a GPU the log names, else the stated H100/H200-class assumption.
+  std::optional<Scenario> given;
+  GpuPeak peak;
+  std::string preset_name = "dgx-h100";
+  if (!o.scenario_path.empty()) {
+    given = load_scenario(o.scenario_path);
+    peak.tflops = given->cluster.gpu.peak_bf16_flops_per_s / 1e12;
+    peak.source = given->cluster.gpu.name + ", from --scenario " + o.scenario_path;
+    if (!given->cluster.preset.empty()) preset_name = given->cluster.preset;
+  } else if (!o.gpu.empty()) {
+    const auto p = preset_of_gpu_name(o.gpu);
+    if (!p) {
+      std::string names;
+      for (const auto& n : cluster_preset_names()) names += ", " + n;
+      throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + o.gpu + "'", "use H100, H200, A100, B200" + names);
+    }
+    preset_name = *p;
+    const auto c = cluster_preset(*p, 1);
+    peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
+    peak.source = c->gpu.name + ", from --gpu " + o.gpu;
+  } else if (log.gpu_name) {
+    preset_name = *preset_of_gpu_name(*log.gpu_name);
+    const auto c = cluster_preset(preset_name, 1);
+    peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
+    peak.source = c->gpu.name + ", named by the log at " + file + ":" + std::to_string(log.gpu_line);
+  } else {
+    const auto c = cluster_preset("dgx-h100", 1);
+    peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
+    peak.source = "assumed H100/H200-class: no --scenario, --gpu or GPU name in the log";
+    peak.assumed = true;
+  }
+  const auto cluster = cluster_preset(preset_name, 1);
+
+  std::vector<LogFinding> findings;
+  std::optional<MegatronConfig> args;
+  if (!log.arguments.empty()) {
+    try {
+      args = interpret_megatron_args(log.arguments, o.log_path, true);
+    } catch (const InputError& e) {
+      const MegatronArg* a = arg_named(log, e.key());
+      findings.push_back({a ? a->line : log.arguments_begin_line,
+                          "arguments: " + e.key() + ": " + e.problem() + "; fix: " + e.fix()});
+    }
+  }
+
+  // (a) hierarchical CP as configured versus as reported.
+  for (auto& f : check_hierarchical_cp(log, args)) findings.push_back(std::move(f));
+  // (b) throughput versus the GPU's peak.
+  for (auto& f : check_throughput_peak(log, peak, args && args->fp8)) findings.push_back(std::move(f));
+
+  // (c) the arguments through the scenario loader and validate_scenario.
+  std::optional<Scenario> from_args;
+  std::vector<std::string> warnings;
+  if (args) {
+    const size_t before = findings.size();
+    try {
+      ScenarioWriteOptions wo;
+      wo.cluster_preset = preset_name;
+      wo.gpus_per_node = cluster->gpus_per_node;
+      wo.generator = "hcpsim check-log";
+      Scenario s = load_scenario_text(scenario_yaml_of(*args, wo), file + " (arguments)");
+      warnings = validate_scenario(s, ValidationScope::placement).warnings;
+      from_args = std::move(s);
+    } catch (const InputError& e) {
+      const int line = args->loc_of_scenario_key(e.key()).line;
+      const bool seen = std::any_of(findings.begin(), findings.begin() + static_cast<std::ptrdiff_t>(before),
+                                    [&](const LogFinding& f) { return line > 0 && f.line == line; });
+      if (!seen)
+        findings.push_back({line, "the arguments fail validation: " + e.key() + ": " + e.problem() + "; fix: " +
+                                      e.fix()});
+    }
+  }
+
+  // Throughput versus the whole-step model.
+  const Scenario* model_scenario = given ? &*given : from_args ? &*from_args : nullptr;
+  std::string model_line;
+  if (!model_scenario) {
+    model_line = "not checked (no scenario: give --scenario, or a log whose arguments validate)";
+  } else if (const auto predicted = predicted_model_tflops_per_gpu(*model_scenario)) {
+    const auto f = check_throughput_vs_model(log, predicted);
+    model_line = fmt::format("predicted {:.1f} TFLOP/s per GPU; {} (limit {:.2g}x)", *predicted,
+                             f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
+    for (const auto& x : f) findings.push_back(x);
+  } else {
+    model_line = "not checked (whole-step model: wired in by the step simulator)";
+  }
+
+  std::stable_sort(findings.begin(), findings.end(),
+                   [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });
+
+  fmt::print("check-log {}\n", file);
+  if (log.world) {
+    const auto& w = *log.world;
+    fmt::print("  world-size line {}:{}: world {}, data-parallel {}, context-parallel {}, hierarchical sizes {}, "
+               "tensor-model-parallel {}, pipeline-model-parallel {}\n",
+               file, w.line, w.world_size, w.data_parallel_size,
+               w.context_parallel_size ? std::to_string(*w.context_parallel_size) : "not reported",
+               !w.reports_hierarchical ? "not reported" : w.hierarchical_sizes ? join(*w.hierarchical_sizes) : "None",
+               w.tensor_model_parallel_size, w.pipeline_model_parallel_size);
+  } else {
+    fmt::print("  world-size line: none\n");
+  }
+  if (log.arguments_begin_line > 0) {
+    fmt::print("  arguments {}:{}-{}: {} arguments", file, log.arguments_begin_line, log.arguments_end_line,
+               log.arguments.size());
+    if (args) {
+      std::string types;
+      for (const auto& t : args->cp_comm_type) types += (types.empty() ? "" : ",") + t;
+      fmt::print("; cp_comm_type {}, context_parallel_size {}, hierarchical_context_parallel_sizes {}", types,
+                 args->context_parallel_size,
+                 args->hierarchical_context_parallel_sizes ? join(*args->hierarchical_context_parallel_sizes)
+                                                           : "None");
+    }
+    fmt::print("\n");
+  } else {
+    fmt::print("  arguments: no arguments block (validation not run)\n");
+  }
+  if (log.throughput.empty()) {
+    fmt::print("  throughput: no iteration reports 'throughput per GPU (TFLOP/s/GPU)' (run with --log-throughput)\n");
+  } else {
+    const auto mx = std::max_element(log.throughput.begin(), log.throughput.end(),
+                                     [](const auto& a, const auto& b) { return a.tflops_per_gpu < b.tflops_per_gpu; });
+    fmt::print("  throughput: {} iterations report TFLOP/s per GPU, max {:.1f} ({}:{})\n", log.throughput.size(),
+               mx->tflops_per_gpu, file, mx->line);
+  }
+  fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", peak.tflops, peak.source,
+             peak.assumed ? " [assumption]" : "");
+  fmt::print("  throughput vs. model: {}\n", model_line);
+  for (const auto& w : warnings) fmt::print("warning: {}\n", w);
+  for (const auto& f : findings) {
+    if (f.line > 0) {
+      fmt::print("{}:{}: {}\n", file, f.line, f.message);
+      fmt::print("    | {}\n", quote(lines, f.line));
+    } else {
+      fmt::print("{}: {}\n", file, f.message);
+    }
+  }
+  if (findings.empty()) {
+    fmt::print("result: clean\n");
+    return kExitOk;
+  }
+  fmt::print("result: {} finding{}\n", findings.size(), findings.size() == 1 ? "" : "s");
+  return kExitFailed;
+}
+
+}  // namespace
+
+CLI::App* add_check_log_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("check-log", "check a Megatron training log: hierarchical CP groups, throughput "
+                                              "against the GPU peak, the arguments against the validation rules");
+  auto o = std::make_shared<CheckLogOptions>();
+  cmd->add_option("log", o->log_path, "Megatron-LM training log (rank 0 stdout/stderr)")->required();
+  auto* sc = cmd->add_option("--scenario", o->scenario_path, "scenario whose cluster.gpu gives the peak");
+  auto* gpu = cmd->add_option("--gpu", o->gpu, "GPU or preset name: H100, H200, A100, B200, dgx-h100, ...");
+  sc->excludes(gpu);
+  cmd->callback([&exit_code, o] { exit_code = run_check_log(*o); });
+  return cmd;
+}
+
+}  // namespace hcpsim::app

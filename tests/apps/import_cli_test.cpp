@@ -1,0 +1,251 @@
+// `hcpsim import` and `hcpsim check-log` through the real binary: exit codes, stdout/stderr, files written.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "catch_compat.hpp"
+#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/core/validation.hpp"
+#include "run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using hcpsim::test::run_command;
+using hcpsim::test::run_hcpsim;
+
+const std::string kDir = "tests/fixtures/megatron/";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A fresh scratch directory for one test case.
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("hcpsim_import_cli_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+/// Runs hcpsim with stderr discarded: the output is stdout alone.
+hcpsim::test::CommandRun run_stdout_only(const std::string& args) {
+  return run_command(std::string("( '") + HCPSIM_BINARY + "' " + args + " 2>/dev/null )");
+}
+
+/// Runs hcpsim with stdout discarded: the output is stderr alone.
+hcpsim::test::CommandRun run_stderr_only(const std::string& args) {
+  return run_command(std::string("( '") + HCPSIM_BINARY + "' " + args + " >/dev/null )");
+}
+
+}  // namespace
+
+TEST_CASE("apps: import megatron-args writes a valid scenario equal to the hand-written one", "[apps][import]") {
+  const auto r = run_stdout_only("import megatron-args " + kDir + "llama3_8b_128k_launch.sh");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.rfind("# Imported by `hcpsim import megatron-args` from ", 0) == 0);
+  REQUIRE(r.output.find("ignored") == std::string::npos);  // unmodelled flags never reach the YAML
+  const auto got = hcpsim::load_scenario_text(r.output, "stdout");
+  const auto want = hcpsim::load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "llama3_8b_128k_expected.yaml");
+  REQUIRE(got.parallel.hierarchical_context_parallel_sizes == want.parallel.hierarchical_context_parallel_sizes);
+  REQUIRE(got.parallel.context_parallel_size == want.parallel.context_parallel_size);
+  REQUIRE(got.parallel.data_parallel_size == want.parallel.data_parallel_size);
+  REQUIRE(got.cluster.nodes == want.cluster.nodes);
+  REQUIRE(got.model.seq_length == want.model.seq_length);
+
+  // The same through -o, and from standard input.
+  const auto dir = scratch("roundtrip");
+  const auto out = dir / "imported.yaml";
+  const auto w = run_hcpsim("import megatron-args " + kDir + "llama3_8b_128k_launch.sh -o '" + out.string() + "'");
+  REQUIRE(w.exit_code == 0);
+  REQUIRE(w.output.find("wrote " + out.string() + " (scenario llama3_8b_128k_launch, valid)") != std::string::npos);
+  REQUIRE(slurp(out) == r.output);
+  const auto v = run_hcpsim("validate '" + out.string() + "'");
+  INFO(v.output);
+  REQUIRE(v.exit_code == 0);
+  const auto piped = run_command("cat " + kDir + "llama3_8b_128k_launch.sh | ( '" + std::string(HCPSIM_BINARY) +
+                                 "' import megatron-args - 2>/dev/null )");
+  REQUIRE(piped.exit_code == 0);
+  REQUIRE(piped.output.find("name: megatron_args\n") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: import megatron-args lists unmodelled flags on stderr, one line each", "[apps][import]") {
+  const auto r = run_stderr_only("import megatron-args " + kDir + "llama3_8b_128k_launch.sh");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("ignored (not modelled): --rotary-base 500000\n") != std::string::npos);
+  REQUIRE(r.output.find("ignored (not modelled): --lr 3.0e-4\n") != std::string::npos);
+  REQUIRE(r.output.find("ignored (not modelled): --master_addr $(hostname)\n") != std::string::npos);
+  REQUIRE(r.output.find("note: " + kDir + "llama3_8b_128k_launch.sh:11: cannot resolve command substitution "
+                        "'$(hostname)'") != std::string::npos);
+  REQUIRE(r.output.find("note: vocab_size not set: Megatron takes it from the tokenizer (HuggingFaceTokenizer "
+                        "meta-llama/Meta-Llama-3-8B)") != std::string::npos);
+  REQUIRE(r.output.find("schema_version") == std::string::npos);  // the YAML goes to stdout only
+}
+
+TEST_CASE("apps: an invalid import exits 2, names the script line and writes nothing", "[apps][import]") {
+  const auto dir = scratch("invalid");
+  const auto script = dir / "bad_launch.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/bash\n"
+         "CP=16\n"
+         "torchrun --nnodes 4 --nproc_per_node 8 pretrain_gpt.py \\\n"
+         "  --num-attention-heads 32 --group-query-attention --num-query-groups 8 --hidden-size 4096 \\\n"
+         "  --seq-length 131072 --context-parallel-size $CP --cp-comm-type a2a+p2p \\\n"
+         "  --hierarchical-context-parallel-sizes 4 2 --bf16\n";
+  }
+  const auto out = dir / "out.yaml";
+  const auto r = run_hcpsim("import megatron-args '" + script.string() + "' -o '" + out.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: " + script.string() + ":6:3: parallel.hierarchical_context_parallel_sizes: 4*2 = 8 != "
+                        "context_parallel_size 16; fix: ") != std::string::npos);
+  REQUIRE_FALSE(fs::exists(out));
+  REQUIRE_FALSE(fs::exists(out.string() + ".tmp"));
+  const auto silent = run_stdout_only("import megatron-args '" + script.string() + "'");
+  REQUIRE(silent.exit_code == 2);
+  REQUIRE(silent.output.empty());  // nothing on stdout
+
+  // a2a+p2p without sizes: the silent-CP-off rule, at the --cp-comm-type line.
+  {
+    std::ofstream f(script);
+    f << "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --num-attention-heads 32 --kv-channels 128 \\\n"
+         "  --seq-length 8192 --context-parallel-size 4 \\\n"
+         "  --cp-comm-type a2a+p2p\n";
+  }
+  const auto r2 = run_hcpsim("import megatron-args '" + script.string() + "' -o '" + out.string() + "'");
+  REQUIRE(r2.exit_code == 2);
+  REQUIRE(r2.output.find(script.string() + ":3:3: parallel.cp_comm_type: cp_comm_type a2a+p2p needs "
+                                           "hierarchical_context_parallel_sizes") != std::string::npos);
+  REQUIRE_FALSE(fs::exists(out));
+
+  const auto r3 = run_hcpsim("import megatron-args " + kDir + "llama3_8b_128k_launch.sh --cluster dgx-h900");
+  REQUIRE(r3.exit_code == 2);
+  REQUIRE(r3.output.find("--cluster: unknown cluster preset 'dgx-h900'; fix: use one of: dgx-a100") !=
+          std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: import bridge-config reads the Bridge fixture", "[apps][import]") {
+  const auto r = run_stdout_only("import bridge-config " + kDir + "llama3_8b_128k_bridge.yaml --nodes 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto s = hcpsim::load_scenario_text(r.output, "stdout");
+  REQUIRE(*s.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{4, 2});
+  REQUIRE(s.parallel.tensor_model_parallel_size == 2);
+  REQUIRE(*s.parallel.data_parallel_size == 1);  // 2 nodes * 8 GPUs / (TP 2 * CP 8 * PP 1)
+  REQUIRE(s.cluster.nodes == 2);
+  REQUIRE(s.parallel.sequence_parallel);
+  REQUIRE(s.training.fp8);
+  const auto e = run_stderr_only("import bridge-config " + kDir + "llama3_8b_128k_bridge.yaml --nodes 2");
+  REQUIRE(e.output.find("ignored (not modelled): model.rotary_base: 500000\n") != std::string::npos);
+  REQUIRE(e.output.find("ignored (not modelled): tokenizer.tokenizer_type: HuggingFaceTokenizer\n") !=
+          std::string::npos);
+  REQUIRE(e.output.find("_target_") == std::string::npos);
+}
+
+TEST_CASE("apps: check-log on the healthy fixture is clean and says the model check did not run", "[apps][import]") {
+  const auto r = run_hcpsim("check-log " + kDir + "log_healthy.txt");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("  GPU peak: 989.4 TFLOP/s dense bf16 (H100-SXM5-80GB, named by the log at " + kDir +
+                        "log_healthy.txt:1)") != std::string::npos);
+  REQUIRE(r.output.find("  throughput vs. model: not checked (whole-step model: wired in by the step simulator)") !=
+          std::string::npos);
+  REQUIRE(r.output.find("result: clean") != std::string::npos);
+}
+
+TEST_CASE("apps: check-log on the CP-silently-off fixture quotes both findings with line numbers", "[apps][import]") {
+  const std::string log = kDir + "log_cp_silently_off.txt";
+  const auto r = run_hcpsim("check-log " + log);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.find("  GPU peak: 989.4 TFLOP/s dense bf16 (assumed H100/H200-class: no --scenario, --gpu or GPU "
+                        "name in the log) [assumption]") != std::string::npos);
+  REQUIRE(r.output.find("\n" + log + ":14: cp_comm_type a2a+p2p is configured without "
+                        "hierarchical_context_parallel_sizes: ") != std::string::npos);
+  REQUIRE(r.output.find("    | cp_comm_type .................................... a2a+p2p\n") != std::string::npos);
+  REQUIRE(r.output.find("\n" + log + ":91: reported throughput per GPU 1094.7 TFLOP/s (iteration 10) exceeds the "
+                        "dense bf16 peak of the GPU, 989.4 TFLOP/s") != std::string::npos);
+  REQUIRE(r.output.find("result: 2 findings") != std::string::npos);
+  // On a B200 (2250 TFLOP/s) the throughput is plausible; the configuration finding stays.
+  const auto b = run_hcpsim("check-log " + log + " --gpu B200");
+  REQUIRE(b.exit_code == 1);
+  REQUIRE(b.output.find("result: 1 finding\n") != std::string::npos);
+  const auto s = run_hcpsim("check-log " + log + " --scenario scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
+  REQUIRE(s.exit_code == 1);
+  REQUIRE(s.output.find("(H100-SXM5-80GB, from --scenario scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml)") !=
+          std::string::npos);
+  REQUIRE(s.output.find("throughput vs. model: not checked (whole-step model: wired in by the step simulator)") !=
+          std::string::npos);
+  const auto bad = run_hcpsim("check-log " + log + " --gpu TPUv5");
+  REQUIRE(bad.exit_code == 2);
+  REQUIRE(bad.output.find("--gpu: unknown GPU 'TPUv5'") != std::string::npos);
+}
+
+TEST_CASE("apps: check-log reports validation errors of the arguments at their lines", "[apps][import]") {
+  const auto dir = scratch("validation");
+  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const std::string from = "hierarchical_context_parallel_sizes ............. [8, 2]";
+  text.replace(text.find(from), from.size(), "hierarchical_context_parallel_sizes ............. [4, 2]");
+  const auto log = dir / "log.txt";
+  std::ofstream(log) << text;
+  const auto r = run_hcpsim("check-log '" + log.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  // (a) the world-size line shows [8, 2], not the configured [4, 2]
+  REQUIRE(r.output.find(log.string() + ":3: hierarchical context parallelism is configured (cp_comm_type a2a+p2p, "
+                                       "hierarchical_context_parallel_sizes [4, 2]") != std::string::npos);
+  // (c) validate_scenario on the arguments, at the hierarchical sizes argument
+  REQUIRE(r.output.find(log.string() + ":28: the arguments fail validation: "
+                                       "parallel.hierarchical_context_parallel_sizes: 4*2 = 8 != context_parallel_size "
+                                       "16; fix: ") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: check-log exits 2 on empty, binary, truncated and missing files", "[apps][import]") {
+  const auto dir = scratch("bad_logs");
+  const auto empty = dir / "empty.txt";
+  std::ofstream(empty).close();
+  auto r = run_hcpsim("check-log '" + empty.string() + "'");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: " + empty.string() + ": empty file; fix: ") != std::string::npos);
+
+  const auto binary = dir / "model.pt";
+  {
+    std::ofstream f(binary, std::ios::binary);
+    const unsigned char bytes[] = {0x80, 0x02, 0x63, 0x00, 0x00, 0xff, 0x10, 0x01, 0x42, 0x00};
+    f.write(reinterpret_cast<const char*>(bytes), sizeof bytes);
+  }
+  r = run_hcpsim("check-log '" + binary.string() + "'");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: " + binary.string() + ": binary file (NUL byte at offset 3), not a text log") !=
+          std::string::npos);
+
+  const std::string full = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const auto cut = dir / "cut.txt";
+  std::ofstream(cut) << full.substr(0, full.find("  kv_channels"));
+  r = run_hcpsim("check-log '" + cut.string() + "'");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: " + cut.string() + ":5:1: truncated log: the arguments block that starts here has no") !=
+          std::string::npos);
+
+  const auto other = dir / "other.txt";
+  std::ofstream(other) << "epoch 1 loss 2.3\nepoch 2 loss 2.1\n";
+  r = run_hcpsim("check-log '" + other.string() + "'");
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("error: " + other.string() + ": truncated or not a Megatron training log: no arguments block") !=
+          std::string::npos);
+
+  r = run_hcpsim("check-log " + (dir / "missing.txt").string());
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("cannot open the log file") != std::string::npos);
+  fs::remove_all(dir);
+}
