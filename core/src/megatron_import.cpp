@@ -1188,7 +1188,7 @@ MegatronConfig parse_bridge_config(const std::string& text, const std::string& d
   bool bf16 = false, fp16 = false;
   for (auto sec = root.begin(); sec != root.end(); ++sec) {
     const std::string section = sec->first.as<std::string>();
-    const YAML::Node& m = sec->second;
+    const YAML::Node m = sec->second;
     if (section == "mixed_precision") {
       if (m.IsScalar() && !is_null(m)) {
         // Source: Megatron-Bridge mixed_precision recipes: "bf16_mixed", "fp16_mixed", "bf16_with_fp8_..._mixed".
@@ -1219,9 +1219,8 @@ MegatronConfig parse_bridge_config(const std::string& text, const std::string& d
     for (auto it = m.begin(); it != m.end(); ++it) {
       const std::string k = it->first.as<std::string>();
       const std::string key = section + "." + k;
-      const YAML::Node& v = it->second;
+      const YAML::Node v = it->second;  // a handle: the iterator yields a temporary
       if (!k.empty() && k[0] == '_') continue;
-      const int line = loc(v).line;
       bool read = true;
       if (section == "model") {
         auto ints = kModelInts.find(k);
