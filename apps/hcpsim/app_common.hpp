@@ -66,5 +66,12 @@ CLI::App* add_replay_command(CLI::App& app, int& exit_code);
 CLI::App* add_compare_command(CLI::App& app, int& exit_code);
 CLI::App* add_import_command(CLI::App& app, int& exit_code);
 CLI::App* add_check_log_command(CLI::App& app, int& exit_code);
+CLI::App* add_calibrate_command(CLI::App& app, int& exit_code);
+CLI::App* add_plan_command(CLI::App& app, int& exit_code);
+CLI::App* add_diff_command(CLI::App& app, int& exit_code);
+
+/// Writes `text` to `path` through a temporary file and a rename, so a failed run leaves no half-written file.
+/// @param option the command-line option that named the file (for the error). @throws InputError naming the path.
+void write_text_file(const std::string& path, const std::string& text, const std::string& option);
 
 }  // namespace hcpsim::app

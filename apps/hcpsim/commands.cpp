@@ -20,6 +20,9 @@ int run(int argc, char** argv) {
   add_replay_command(app, exit_code);
   add_import_command(app, exit_code);
   add_check_log_command(app, exit_code);
+  add_calibrate_command(app, exit_code);
+  add_plan_command(app, exit_code);
+  add_diff_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,85 @@
+#include <fmt/core.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "app_common.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/sim/plan.hpp"
+
+namespace hcpsim::app {
+namespace {
+
+struct DiffArgs {
+  std::string a;
+  std::vector<std::string> rest;  ///< [B.yaml] [overrides…]
+};
+
+std::string value_text(const sim::DiffRow& r, double v) {
+  if (r.unit == "s") return human_time_ps(static_cast<int64_t>(std::llround(v * 1e12)));
+  if (r.unit == "B") return human_bytes(v);
+  if (r.unit == "count") return fmt::format("{:.0f}", v);
+  return fmt::format("{:.1f} {}", v, r.unit);
+}
+
+std::string delta_text(const sim::DiffRow& r) {
+  const double d = r.delta();
+  const std::string sign = d > 0 ? "+" : (d < 0 ? "-" : "");
+  return sign + value_text(r, std::fabs(d));
+}
+
+int cmd_diff(const DiffArgs& args) {
+  std::string b_path = args.a;
+  std::vector<std::string> overrides;
+  size_t first = 0;
+  if (!args.rest.empty() && args.rest[0].find('=') == std::string::npos) {
+    b_path = args.rest[0];
+    first = 1;
+  }
+  overrides.assign(args.rest.begin() + static_cast<std::ptrdiff_t>(first), args.rest.end());
+  if (b_path == args.a && overrides.empty() && !args.rest.empty())
+    throw InputError(SourceLoc{}, "B", "nothing to compare", "give a second scenario or overrides");
+  const Scenario sa = load_scenario(args.a);
+  const Scenario sb = load_scenario(b_path, overrides);
+  const sim::PlanOption a = sim::evaluate_scenario(sa);
+  const sim::PlanOption b = sim::evaluate_scenario(sb);
+  fmt::print("diff A: {} ({}, {})\n", sa.name, args.a, a.label);
+  std::string b_desc = b_path;
+  for (const auto& o : overrides) b_desc += " " + o;
+  fmt::print("     B: {} ({}, {})\n", sb.name, b_desc, b.label);
+  const auto rows = sim::diff_rows(a, b);
+  size_t changed = 0;
+  for (const auto& r : rows) changed += r.relative() > 0 ? 1 : 0;
+  if (changed == 0) {
+    fmt::print("no change: the two configurations simulate identically ({} quantities compared)\n", rows.size());
+    return kExitOk;
+  }
+  fmt::print("{} of {} quantities changed, largest relative difference first (A -> B):\n", changed, rows.size());
+  fmt::print("  {:<44} {:>14} {:>14} {:>15} {:>8}\n", "quantity", "A", "B", "B - A", "change");
+  for (const auto& r : rows) {
+    if (r.relative() == 0) continue;
+    const double pct = r.a != 0 ? 100.0 * r.delta() / std::fabs(r.a) : 0;
+    fmt::print("  {:<44} {:>14} {:>14} {:>15} {:>8}\n", r.name, value_text(r, r.a), value_text(r, r.b),
+               delta_text(r), r.a != 0 ? fmt::format("{:+.1f}%", pct) : std::string("new"));
+  }
+  if (a.step.memory.fits != b.step.memory.fits)
+    fmt::print("memory: A {} but B {}\n", a.step.memory.fits ? "fits" : "does not fit",
+               b.step.memory.fits ? "fits" : "does not fit");
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_diff_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("diff", "simulate two configurations and show what changed, largest first");
+  auto a = std::make_shared<DiffArgs>();
+  cmd->add_option("A", a->a, "scenario A (YAML)")->required();
+  cmd->add_option("B_or_overrides", a->rest,
+                  "scenario B, or overrides applied to A to make B (a B file followed by overrides: they apply to B)");
+  cmd->callback([&exit_code, a] { exit_code = cmd_diff(*a); });
+  return cmd;
+}
+
+}  // namespace hcpsim::app

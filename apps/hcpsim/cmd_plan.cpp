@@ -1,0 +1,150 @@
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <system_error>
+
+#include "app_common.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/sim/plan.hpp"
+
+namespace hcpsim::app {
+
+void write_text_file(const std::string& path, const std::string& text, const std::string& option) {
+  const std::string tmp = path + ".tmp";
+  SourceLoc l;
+  l.file = path;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw InputError(l, option, "cannot write the file", "check that the directory exists and is writable");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw InputError(l, option, "cannot move the file into place (" + ec.message() + ")",
+                     "check the directory permissions");
+  }
+}
+
+namespace {
+
+struct PlanArgs {
+  Common common;
+  int64_t cp = 0;
+  int64_t gpus = 0;
+  std::string tp;
+  std::string objective = "time";
+  std::string csv;
+  std::string svg;
+};
+
+std::vector<int64_t> parse_tp_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(part, &used);
+      if (used != part.size() || v < 1) throw std::invalid_argument(part);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError(SourceLoc{}, "--tp", "'" + part + "' is not a positive TP size", "give e.g. --tp 1,2,4,8");
+    }
+  }
+  return out;
+}
+
+std::string csv_text(const sim::PlanResult& r) {
+  std::string out =
+      "rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,dp,step_time_s,model_tflops_per_gpu,attention_forward_s,"
+      "attention_backward_s,layer_exposed_comm_s,memory_per_gpu_bytes,fits,a2a_intra_node,dropped_reason\n";
+  for (const auto& o : r.ranked)
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.0f},{},{},\n", o.rank, o.label,
+                       to_string(o.cp_comm_type), o.a2a_size, o.p2p_size, o.tp, o.cp, o.data_parallel_size,
+                       static_cast<double>(o.step.step_ps) * 1e-12, o.step.model_tflops_per_gpu,
+                       static_cast<double>(o.attention_forward_ps) * 1e-12,
+                       static_cast<double>(o.attention_backward_ps) * 1e-12,
+                       static_cast<double>(o.step.layer_exposed_comm_ps) * 1e-12, o.step.memory.total_bytes,
+                       o.step.memory.fits ? "yes" : "no", o.has_a2a ? (o.a2a_intra_node ? "yes" : "no") : "n/a");
+  for (const auto& o : r.dropped) {
+    std::string reason = o.dropped_reason;
+    for (char& c : reason)
+      if (c == ',' || c == '\n') c = ';';
+    out += fmt::format(",{},{},{},{},{},{},,,,,,,,,,{}\n", o.label, to_string(o.cp_comm_type), o.a2a_size, o.p2p_size,
+                       o.tp, o.cp, reason);
+  }
+  return out;
+}
+
+int cmd_plan(const PlanArgs& a) {
+  const Scenario s = load_scenario(a.common.scenario_path, a.common.overrides);
+  validate_scenario(s, ValidationScope::placement);  // the scenario itself must be valid
+  sim::PlanRequest req;
+  if (a.cp != 0) req.cp = a.cp;
+  if (a.gpus != 0) req.gpus = a.gpus;
+  if (!a.tp.empty()) req.tp = parse_tp_list(a.tp);
+  if (a.objective == "memory") {
+    req.objective = sim::PlanRequest::Objective::memory;
+  } else if (a.objective != "time") {
+    throw InputError(SourceLoc{}, "--objective", "unknown objective '" + a.objective + "'", "use time or memory");
+  }
+  const sim::PlanResult r = sim::plan(s, req);
+  print_header(s);
+  fmt::print("plan: {} legal options, {} ruled out; objective {}; whole training step per option at global batch {} "
+             "(layer simulated; model TFLOP/s in the megatron_causal convention)\n",
+             r.ranked.size(), r.dropped.size(), a.objective, r.global_batch_size);
+  fmt::print("\n{}\n\n", r.explanation);
+  if (r.nothing_fits) fmt::print("warning: no option fits in GPU memory; ranked by time anyway\n\n");
+  fmt::print("{:>4}  {:<26} {:>12} {:>9} {:>12} {:>12} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option", "step time",
+             "TFLOP/s", "attn fwd", "attn bwd", "exposed/layer", "mem/GPU", "fits", "a2a node");
+  for (const auto& o : r.ranked)
+    fmt::print("{:>4}  {:<26} {:>12} {:>9.1f} {:>12} {:>12} {:>13} {:>7.2f} GB {:>5} {:>10}\n", o.rank, o.label,
+               human_time_ps(o.step.step_ps), o.step.model_tflops_per_gpu, human_time_ps(o.attention_forward_ps),
+               human_time_ps(o.attention_backward_ps), human_time_ps(o.step.layer_exposed_comm_ps),
+               o.step.memory.total_bytes / 1e9, o.step.memory.fits ? "yes" : "NO",
+               o.has_a2a ? (o.a2a_intra_node ? "inside" : "SPANS") : "-");
+  if (!r.dropped.empty()) {
+    fmt::print("\nruled out:\n");
+    for (const auto& o : r.dropped) fmt::print("  {:<26} {}\n", o.label, o.dropped_reason);
+  }
+  if (!a.csv.empty()) {
+    write_text_file(a.csv, csv_text(r), "--csv");
+    fmt::print("\nwrote {}\n", a.csv);
+  }
+  if (!a.svg.empty()) {
+    write_text_file(a.svg, sim::plan_svg(r, "hcpsim plan: " + s.name), "--svg");
+    fmt::print("wrote {}\n", a.svg);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("plan", "rank every legal CP option (p2p, a2a, all_gather, a2a+p2p [A,P]) and TP");
+  auto a = std::make_shared<PlanArgs>();
+  add_scenario_args(cmd, a->common);
+  cmd->add_option("--cp", a->cp, "context_parallel_size of every option (default: the scenario's)");
+  cmd->add_option("--gpus", a->gpus, "GPUs per model replica, TP*CP*PP (CP = GPUs / (TP*PP) for each TP)")
+      ->excludes("--cp");
+  cmd->add_option("--tp", a->tp, "comma-separated TP sizes to sweep, e.g. 1,2,4 (default: the scenario's)");
+  cmd->add_option("--objective", a->objective, "rank by time (default; options that fit first) or memory");
+  cmd->add_option("--csv", a->csv, "write every option (ranked and ruled out) as CSV");
+  cmd->add_option("--svg", a->svg, "write a grouped bar chart of the ranked options");
+  cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });
+  return cmd;
+}
+
+}  // namespace hcpsim::app
