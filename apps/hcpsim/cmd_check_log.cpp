@@ -13,15 +13,28 @@
 #include "hcpsim/core/cluster_spec.hpp"
 #include "hcpsim/core/megatron_log.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/core/topology.hpp"
+#include "hcpsim/core/validation.hpp"
+#include "hcpsim/sim/step.hpp"
 
 namespace hcpsim::app {
 
-/// Model TFLOP/s per GPU that the whole-step model predicts for `scenario` (the quantity Megatron's
-/// `throughput per GPU (TFLOP/s/GPU)` reports: model FLOPs per iteration / iteration time / world size).
-/// std::nullopt while no whole-step model is available; check-log then reports the comparison as not checked.
+/// Model TFLOP/s per GPU that the whole-step model (sim/step.hpp) predicts for `scenario`: the quantity Megatron's
+/// `throughput per GPU (TFLOP/s/GPU)` reports (model FLOPs per iteration / iteration time / world size). A log does
+/// not say which Megatron FLOP convention wrote it, so the larger of the two (megatron_full_attention, which counts
+/// the whole s² of causal attention) is returned: a reported value far above it is implausible in either.
+/// std::nullopt when the scenario has no model.vocab_size or does not validate for its cluster (check-log then
+/// reports the comparison as not checked, with that reason).
 std::optional<double> predicted_model_tflops_per_gpu(const Scenario& scenario) {
-  (void)scenario;
-  return std::nullopt;  // whole-step model: wired in by the step simulator
+  if (!scenario.model.vocab_size) return std::nullopt;
+  try {
+    const ValidationReport report = validate_scenario(scenario, ValidationScope::placement);
+    const sim::StepResult step = sim::simulate_step(scenario, scenario.parallel.cp_comm_type.front(),
+                                                    report.data_parallel_size, Topology::from_cluster(scenario.cluster));
+    return std::max(step.model_tflops_per_gpu, step.model_tflops_per_gpu_full_attention);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
 }
 
 namespace {
@@ -141,6 +154,18 @@ int run_check_log(const CheckLogOptions& o) {
       wo.generator = "hcpsim check-log";
       Scenario s = load_scenario_text(scenario_yaml_of(*args, wo), file + " (arguments)");
       warnings = validate_scenario(s, ValidationScope::placement).warnings;
+      // Megatron prints the tokenizer's vocabulary as "> padded vocab (size: N) with K dummy tokens (new size: M)";
+      // the whole-step model needs it when --vocab-size is not an argument.
+      if (!s.model.vocab_size)
+        for (const auto& l : lines) {
+          const auto at = l.find("padded vocab (size: ");
+          if (at == std::string::npos) continue;
+          try {
+            s.model.vocab_size = std::stoll(l.substr(at + 20));
+          } catch (const std::exception&) {
+          }
+          break;
+        }
       from_args = std::move(s);
     } catch (const InputError& e) {
       const int line = args->loc_of_scenario_key(e.key()).line;
@@ -163,7 +188,10 @@ int run_check_log(const CheckLogOptions& o) {
                              f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
     for (const auto& x : f) findings.push_back(x);
   } else {
-    model_line = "not checked (whole-step model: wired in by the step simulator)";
+    model_line = model_scenario->model.vocab_size
+                     ? "not checked (the configuration does not validate on its cluster)"
+                     : "not checked (the vocabulary size is unknown: neither the arguments nor a 'padded vocab' line "
+                       "give it; pass --scenario with model.vocab_size)";
   }
 
   std::stable_sort(findings.begin(), findings.end(),

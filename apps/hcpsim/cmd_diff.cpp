@@ -39,8 +39,6 @@ int cmd_diff(const DiffArgs& args) {
     first = 1;
   }
   overrides.assign(args.rest.begin() + static_cast<std::ptrdiff_t>(first), args.rest.end());
-  if (b_path == args.a && overrides.empty() && !args.rest.empty())
-    throw InputError(SourceLoc{}, "B", "nothing to compare", "give a second scenario or overrides");
   const Scenario sa = load_scenario(args.a);
   const Scenario sb = load_scenario(b_path, overrides);
   const sim::PlanOption a = sim::evaluate_scenario(sa);

@@ -151,13 +151,16 @@ TEST_CASE("apps: import bridge-config reads the Bridge fixture", "[apps][import]
   REQUIRE(e.output.find("_target_") == std::string::npos);
 }
 
-TEST_CASE("apps: check-log on the healthy fixture is clean and says the model check did not run", "[apps][import]") {
+TEST_CASE("apps: check-log on the healthy fixture is clean, its throughput consistent with the whole-step model",
+          "[apps][import]") {
   const auto r = run_hcpsim("check-log " + kDir + "log_healthy.txt");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.output.find("  GPU peak: 989.4 TFLOP/s dense bf16 (H100-SXM5-80GB, named by the log at " + kDir +
                         "log_healthy.txt:1)") != std::string::npos);
-  REQUIRE(r.output.find("  throughput vs. model: not checked (whole-step model: wired in by the step simulator)") !=
+  // The arguments plus the log's "padded vocab (size: 128256)" line give the whole-step model its input; the
+  // prediction is the larger (full-attention) Megatron convention.
+  REQUIRE(r.output.find("  throughput vs. model: predicted 769.4 TFLOP/s per GPU; consistent (limit 1.5x)") !=
           std::string::npos);
   REQUIRE(r.output.find("result: clean") != std::string::npos);
 }
@@ -183,8 +186,13 @@ TEST_CASE("apps: check-log on the CP-silently-off fixture quotes both findings w
   REQUIRE(s.exit_code == 1);
   REQUIRE(s.output.find("(H100-SXM5-80GB, from --scenario scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml)") !=
           std::string::npos);
-  REQUIRE(s.output.find("throughput vs. model: not checked (whole-step model: wired in by the step simulator)") !=
+  // With the scenario, the whole-step model predicts 719.3 TFLOP/s per GPU (full-attention convention); the log's
+  // 1094.7 is more than 1.5x that: a third finding.
+  REQUIRE(s.output.find("throughput vs. model: predicted 719.3 TFLOP/s per GPU; exceeded (limit 1.5x)") !=
           std::string::npos);
+  REQUIRE(s.output.find(log + ":91: reported throughput per GPU 1094.7 TFLOP/s (iteration 10) is more than 1.5x the "
+                        "whole-step model's 719.3 TFLOP/s") != std::string::npos);
+  REQUIRE(s.output.find("result: 3 findings") != std::string::npos);
   const auto bad = run_hcpsim("check-log " + log + " --gpu TPUv5");
   REQUIRE(bad.exit_code == 2);
   REQUIRE(bad.output.find("--gpu: unknown GPU 'TPUv5'") != std::string::npos);

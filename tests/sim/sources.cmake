@@ -7,4 +7,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/symmetry_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/step_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/calibration_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
 )

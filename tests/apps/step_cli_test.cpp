@@ -1,0 +1,144 @@
+// simulate's whole-step section and summary keys, calibrate, plan (table, CSV, SVG) and diff through the binary.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/run_command.hpp"
+#include "catch_compat.hpp"
+
+using hcpsim::test::run_command;
+using hcpsim::test::run_hcpsim;
+
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("hcpsim_step_cli_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("apps: simulate prints the whole step and writes step.* summary keys", "[apps][step]") {
+  const auto dir = temp_dir("simulate");
+  const std::string js = (dir / "s.json").string();
+  const auto r = run_hcpsim("simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml --summary " + js);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("whole training step: a2a+p2p [A=8, P=2], TP 1 x CP 16 x DP 2 x PP 1 = 32 GPUs") !=
+        std::string::npos);
+  CHECK(r.output.find("convention megatron_causal") != std::string::npos);
+  CHECK(r.output.find("convention megatron_full_attention") != std::string::npos);
+  CHECK(r.output.find("calibration: assumed: preset dgx-h100") != std::string::npos);
+  CHECK(r.output.find("memory per GPU: ") != std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(js));
+  REQUIRE(j.contains("step"));
+  const double tflops = j["step"]["model_tflops_per_gpu"].get<double>();
+  CHECK(tflops > 100);
+  CHECK(tflops < 989.4);
+  CHECK(j["step"]["model_flops_convention"] == "megatron_causal");
+  CHECK(j["step"]["memory_per_gpu_total_bytes"].get<double>() ==
+        j["step"]["memory_per_gpu_weights_bytes"].get<double>() + j["step"]["memory_per_gpu_gradients_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_optimizer_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_activations_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_output_layer_activations_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_cp_attention_buffers_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_framework_overhead_bytes"].get<double>());
+  CHECK(j["calibration"].get<std::string>().find("dgx-h100") != std::string::npos);
+  // Without a vocabulary the whole step is skipped and says why.
+  const auto nv = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml model.vocab_size=null");
+  REQUIRE(nv.exit_code == 0);
+  CHECK(nv.output.find("whole training step: not computed (model.vocab_size is not set") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("apps: calibrate writes a file that a scenario includes and simulate names", "[apps][step]") {
+  const auto dir = temp_dir("calibrate");
+  {
+    std::ofstream csv(dir / "measured.csv");
+    csv << "op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s\n"
+           "elementwise,bf16,,,,,,,,1000000,0,5e-06\n"
+           "elementwise,bf16,,,,,,,,100000000,0,4.4e-05\n"
+           "gemm,bf16,,,,,8192,8192,8192,0,1099511627776,0.0022\n"
+           "attn_fwd_block,bf16,128,4096,4096,0,,,,0,68719476736,0.0001\n"
+           "send_recv,bf16,,,,,,,,1048576,0,2.5e-05\n";
+  }
+  const std::string out = (dir / "cal.yaml").string();
+  auto r = run_hcpsim("calibrate " + (dir / "measured.csv").string() + " --gpu H100 -o " + out);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("used 4, skipped 1 (communication)") != std::string::npos);
+  CHECK(r.output.find("launch overhead 4.606 us") != std::string::npos);  // 5 µs − 1 MB · 39 µs / 99 MB
+  REQUIRE(std::filesystem::exists(out));
+  {
+    std::ofstream s(dir / "scenario.yaml");
+    s << "schema_version: 1\nmodel: {num_attention_heads: 32, num_query_groups: 8, kv_channels: 128, seq_length: 8192,"
+         " vocab_size: 128256, hidden_size: 4096}\nparallel: {context_parallel_size: 2, cp_comm_type: p2p}\n"
+         "cluster: {preset: dgx-h100, nodes: 1, gpu: {calibration: cal.yaml}}\n";
+  }
+  r = run_hcpsim("simulate " + (dir / "scenario.yaml").string());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("calibration: calibrated: " + out + " (fitted from " + (dir / "measured.csv").string() + ")") !=
+        std::string::npos);
+  // A bad CSV: exit 2, the file and line named, no output file.
+  {
+    std::ofstream bad(dir / "bad.csv");
+    bad << "op_kind,measured_s\ngemm,soon\n";
+  }
+  const std::string out2 = (dir / "cal2.yaml").string();
+  r = run_hcpsim("calibrate " + (dir / "bad.csv").string() + " -o " + out2);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("bad.csv:2") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out2));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("apps: plan ranks the options, lists the ruled-out ones, writes CSV and a valid SVG", "[apps][step]") {
+  const auto dir = temp_dir("plan");
+  const std::string csv = (dir / "plan.csv").string(), svg = (dir / "plan.svg").string();
+  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --csv " + csv + " --svg " + svg);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("\na2a+p2p [8,4] TP1 wins with ") != std::string::npos);
+  CHECK(r.output.find("   1  a2a+p2p [8,4] TP1 ") != std::string::npos);
+  CHECK(r.output.find("ruled out:\n  a2a TP1 ") != std::string::npos);
+  const std::string text = slurp(csv);
+  CHECK(text.rfind("rank,option,cp_comm_type,", 0) == 0);
+  CHECK(text.find("\n1,\"a2a+p2p [8,4] TP1\",a2a+p2p,8,4,1,32,1,") != std::string::npos);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1 + 5 + 4);
+  // A real XML parser (libxml2's xmllint) accepts the chart.
+  const auto x = run_command("xmllint --noout '" + svg + "' && echo parsed");
+  INFO(x.output);
+  CHECK(x.exit_code == 0);
+  CHECK(x.output.find("parsed") != std::string::npos);
+  CHECK(slurp(svg).find("a2a+p2p [8,4] TP1") != std::string::npos);
+  // Bad options exit 2.
+  CHECK(run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --objective cost").exit_code == 2);
+  CHECK(run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 1,x").exit_code == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("apps: diff of a scenario with itself shows no change; an [A,P] change is listed", "[apps][step]") {
+  const std::string s = "tests/fixtures/plan/tp_sweep_cp16.yaml";
+  auto r = run_hcpsim("diff " + s + " " + s);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("no change: the two configurations simulate identically") != std::string::npos);
+  r = run_hcpsim("diff " + s + " \"parallel.hierarchical_context_parallel_sizes=[2,8]\"");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("quantities changed, largest relative difference first") != std::string::npos);
+  CHECK(r.output.find("messages forward inter_node bytes") != std::string::npos);
+  CHECK(run_hcpsim("diff " + s + " missing.yaml").exit_code == 2);
+}
