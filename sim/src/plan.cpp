@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -140,8 +141,8 @@ std::string explain(const PlanResult& r) {
 }  // namespace
 
 double DiffRow::relative() const {
-  const double m = std::max(std::fabs(a), std::fabs(b));
-  return m == 0 ? 0 : std::fabs(b - a) / m;
+  if (a == b) return 0;
+  return a == 0 ? std::numeric_limits<double>::infinity() : std::fabs(b - a) / std::fabs(a);
 }
 
 PlanResult plan(const Scenario& scenario, const PlanRequest& request) {

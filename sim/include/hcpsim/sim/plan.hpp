@@ -76,7 +76,7 @@ struct DiffRow {
   std::string unit;      ///< "s", "B", "count", "TFLOP/s"
   double a = 0, b = 0;
   [[nodiscard]] double delta() const { return b - a; }
-  /// |b − a| / max(|a|, |b|); 0 when both are 0.
+  /// |b − a| / |a| (the printed change relative to A); +infinity when a = 0 ≠ b; 0 when a = b.
   [[nodiscard]] double relative() const;
 };
 
