@@ -38,30 +38,6 @@ GpuSpec base_gpu(const std::string& name) {
   return c->gpu;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      SourceLoc l;
-      l.file = path;
-      throw InputError(l, "-o", "cannot write the calibration file", "check that the directory exists and is writable");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    SourceLoc l;
-    l.file = path;
-    throw InputError(l, "-o", "cannot move the calibration file into place", "check the directory permissions");
-  }
-}
-
 int cmd_calibrate(const CalibrateArgs& a) {
   const GpuSpec base = base_gpu(a.gpu);
   const auto rows = sim::read_measured_csv(a.csv);
@@ -79,7 +55,7 @@ int cmd_calibrate(const CalibrateArgs& a) {
   if (a.output.empty() || a.output == "-") {
     fmt::print("\n{}", yaml);
   } else {
-    write_file_atomically(a.output, yaml);
+    write_text_file(a.output, yaml, "-o");
     fmt::print("  wrote {} (include it with cluster.gpu.calibration: {})\n", a.output, a.output);
   }
   return kExitOk;

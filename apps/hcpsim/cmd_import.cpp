@@ -46,21 +46,6 @@ std::string read_input(const std::string& path) {
   throw InputError(c.loc_of_scenario_key(e.key()), e.key(), e.problem(), e.fix());
 }
 
-/// Writes `text` to `path` through a temporary name and a rename (STYLE.md).
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f) {
-      SourceLoc l;
-      l.file = path;
-      throw InputError(l, "-o", "cannot write the output file", "check that the directory exists and is writable");
-    }
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 int run_import(const ImportOptions& o, bool bridge) {
   const auto preset = cluster_preset(o.cluster, 1);
   if (!preset) {
@@ -104,7 +89,7 @@ int run_import(const ImportOptions& o, bool bridge) {
   if (o.output.empty()) {
     fmt::print("{}", yaml);
   } else {
-    write_atomically(o.output, yaml);
+    write_text_file(o.output, yaml, "-o");
     fmt::print(stderr, "wrote {} (scenario {}, valid)\n", o.output, cfg.name);
   }
   return kExitOk;

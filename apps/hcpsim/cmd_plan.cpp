@@ -14,29 +14,6 @@
 
 namespace hcpsim::app {
 
-void write_text_file(const std::string& path, const std::string& text, const std::string& option) {
-  const std::string tmp = path + ".tmp";
-  SourceLoc l;
-  l.file = path;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw InputError(l, option, "cannot write the file", "check that the directory exists and is writable");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError(l, option, "cannot move the file into place (" + ec.message() + ")",
-                     "check the directory permissions");
-  }
-}
-
 namespace {
 
 struct PlanArgs {

@@ -102,18 +102,6 @@ nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
   return j;
 }
 
-/// Writes `text` to `path` through a temporary name and a rename (STYLE.md).
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(SourceLoc{}, "--json", "cannot write '" + path + "'", "check the directory exists");
-    f << text;
-    if (!f) throw InputError(SourceLoc{}, "--json", "cannot write '" + path + "'", "check free space");
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 /// bf16_accumulation: dQ/dKV error with fp32 vs bf16 accumulators for P = 2, 4, 8 (where S allows) at A.
 nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const AttentionShape& shape, Dtype dtype,
                                           const VerifyOptions& base) {
@@ -272,7 +260,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     j["scenario"] = s.name;
     j["pass"] = all_pass;
     j["runs"] = json_runs;
-    write_file_atomically(args.json_path, j.dump(2) + "\n");
+    write_text_file(args.json_path, j.dump(2) + "\n", "--json");
   }
   return all_pass ? kExitOk : kExitFailed;
 }
