@@ -8,6 +8,7 @@
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/core/training_model.hpp"
 #include "hcpsim/core/validation.hpp"
+#include "hcpsim/sim/cost_model.hpp"
 #include "hcpsim/sim/step.hpp"
 
 using namespace hcpsim;
@@ -222,3 +223,31 @@ TEST_CASE("step: scenario keys of the whole step load and their rules hold", "[s
             .find("not divisible by pipeline_model_parallel_size") != std::string::npos);
   CHECK(error_of({"training.recompute"}).find("key.path=value") != std::string::npos);
 }
+
+TEST_CASE("step: FP8 GEMMs run at the FP8 peak; model FLOPs do not change", "[step]") {
+  // Large enough MLP GEMMs to be compute-bound (t = 4096 tokens, h = 2048, ffn = 8192).
+  const std::vector<std::string> big{"model.hidden_size=2048", "model.ffn_hidden_size=8192", "model.seq_length=8192"};
+  std::vector<std::string> big_fp8 = big;
+  big_fp8.push_back("training.fp8=true");
+  const StepResult bf16 = step_of(small(big));
+  const StepResult fp8 = step_of(small(big_fp8));
+  CHECK(fp8.layer_forward_ps < bf16.layer_forward_ps);
+  CHECK(fp8.model_flops == bf16.model_flops);
+  const Schedule l8 = build_layer_schedule(small({"training.fp8=true"}), CpCommType::p2p);
+  int64_t fp8_gemms = 0, gemms = 0;
+  for (const auto& op : l8.ranks[0].ops)
+    if (const auto* g = std::get_if<GemmOp>(&op.payload)) {
+      ++gemms;
+      fp8_gemms += g->fp8 ? 1 : 0;
+    }
+  CHECK(gemms == 12);  // 4 forward (QKV, projection, fc1, fc2) + 8 backward (dgrad and wgrad of each)
+  CHECK(fp8_gemms == gemms);
+  // gemm_ps: launch + max(flops / (peak · efficiency), bytes / HBM).
+  const GpuSpec& g = small().cluster.gpu;
+  const double flops = 2.0 * 4096 * 4096 * 4096;
+  CHECK(gemm_ps(flops, 0, false, Dtype::bf16, g) ==
+        seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_bf16_flops_per_s * g.gemm_efficiency)));
+  CHECK(gemm_ps(flops, 0, true, Dtype::bf16, g) ==
+        seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_fp8_flops_per_s * g.gemm_efficiency)));
+}
+
