@@ -1,5 +1,7 @@
 #include "hcpsim/sim/event_queue.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -13,6 +15,10 @@ namespace {
 // The largest duration seconds_to_ps accepts: the int64 range is 9.22e18 ps = 9.22e6 s; the margin keeps
 // llround from overflowing.
 constexpr double kMaxSeconds = 9.2e6;
+// Bits of an event key holding the insertion sequence number (the priority takes the 16 bits above).
+constexpr int kSeqBits = 48;
+constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+constexpr int64_t kSeqLimit = int64_t{1} << kSeqBits;
 }  // namespace
 
 TimePs seconds_to_ps(double seconds) {
@@ -29,10 +35,23 @@ EventId EventQueue::schedule_at(TimePs time_ps, int priority, Action action) {
   HCPSIM_ASSERT(time_ps >= now_ps_, "event scheduled in the past: " + std::to_string(time_ps) + " ps < now " +
                                         std::to_string(now_ps_) + " ps");
   HCPSIM_ASSERT(static_cast<bool>(action), "event without an action");
-  const auto id = static_cast<EventId>(actions_.size());
-  actions_.push_back(std::move(action));
-  states_.push_back(State::pending);
-  heap_.push(Entry{time_ps, priority, id});
+  HCPSIM_ASSERT(priority >= kMinPriority && priority <= kMaxPriority,
+                "event priority out of range: " + std::to_string(priority));
+  const auto id = static_cast<EventId>(slot_of_.size());
+  HCPSIM_ASSERT(id < kSeqLimit, "more than 2^48 events");
+  int32_t slot = 0;
+  if (free_slots_.empty()) {
+    HCPSIM_ASSERT(actions_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()), "too many events");
+    slot = static_cast<int32_t>(actions_.size());
+    actions_.push_back(std::move(action));
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    actions_[static_cast<size_t>(slot)] = std::move(action);
+  }
+  slot_of_.push_back(slot);
+  const auto priority_rank = static_cast<uint64_t>(static_cast<int64_t>(priority) - kMinPriority);
+  push_entry(Entry{time_ps, (priority_rank << kSeqBits) | static_cast<uint64_t>(id)});
   ++pending_count_;
   return id;
 }
@@ -44,31 +63,76 @@ EventId EventQueue::schedule_after(TimePs delay_ps, int priority, Action action)
 
 void EventQueue::reserve(int64_t events) {
   HCPSIM_ASSERT(events >= 0, "negative event reservation");
+  // Address space only: the slots and the heap hold pending events, usually far fewer than `events`.
+  slot_of_.reserve(static_cast<size_t>(events));
   actions_.reserve(static_cast<size_t>(events));
-  states_.reserve(static_cast<size_t>(events));
 }
 
 void EventQueue::cancel(EventId id) {
   HCPSIM_ASSERT(id >= 0, "bad event id " + std::to_string(id));
-  HCPSIM_ASSERT(id < static_cast<EventId>(states_.size()), "bad event id " + std::to_string(id));
+  HCPSIM_ASSERT(id < static_cast<EventId>(slot_of_.size()), "bad event id " + std::to_string(id));
   const auto index = static_cast<size_t>(id);
-  HCPSIM_ASSERT(states_[index] == State::pending, "cancel of an event that is not pending: id " + std::to_string(id));
-  states_[index] = State::cancelled;
-  actions_[index] = nullptr;  // release captured state now; the heap entry is skipped when popped
+  const int32_t slot = slot_of_[index];
+  HCPSIM_ASSERT(slot >= 0, "cancel of an event that is not pending: id " + std::to_string(id));
+  slot_of_[index] = kCancelled;
+  actions_[static_cast<size_t>(slot)] = nullptr;  // release captured state now; the heap entry is skipped when popped
+  free_slots_.push_back(slot);
   --pending_count_;
 }
 
+namespace {
+/// Bucket of time t relative to base (t ≥ base): 0 if equal, else 1 + the index of the highest differing bit.
+size_t bucket_of(TimePs t, TimePs base) {
+  const auto diff = static_cast<uint64_t>(t) ^ static_cast<uint64_t>(base);
+  return diff == 0 ? 0 : static_cast<size_t>(64 - std::countl_zero(diff));
+}
+}  // namespace
+
+bool EventQueue::later_key(const Entry& x, const Entry& y) { return x.key > y.key; }
+
+void EventQueue::push_entry(Entry e) {
+  // With no entry left (the last ones may have been cancelled ones above now), restart the buckets at now, so
+  // that every entry is ≥ base_ps_.
+  if (entries_ == 0) base_ps_ = now_ps_;
+  const size_t b = bucket_of(e.time_ps, base_ps_);
+  buckets_[b].push_back(e);
+  if (b == 0) std::push_heap(buckets_[0].begin(), buckets_[0].end(), later_key);
+  ++entries_;
+}
+
+bool EventQueue::pop_entry(Entry& e) {
+  if (entries_ == 0) return false;
+  auto& zero = buckets_[0];
+  if (zero.empty()) {
+    size_t b = 1;
+    while (buckets_[b].empty()) ++b;
+    auto& from = buckets_[b];
+    TimePs base = from.front().time_ps;
+    for (const Entry& x : from) base = std::min(base, x.time_ps);
+    base_ps_ = base;
+    for (const Entry& x : from) buckets_[bucket_of(x.time_ps, base)].push_back(x);  // all land below b
+    from.clear();
+    std::make_heap(zero.begin(), zero.end(), later_key);
+  }
+  std::pop_heap(zero.begin(), zero.end(), later_key);
+  e = zero.back();
+  zero.pop_back();
+  --entries_;
+  return true;
+}
+
 bool EventQueue::step() {
-  while (!heap_.empty()) {
-    const Entry top = heap_.top();
-    heap_.pop();
-    const auto index = static_cast<size_t>(top.seq);
-    if (states_[index] == State::cancelled) continue;
+  Entry top{};
+  while (pop_entry(top)) {
+    const auto index = static_cast<size_t>(top.key & kSeqMask);
+    const int32_t slot = slot_of_[index];
+    if (slot == kCancelled) continue;
     now_ps_ = top.time_ps;
-    states_[index] = State::done;
+    slot_of_[index] = kDone;
     --pending_count_;
-    Action action = std::move(actions_[index]);
-    actions_[index] = nullptr;
+    Action action = std::move(actions_[static_cast<size_t>(slot)]);
+    actions_[static_cast<size_t>(slot)] = nullptr;
+    free_slots_.push_back(slot);
     action();
     return true;
   }

@@ -28,37 +28,52 @@ FlowNetwork::FlowNetwork(EventQueue& queue, std::vector<double> capacities_bytes
   busy_since_.assign(capacity_.size(), 0);
   link_dirty_.assign(capacity_.size(), 0);
   link_seen_.assign(capacity_.size(), 0);
+  link_cap_.assign(capacity_.size(), 0);
+  link_unfrozen_.assign(capacity_.size(), 0);
+  link_share_.assign(capacity_.size(), 0);
 }
 
 int64_t FlowNetwork::start_flow(const std::vector<int64_t>& route, int64_t bytes, Done on_drained) {
   HCPSIM_ASSERT(bytes >= 0, "negative flow size");
-  const auto id = static_cast<int64_t>(flows_.size());
-  flows_.push_back(Flow{});
-  flow_seen_.push_back(0);
-  Flow& f = flows_.back();
-  f.links = route;
-  f.remaining_bytes = static_cast<double>(bytes);
-  f.updated_ps = queue_.now();
-  f.on_drained = std::move(on_drained);
+  const int64_t id = flows_started_++;
   for (int64_t l : route) {
     HCPSIM_ASSERT(l >= 0 && ix(l) < capacity_.size(), fmt::format("flow {}: link {} out of range", id, l));
     usage_[ix(l)].bytes += bytes;
     ++usage_[ix(l)].flows;
   }
+  int64_t slot = 0;
+  if (free_slots_.empty()) {
+    slot = static_cast<int64_t>(flows_.size());
+    flows_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Flow& f = flows_[ix(slot)];
+  f.id = id;
+  f.remaining_bytes = static_cast<double>(bytes);
+  f.rate = 0;
+  f.updated_ps = queue_.now();
+  f.links.assign(route.begin(), route.end());
+  f.on_drained = std::move(on_drained);
   if (route.empty() || bytes == 0) {
-    f.drain_event = queue_.schedule_at(queue_.now(), completion_priority_, [this, id] { drained(id); });
+    f.drain_event = queue_.schedule_at(queue_.now(), completion_priority_, [this, slot] { drained(slot); });
     return id;
   }
   f.active = true;
   for (int64_t l : route) {
-    link_flows_[ix(l)].push_back(id);  // ids grow, so each list stays ascending
+    link_flows_[ix(l)].push_back(LinkFlow{id, slot});  // ids grow, so each list stays ascending
     link_active_change(l, +1);
   }
   mark_dirty(route);
   return id;
 }
 
-double FlowNetwork::rate(int64_t flow) const { return flows_.at(ix(flow)).rate; }
+double FlowNetwork::rate(int64_t flow) const {
+  for (const Flow& f : flows_)
+    if (f.id == flow) return f.rate;
+  return 0;
+}
 
 void FlowNetwork::link_active_change(int64_t link, int delta) {
   const size_t n = link_flows_[ix(link)].size();
@@ -78,115 +93,142 @@ void FlowNetwork::mark_dirty(const std::vector<int64_t>& links) {
   }
 }
 
-void FlowNetwork::drained(int64_t id) {
-  Flow& f = flows_[ix(id)];
+void FlowNetwork::drained(int64_t slot) {
+  Flow& f = flows_[ix(slot)];
+  const int64_t id = f.id;
   f.drain_event = -1;
   f.remaining_bytes = 0;
   if (f.active) {
     f.active = false;
     for (int64_t l : f.links) {
       auto& v = link_flows_[ix(l)];
-      v.erase(std::lower_bound(v.begin(), v.end(), id));
+      v.erase(std::lower_bound(v.begin(), v.end(), id, [](const LinkFlow& x, int64_t y) { return x.id < y; }));
       link_active_change(l, -1);
     }
     mark_dirty(f.links);
   }
   Done done = std::move(f.on_drained);
   f.on_drained = nullptr;
+  f.id = -1;
+  free_slots_.push_back(slot);
   done();
 }
 
 void FlowNetwork::recompute() {
   recompute_pending_ = false;
   ++recomputes_;
-  // 1. The affected component: flows and links reachable from the dirty links through shared links.
-  std::vector<int64_t> comp_links;
-  std::vector<int64_t> comp_flows;
-  std::vector<int64_t> stack = dirty_links_;
-  for (int64_t l : dirty_links_) {
-    link_dirty_[ix(l)] = 0;
-    link_seen_[ix(l)] = 1;
-  }
-  dirty_links_.clear();
-  while (!stack.empty()) {
-    const int64_t l = stack.back();
-    stack.pop_back();
-    comp_links.push_back(l);
-    for (int64_t fid : link_flows_[ix(l)]) {
-      if (flow_seen_[ix(fid)]) continue;
-      flow_seen_[ix(fid)] = 1;
-      comp_flows.push_back(fid);
-      for (int64_t l2 : flows_[ix(fid)].links) {
-        if (link_seen_[ix(l2)]) continue;
-        link_seen_[ix(l2)] = 1;
-        stack.push_back(l2);
+  // 1. The affected flows and links: everything reachable from the dirty links through shared links, split
+  // into connected components (a breadth-first search from each dirty link not reached yet).
+  batch_links_.clear();
+  batch_flows_.clear();
+  for (int64_t l : dirty_links_) link_dirty_[ix(l)] = 0;
+  for (int64_t seed : dirty_links_) {
+    if (link_seen_[ix(seed)]) continue;
+    const size_t links_begin = batch_links_.size();
+    const size_t flows_begin = batch_flows_.size();
+    link_seen_[ix(seed)] = 1;
+    batch_links_.push_back(seed);
+    for (size_t next = links_begin; next < batch_links_.size(); ++next) {
+      for (const LinkFlow& lf : link_flows_[ix(batch_links_[next])]) {
+        Flow& f = flows_[ix(lf.slot)];
+        if (f.batch_state != 0) continue;
+        f.batch_state = 1;
+        batch_flows_.push_back(lf);
+        for (int64_t l2 : f.links) {
+          if (link_seen_[ix(l2)]) continue;
+          link_seen_[ix(l2)] = 1;
+          batch_links_.push_back(l2);
+        }
       }
     }
+    // 2–3. Remaining bytes up to now, then progressive filling of this component.
+    fill_component(links_begin, batch_links_.size(), flows_begin, batch_flows_.size());
   }
-  std::sort(comp_links.begin(), comp_links.end());
-  std::sort(comp_flows.begin(), comp_flows.end());
-  for (int64_t l : comp_links) link_seen_[ix(l)] = 0;
-  for (int64_t fid : comp_flows) flow_seen_[ix(fid)] = 0;
+  dirty_links_.clear();
+  for (int64_t l : batch_links_) link_seen_[ix(l)] = 0;
 
-  // 2. Bring every affected flow's remaining bytes up to now at its old rate.
+  // 4. Reschedule the drains of flows whose rate changed, in flow id order (the order of the events' insertion
+  // sequence numbers, which break ties between drains in the same picosecond).
+  std::sort(batch_flows_.begin(), batch_flows_.end(),
+            [](const LinkFlow& x, const LinkFlow& y) { return x.id < y.id; });
   const TimePs now = queue_.now();
-  for (int64_t fid : comp_flows) {
-    Flow& f = flows_[ix(fid)];
+  for (const LinkFlow& lf : batch_flows_) {
+    Flow& f = flows_[ix(lf.slot)];
+    const bool changed = f.batch_state == 3;
+    f.batch_state = 0;
+    if (f.drain_event >= 0 && !changed) continue;
+    if (f.drain_event >= 0) queue_.cancel(f.drain_event);
+    const TimePs delay = seconds_to_ps(f.remaining_bytes / f.rate);
+    const int64_t slot = lf.slot;
+    f.drain_event = queue_.schedule_at(now + delay, completion_priority_, [this, slot] { drained(slot); });
+  }
+}
+
+void FlowNetwork::fill_component(size_t links_begin, size_t links_end, size_t flows_begin, size_t flows_end) {
+  // Bring every flow's remaining bytes up to now at its old rate.
+  const TimePs now = queue_.now();
+  for (size_t i = flows_begin; i < flows_end; ++i) {
+    Flow& f = flows_[ix(batch_flows_[i].slot)];
     const double elapsed_s = static_cast<double>(now - f.updated_ps) / kPsPerSecond;
     f.remaining_bytes = std::max(0.0, f.remaining_bytes - f.rate * elapsed_s);
     f.updated_ps = now;
   }
 
-  // 3. Progressive filling over the component.
-  std::vector<double> cap(comp_links.size());
-  std::vector<int64_t> unfrozen(comp_links.size());
-  for (size_t i = 0; i < comp_links.size(); ++i) {
-    cap[i] = capacity_[ix(comp_links[i])];
-    unfrozen[i] = static_cast<int64_t>(link_flows_[ix(comp_links[i])].size());
+  // Progressive filling. The heap holds (fair share, link) of every link with unfrozen flows, smallest share
+  // first and, among equal shares, the lowest link id: the link a scan in id order would pick. An entry is
+  // current when its share equals the link's present one; older entries are skipped when they surface.
+  auto later = [](const ShareEntry& x, const ShareEntry& y) {
+    if (x.share != y.share) return x.share > y.share;
+    return x.link > y.link;
+  };
+  heap_.clear();
+  for (size_t i = links_begin; i < links_end; ++i) {
+    const int64_t l = batch_links_[i];
+    link_cap_[ix(l)] = capacity_[ix(l)];
+    link_unfrozen_[ix(l)] = static_cast<int64_t>(link_flows_[ix(l)].size());
+    if (link_unfrozen_[ix(l)] == 0) continue;
+    const double share = std::max(0.0, link_cap_[ix(l)]) / static_cast<double>(link_unfrozen_[ix(l)]);
+    link_share_[ix(l)] = share;
+    heap_.push_back(ShareEntry{share, l});
   }
-  auto pos = [&comp_links](int64_t l) {
-    return static_cast<size_t>(std::lower_bound(comp_links.begin(), comp_links.end(), l) - comp_links.begin());
-  };
-  std::vector<double> new_rate(comp_flows.size(), -1);
-  auto fpos = [&comp_flows](int64_t fid) {
-    return static_cast<size_t>(std::lower_bound(comp_flows.begin(), comp_flows.end(), fid) - comp_flows.begin());
-  };
-  size_t left = comp_flows.size();
+  std::make_heap(heap_.begin(), heap_.end(), later);
+  size_t left = flows_end - flows_begin;
   while (left > 0) {
-    size_t best = comp_links.size();
-    double best_share = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < comp_links.size(); ++i) {
-      if (unfrozen[i] == 0) continue;
-      const double share = std::max(0.0, cap[i]) / static_cast<double>(unfrozen[i]);
-      if (share < best_share) {
-        best_share = share;
-        best = i;
-      }
-    }
-    HCPSIM_ASSERT(best < comp_links.size(), "progressive filling found no bottleneck");
-    HCPSIM_ASSERT(best_share > 0, fmt::format("link {}: fair share is 0", comp_links[best]));
-    for (int64_t fid : link_flows_[ix(comp_links[best])]) {
-      const size_t fp = fpos(fid);
-      if (new_rate[fp] >= 0) continue;
-      new_rate[fp] = best_share;
+    HCPSIM_ASSERT(!heap_.empty(), "progressive filling found no bottleneck");
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    const ShareEntry top = heap_.back();
+    heap_.pop_back();
+    const int64_t best = top.link;
+    if (link_unfrozen_[ix(best)] == 0 || top.share != link_share_[ix(best)]) continue;  // outdated entry
+    const double best_share = top.share;
+    HCPSIM_ASSERT(best_share > 0, fmt::format("link {}: fair share is 0", best));
+    // Freeze the link's unfrozen flows in id order, each taking its share off every link of its route.
+    changed_links_.clear();
+    for (const LinkFlow& lf : link_flows_[ix(best)]) {
+      Flow& f = flows_[ix(lf.slot)];
+      if (f.batch_state != 1) continue;
+      f.batch_state = best_share == f.rate ? 2 : 3;
+      f.rate = best_share;
       --left;
-      for (int64_t l2 : flows_[ix(fid)].links) {
-        const size_t p = pos(l2);
-        cap[p] -= best_share;
-        --unfrozen[p];
+      for (int64_t l2 : f.links) {
+        link_cap_[ix(l2)] -= best_share;
+        --link_unfrozen_[ix(l2)];
+        if (link_seen_[ix(l2)] == 1) {
+          link_seen_[ix(l2)] = 2;
+          changed_links_.push_back(l2);
+        }
       }
     }
-  }
-
-  // 4. Reschedule the drains of flows whose rate changed.
-  for (size_t i = 0; i < comp_flows.size(); ++i) {
-    Flow& f = flows_[ix(comp_flows[i])];
-    if (f.drain_event >= 0 && new_rate[i] == f.rate) continue;
-    if (f.drain_event >= 0) queue_.cancel(f.drain_event);
-    f.rate = new_rate[i];
-    const TimePs delay = seconds_to_ps(f.remaining_bytes / f.rate);
-    const int64_t fid = comp_flows[i];
-    f.drain_event = queue_.schedule_at(now + delay, completion_priority_, [this, fid] { drained(fid); });
+    // The new shares of the links this round touched (a share is only read between rounds).
+    for (int64_t l : changed_links_) {
+      link_seen_[ix(l)] = 1;
+      if (link_unfrozen_[ix(l)] == 0) continue;
+      const double share = std::max(0.0, link_cap_[ix(l)]) / static_cast<double>(link_unfrozen_[ix(l)]);
+      if (share == link_share_[ix(l)]) continue;  // its current entry is still in the heap
+      link_share_[ix(l)] = share;
+      heap_.push_back(ShareEntry{share, l});
+      std::push_heap(heap_.begin(), heap_.end(), later);
+    }
   }
 }
 

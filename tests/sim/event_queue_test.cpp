@@ -1,7 +1,11 @@
+#include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "hcpsim/core/topology.hpp"
 #include "hcpsim/sim/event_queue.hpp"
 
 using hcpsim::sim::EventQueue;
@@ -58,6 +62,80 @@ TEST_CASE("sim: a cancelled event never runs and is not counted", "[sim]") {
   REQUIRE(q.run() == 2);
   REQUIRE(order == std::vector<int>{1, 3});
   REQUIRE(q.now() == 3);
+}
+
+TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) order", "[sim]") {
+  // Per seed: 500 events at t = 0..199 ps with priority −2..2, 150 random cancels, and while running, each
+  // callback schedules another event at now + 1..50 ps (until 1500 more) and may cancel a random pending one.
+  // Every insertion lies after the running event, so the run order must be the sort of all events that were
+  // not cancelled by (time, priority, id), ids being the insertion sequence numbers 0, 1, 2, ….
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    // Random values from the seed: the splitmix-based mix of (seed, draw index).
+    auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 0) % n; };
+    struct Ev {
+      TimePs time;
+      int priority;
+      int64_t id;
+    };
+    EventQueue q;
+    std::vector<Ev> events;
+    std::vector<char> done;  // by id: ran or cancelled
+    std::vector<int64_t> order;
+    int64_t budget = 1500;
+    size_t cancels = 0;
+    std::function<void(TimePs, int)> add;
+    auto cancel_one = [&] {
+      const auto id = static_cast<int64_t>(next(events.size()));
+      if (done[static_cast<size_t>(id)]) return;
+      q.cancel(id);
+      done[static_cast<size_t>(id)] = 1;
+      ++cancels;
+    };
+    add = [&](TimePs t, int priority) {
+      const auto expected_id = static_cast<int64_t>(events.size());
+      const int64_t id = q.schedule_at(t, priority, [&, expected_id] {
+        order.push_back(expected_id);
+        done[static_cast<size_t>(expected_id)] = 1;
+        if (budget-- > 0) add(q.now() + 1 + static_cast<TimePs>(next(50)), static_cast<int>(next(5)) - 2);
+        if (next(4) == 0) cancel_one();
+      });
+      REQUIRE(id == expected_id);
+      events.push_back(Ev{t, priority, id});
+      done.push_back(0);
+    };
+    for (int i = 0; i < 500; ++i) add(static_cast<TimePs>(next(200)), static_cast<int>(next(5)) - 2);
+    for (int i = 0; i < 150; ++i) cancel_one();
+    q.run();
+    std::vector<Ev> ran;
+    for (int64_t id : order) ran.push_back(events[static_cast<size_t>(id)]);
+    std::vector<Ev> sorted = ran;
+    std::sort(sorted.begin(), sorted.end(), [](const Ev& x, const Ev& y) {
+      if (x.time != y.time) return x.time < y.time;
+      if (x.priority != y.priority) return x.priority < y.priority;
+      return x.id < y.id;
+    });
+    INFO("seed " << seed);
+    REQUIRE(ran.size() > 1000);
+    REQUIRE(cancels > 0);
+    REQUIRE(ran.size() + cancels == events.size());  // every event ran or was cancelled, none both
+    for (size_t i = 0; i < ran.size(); ++i) REQUIRE(ran[i].id == sorted[i].id);
+    REQUIRE(q.empty());
+  }
+}
+
+TEST_CASE("sim: events scheduled after a run that ended on cancelled events keep their order", "[sim]") {
+  // The run ends at t = 5 after skipping the cancelled event at t = 100; new events at 6 and 50 (earlier than
+  // the skipped one) must still run in time order.
+  EventQueue q;
+  std::vector<int> order;
+  q.schedule_at(5, 0, [&] { order.push_back(5); });
+  q.cancel(q.schedule_at(100, 0, [&] { order.push_back(100); }));
+  REQUIRE(q.run() == 1);
+  REQUIRE(q.now() == 5);
+  q.schedule_at(50, 0, [&] { order.push_back(50); });
+  q.schedule_at(6, 0, [&] { order.push_back(6); });
+  REQUIRE(q.run() == 2);
+  REQUIRE(order == std::vector<int>{5, 6, 50});
 }
 
 TEST_CASE("sim: seconds_to_ps rounds once to the nearest picosecond", "[sim]") {

@@ -1,6 +1,8 @@
 // Closed-form tests of the flow-level network model and of the simulator on top of it.
 
+#include <algorithm>
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,127 @@ TEST_CASE("net: classic max-min example, three flows on two links", "[sim][net]"
   REQUIRE(ta == 20'000'000);
   REQUIRE(tb == 20'000'000);
   REQUIRE(tc == 36'666'667);
+}
+
+// Progressive filling as one plain scan over every link of a batch (the model's definition, and the network's
+// arithmetic before it split batches into components and kept links in a heap): repeatedly the link with the
+// smallest max(0, cap) / unfrozen, ties → lowest link id; its unfrozen flows (ascending id) take that share off
+// every link of their route. @return the rate of every flow.
+static std::vector<double> scan_filling(const std::vector<double>& capacity, const std::vector<std::vector<int64_t>>& routes) {
+  std::vector<double> cap = capacity;
+  std::vector<int64_t> unfrozen(capacity.size(), 0);
+  for (const auto& r : routes)
+    for (int64_t l : r) ++unfrozen[static_cast<size_t>(l)];
+  std::vector<double> rate(routes.size(), -1);
+  size_t left = routes.size();
+  while (left > 0) {
+    size_t best = cap.size();
+    double best_share = 0;
+    for (size_t l = 0; l < cap.size(); ++l) {
+      if (unfrozen[l] == 0) continue;
+      const double share = std::max(0.0, cap[l]) / static_cast<double>(unfrozen[l]);
+      if (best == cap.size() || share < best_share) {
+        best = l;
+        best_share = share;
+      }
+    }
+    for (size_t f = 0; f < routes.size(); ++f) {
+      const auto& r = routes[f];
+      if (rate[f] >= 0 || std::find(r.begin(), r.end(), static_cast<int64_t>(best)) == r.end()) continue;
+      rate[f] = best_share;
+      --left;
+      for (int64_t l : r) {
+        cap[static_cast<size_t>(l)] -= best_share;
+        --unfrozen[static_cast<size_t>(l)];
+      }
+    }
+  }
+  return rate;
+}
+
+TEST_CASE("net: a batch of independent components gets the rates of one filling over all its links", "[sim][net]") {
+  // 24 links in 3 capacity classes that make many exact ties (1e11, 2e11, 3e11 B/s); per seed 40 flows over
+  // 1–4 distinct random links, all started in one picosecond (one batch, several components). Every rate must
+  // equal the plain scan's bit for bit: same bottleneck order (lowest link id among equal shares) and the same
+  // subtractions in the same order.
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    // Random values from the seed: the splitmix-based mix of (seed, draw index).
+    auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 0) % n; };
+    std::vector<double> capacity;
+    for (int l = 0; l < 24; ++l) capacity.push_back(1e11 * static_cast<double>(1 + next(3)));
+    std::vector<std::vector<int64_t>> routes;
+    for (int f = 0; f < 40; ++f) {
+      std::vector<int64_t> r;
+      const uint64_t n = 1 + next(4);
+      while (r.size() < n) {
+        const auto l = static_cast<int64_t>(next(24));
+        if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);
+      }
+      routes.push_back(r);
+    }
+    EventQueue q;
+    FlowNetwork net(q, capacity, kDrain, kRecompute);
+    std::vector<int64_t> ids;
+    for (const auto& r : routes) ids.push_back(net.start_flow(r, 1'000'000, [] {}));
+    REQUIRE(q.step());  // the batched recomputation at t = 0
+    REQUIRE(net.recompute_count() == 1);
+    const std::vector<double> expected = scan_filling(capacity, routes);
+    for (size_t f = 0; f < routes.size(); ++f) {
+      INFO("seed " << seed << " flow " << f);
+      REQUIRE(expected[f] > 0);
+      REQUIRE(net.rate(ids[f]) == expected[f]);
+    }
+    q.run();
+  }
+}
+
+TEST_CASE("net: equal fair shares: the lowest link id is the bottleneck", "[sim][net]") {
+  // Link 0 (3e11 B/s: flows A, B, X) and link 1 (2e11 B/s: flows X, C) both offer 1e11. Link 0, the lower id,
+  // is taken first: A, B, X get 1e11; link 1 keeps 2e11 − 1e11 = 1e11 for C.
+  EventQueue q;
+  FlowNetwork net(q, {3e11, 2e11}, kDrain, kRecompute);
+  const int64_t a = net.start_flow({0}, 1'000'000, [] {});
+  const int64_t b = net.start_flow({0}, 4'000'000, [] {});
+  const int64_t x = net.start_flow({0, 1}, 4'000'000, [] {});
+  const int64_t c = net.start_flow({1}, 4'000'000, [] {});
+  REQUIRE(q.step());
+  REQUIRE(net.rate(a) == 1e11);
+  REQUIRE(net.rate(b) == 1e11);
+  REQUIRE(net.rate(x) == 1e11);
+  REQUIRE(net.rate(c) == 1e11);
+  // A drains at 10 µs; then link 0 offers 3e11 / 2 = 1.5e11 and link 1 still 1e11: link 1 is the bottleneck,
+  // X and C get 1e11, B gets 3e11 − 1e11 = 2e11.
+  while (net.rate(a) != 0) REQUIRE(q.step());
+  REQUIRE(q.step());  // the recomputation after A's drain
+  REQUIRE(q.now() == 10'000'000);
+  REQUIRE(net.rate(x) == 1e11);
+  REQUIRE(net.rate(c) == 1e11);
+  REQUIRE(net.rate(b) == 2e11);
+  q.run();
+}
+
+TEST_CASE("net: flow slots are reused; ids, rates and drains stay per flow", "[sim][net]") {
+  // 1000 flows one after another on one 1e11 B/s link, each started when the previous one drains (a slot is
+  // reused every time): flow k (1e6 B) drains at (k + 1) · 10 µs, and ids count 0, 1, 2, …
+  EventQueue q;
+  FlowNetwork net(q, {1e11}, kDrain, kRecompute);
+  std::vector<TimePs> drained;
+  std::vector<int64_t> ids;
+  std::function<void()> start = [&] {
+    ids.push_back(net.start_flow({0}, 1'000'000, [&] {
+      drained.push_back(q.now());
+      if (drained.size() < 1000) start();
+    }));
+  };
+  start();
+  q.run();
+  REQUIRE(drained.size() == 1000);
+  for (size_t k = 0; k < drained.size(); ++k) {
+    REQUIRE(ids[k] == static_cast<int64_t>(k));
+    REQUIRE(drained[k] == static_cast<TimePs>(k + 1) * 10'000'000);
+  }
+  REQUIRE(net.usage()[0].flows == 1000);
+  REQUIRE(net.usage()[0].busy_ps == 10'000'000'000);
 }
 
 TEST_CASE("net: a message costs software latency + route latency + bytes at the flow's rate", "[sim][net]") {

@@ -6,9 +6,9 @@
 /// in seconds by the cost model and rounded once, by seconds_to_ps(), into int64 picoseconds; from there on all
 /// arithmetic is integer. Events with equal (time_ps, priority) run in insertion order (FIFO).
 
+#include <array>
 #include <cstdint>
 #include <functional>
-#include <queue>
 #include <vector>
 
 namespace hcpsim::sim {
@@ -44,20 +44,25 @@ using EventId = int64_t;
 class EventQueue {
  public:
   using Action = std::function<void()>;
+  /// Range of event priorities (they are packed with the insertion sequence number into one 64-bit key).
+  static constexpr int kMinPriority = -32768;
+  /// Upper end of the priority range.
+  static constexpr int kMaxPriority = 32767;
 
   /// Current simulated time: the time of the event being run, or of the last one run (0 before the first).
   [[nodiscard]] TimePs now() const { return now_ps_; }
 
   /// Schedules `action` at absolute time `time_ps` with `priority` (lower runs first among equal times).
   /// @param time_ps  ≥ now(); HCPSIM_ASSERT otherwise (time never goes backwards).
-  /// @return the event's id (its insertion sequence number).
+  /// @param priority  in [kMinPriority, kMaxPriority]; HCPSIM_ASSERT otherwise.
+  /// @return the event's id (its insertion sequence number; at most 2^48 events per queue, HCPSIM_ASSERT).
   EventId schedule_at(TimePs time_ps, int priority, Action action);
 
   /// Schedules `action` at now() + delay_ps. @param delay_ps ≥ 0; HCPSIM_ASSERT otherwise.
   EventId schedule_after(TimePs delay_ps, int priority, Action action);
 
   /// Reserves room for `events` schedule calls in total (a capacity hint: large runs avoid regrowing the
-  /// per-event tables; behaviour is unchanged).
+  /// per-event table; behaviour is unchanged).
   void reserve(int64_t events);
 
   /// Cancels a pending event: it is skipped when popped. Cancelling an event that already ran or was already
@@ -77,24 +82,34 @@ class EventQueue {
   [[nodiscard]] int64_t pending() const { return pending_count_; }
 
  private:
+  /// A heap entry: the event's time and key = (priority − kMinPriority) · 2^48 + insertion sequence number, so
+  /// that (time_ps, key) orders events exactly as (time_ps, priority, insertion_seq).
   struct Entry {
     TimePs time_ps;
-    int priority;
-    EventId seq;
+    uint64_t key;
   };
-  /// std::priority_queue pops its greatest element; ordering by "runs later" makes it pop the earliest key.
-  struct Later {
-    bool operator()(const Entry& x, const Entry& y) const {
-      if (x.time_ps != y.time_ps) return x.time_ps > y.time_ps;
-      if (x.priority != y.priority) return x.priority > y.priority;
-      return x.seq > y.seq;
-    }
-  };
-  enum class State : uint8_t { pending, done, cancelled };
+  /// Binary-heap order of bucket 0 (std::push_heap keeps the greatest first): a larger key runs later.
+  static bool later_key(const Entry& x, const Entry& y);
+  void push_entry(Entry e);
+  /// Removes the earliest entry into `e`. @return false if there is none.
+  bool pop_entry(Entry& e);
 
-  std::priority_queue<Entry, std::vector<Entry>, Later> heap_;
-  std::vector<Action> actions_;  ///< by EventId; released (emptied) once the event ran or was cancelled
-  std::vector<State> states_;    ///< by EventId
+  /// Pending events (and cancelled ones not yet popped) in a radix heap over time (event times never go below
+  /// the last popped time): bucket 0 holds the entries at exactly base_ps_, as a binary heap on key; bucket
+  /// b ≥ 1 those whose highest bit differing from base_ps_ is bit b − 1. Popping refills bucket 0 from the first
+  /// non-empty bucket, so each entry moves a few times through sequential memory instead of sifting through a
+  /// heap of every pending event.
+  std::array<std::vector<Entry>, 65> buckets_;
+  TimePs base_ps_ = 0;
+  int64_t entries_ = 0;
+  /// Actions of pending events, in slots reused once an event ran or was cancelled (memory follows the pending
+  /// events, not all events ever scheduled).
+  std::vector<Action> actions_;
+  std::vector<int32_t> free_slots_;
+  /// By EventId: the slot of a pending event, kDone or kCancelled.
+  std::vector<int32_t> slot_of_;
+  static constexpr int32_t kDone = -1;
+  static constexpr int32_t kCancelled = -2;
   int64_t pending_count_ = 0;
   TimePs now_ps_ = 0;
 };
