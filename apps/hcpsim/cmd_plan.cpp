@@ -24,6 +24,7 @@ struct PlanArgs {
   std::string objective = "time";
   std::string csv;
   std::string svg;
+  int threads = 0;
 };
 
 std::vector<int64_t> parse_tp_list(const std::string& text) {
@@ -69,6 +70,8 @@ int cmd_plan(const PlanArgs& a) {
   validate_scenario(s, ValidationScope::placement);  // the scenario itself must be valid
   sim::PlanRequest req;
   if (a.cp != 0) req.cp = a.cp;
+  if (a.threads < 0) throw InputError(SourceLoc{}, "--threads", "must be >= 0", "give a thread count, or 0 for all cores");
+  req.threads = a.threads;
   if (a.gpus != 0) req.gpus = a.gpus;
   if (!a.tp.empty()) req.tp = parse_tp_list(a.tp);
   if (a.objective == "memory") {
@@ -119,6 +122,7 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--objective", a->objective, "rank by time (default; options that fit first) or memory");
   cmd->add_option("--csv", a->csv, "write every option (ranked and ruled out) as CSV");
   cmd->add_option("--svg", a->svg, "write a grouped bar chart of the ranked options");
+  cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
   cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });
   return cmd;
 }

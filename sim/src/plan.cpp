@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -46,8 +49,8 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-/// Simulates a validated scenario with comm type `t`: whole step plus the attention layer alone.
-PlanOption evaluate(const Scenario& s, CpCommType t, int64_t dp) {
+/// Labels, layout and placement facts of option `t` of a validated scenario (no simulation).
+PlanOption describe(const Scenario& s, CpCommType t, int64_t dp) {
   PlanOption o;
   o.cp_comm_type = t;
   o.tp = s.parallel.tensor_model_parallel_size;
@@ -57,15 +60,46 @@ PlanOption evaluate(const Scenario& s, CpCommType t, int64_t dp) {
   o.a2a_size = layout.a2a_size();
   o.p2p_size = layout.p2p_size();
   o.label = label_of(t, o.a2a_size, o.p2p_size, o.tp);
+  o.has_a2a = o.a2a_size > 1 && (t == CpCommType::a2a || t == CpCommType::a2a_p2p);
+  if (o.has_a2a) {
+    ParallelSizes sizes;
+    sizes.tp = o.tp;
+    sizes.cp = o.cp;
+    sizes.dp = dp;
+    sizes.pp = s.parallel.pipeline_model_parallel_size;
+    const auto place = place_cp_group(s.parallel.order, sizes, s.cluster.gpus_per_node);
+    o.a2a_intra_node = true;
+    for (int64_t p = 0; p < o.p2p_size; ++p) {
+      std::set<int64_t> nodes;
+      for (int64_t g : layout.a2a_group(p)) nodes.insert(place[static_cast<size_t>(g)].node);
+      o.a2a_intra_node = o.a2a_intra_node && nodes.size() == 1;
+    }
+  }
+  return o;
+}
+
+/// The whole step of option `o` (writes step and the per-layer message bytes only).
+void simulate_option_step(const Scenario& s, PlanOption& o) {
+  SimOptions options;
+  options.record_timeline = false;
+  o.step = simulate_step(s, o.cp_comm_type, o.data_parallel_size, Topology::from_cluster(s.cluster), options);
+  for (Phase ph : {Phase::forward, Phase::backward}) {
+    o.intra_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::intra_node).bytes;
+    o.inter_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::inter_node).bytes;
+  }
+}
+
+/// The attention layer alone of option `o`, as `simulate` times it (writes the attention_* fields only).
+void simulate_option_attention(const Scenario& s, PlanOption& o) {
+  const CpCommType t = o.cp_comm_type;
+  const CpLayout layout = cp_layout_for(s, t);
   const Topology topology = Topology::from_cluster(s.cluster);
   SimOptions options;
   options.record_timeline = false;
-  o.step = simulate_step(s, t, dp, topology, options);
-
   ParallelSizes sizes;
   sizes.tp = o.tp;
   sizes.cp = o.cp;
-  sizes.dp = dp;
+  sizes.dp = o.data_parallel_size;
   sizes.pp = s.parallel.pipeline_model_parallel_size;
   const auto place = place_cp_group(s.parallel.order, sizes, s.cluster.gpus_per_node);
   std::vector<int64_t> gpus;
@@ -84,20 +118,41 @@ PlanOption evaluate(const Scenario& s, CpCommType t, int64_t dp) {
   o.attention_forward_ps = attn.forward_ps;
   o.attention_backward_ps = attn.backward_ps;
   for (const RankStats& r : attn.ranks) o.attention_exposed_comm_ps = std::max(o.attention_exposed_comm_ps, r.exposed_comm_ps);
-  for (Phase ph : {Phase::forward, Phase::backward}) {
-    o.intra_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::intra_node).bytes;
-    o.inter_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::inter_node).bytes;
-  }
-  o.has_a2a = o.a2a_size > 1 && (t == CpCommType::a2a || t == CpCommType::a2a_p2p);
-  if (o.has_a2a) {
-    o.a2a_intra_node = true;
-    for (int64_t p = 0; p < o.p2p_size; ++p) {
-      std::set<int64_t> nodes;
-      for (int64_t g : layout.a2a_group(p)) nodes.insert(place[static_cast<size_t>(g)].node);
-      o.a2a_intra_node = o.a2a_intra_node && nodes.size() == 1;
+}
+
+/// Runs the two simulations of every option on up to `threads` threads. Every simulation is independent and
+/// writes only its own fields, so the results do not depend on the thread count or on scheduling.
+void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads) {
+  const size_t tasks = 2 * options.size();
+  // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
+  auto cost_rank = [&](size_t option) {
+    const PlanOption& o = options[option];
+    return std::make_tuple(o.cp_comm_type == CpCommType::all_gather ? 0 : 1, -o.p2p_size, option);
+  };
+  std::vector<size_t> order(tasks);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return cost_rank(x / 2) < cost_rank(y / 2); });
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(tasks);
+  auto worker = [&] {
+    for (size_t k = next++; k < tasks; k = next++) {
+      const size_t i = order[k];
+      try {
+        if (i % 2 == 0) simulate_option_step(scenarios[i / 2], options[i / 2]);
+        else simulate_option_attention(scenarios[i / 2], options[i / 2]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
     }
-  }
-  return o;
+  };
+  const size_t n = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1));
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < n; ++k) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);  // the first failure in task order
 }
 
 std::string explain(const PlanResult& r) {
@@ -181,6 +236,7 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
   result.global_batch_size = scenario.model.global_batch_size.value_or(scenario.model.micro_batch_size * dp_lcm);
   const int64_t pp = scenario.parallel.pipeline_model_parallel_size;
   bool any_cp = false;
+  std::vector<Scenario> legal;  // one per entry of result.ranked, before ranking
   for (int64_t tp : tps) {
     int64_t cp = request.cp.value_or(scenario.parallel.context_parallel_size);
     if (request.gpus) {
@@ -234,9 +290,12 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
         result.dropped.push_back(o);
         continue;
       }
-      result.ranked.push_back(evaluate(c, type, report.data_parallel_size));
+      legal.push_back(c);
+      result.ranked.push_back(describe(c, type, report.data_parallel_size));
     }
   }
+  simulate_options(legal, result.ranked, request.threads > 0 ? request.threads
+                                                               : static_cast<int>(std::thread::hardware_concurrency()));
   if (!any_cp)
     throw InputError(cmd, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
                      "give a GPU count divisible by TP*PP");
@@ -372,7 +431,10 @@ std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
 PlanOption evaluate_scenario(const Scenario& scenario) {
   parameter_counts(scenario);
   const ValidationReport report = validate_scenario(scenario, ValidationScope::placement);
-  return evaluate(scenario, scenario.parallel.cp_comm_type.front(), report.data_parallel_size);
+  PlanOption o = describe(scenario, scenario.parallel.cp_comm_type.front(), report.data_parallel_size);
+  simulate_option_step(scenario, o);
+  simulate_option_attention(scenario, o);
+  return o;
 }
 
 }  // namespace hcpsim::sim

@@ -21,6 +21,8 @@ struct PlanRequest {
   std::vector<int64_t> tp;      ///< --tp LIST (default: the scenario's TP)
   enum class Objective { time, memory };
   Objective objective = Objective::time;
+  /// Simulations run on this many threads (0: one per hardware thread). Results do not depend on it.
+  int threads = 0;
 };
 
 /// One option of the sweep.
