@@ -184,8 +184,9 @@ int run_check_log(const CheckLogOptions& o) {
     model_line = "not checked (no scenario: give --scenario, or a log whose arguments validate)";
   } else if (const auto predicted = predicted_model_tflops_per_gpu(*model_scenario)) {
     const auto f = check_throughput_vs_model(log, predicted);
-    model_line = fmt::format("predicted {:.1f} TFLOP/s per GPU; {} (limit {:.2g}x)", *predicted,
-                             f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
+    model_line = fmt::format("predicted {:.1f} TFLOP/s per GPU (megatron_full_attention convention, the larger); {} "
+                             "(limit {:.2g}x)",
+                             *predicted, f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
     for (const auto& x : f) findings.push_back(x);
   } else {
     model_line = model_scenario->model.vocab_size

@@ -20,6 +20,7 @@ struct DiffArgs {
 std::string value_text(const sim::DiffRow& r, double v) {
   if (r.unit == "s") return human_time_ps(static_cast<int64_t>(std::llround(v * 1e12)));
   if (r.unit == "B") return human_bytes(v);
+  if (r.unit == "GB") return fmt::format("{:.2f} GB", v / 1e9);
   if (r.unit == "count") return fmt::format("{:.0f}", v);
   return fmt::format("{:.1f} {}", v, r.unit);
 }
@@ -54,7 +55,9 @@ int cmd_diff(const DiffArgs& args) {
     fmt::print("no change: the two configurations simulate identically ({} quantities compared)\n", rows.size());
     return kExitOk;
   }
-  fmt::print("{} of {} quantities changed, largest relative difference first (A -> B):\n", changed, rows.size());
+  fmt::print("{} of {} quantities changed, largest relative difference first (A -> B); layer messages are the simulated "
+             "layer's TP and CP messages of one micro-batch, the recomputed forward counted as backward:\n",
+             changed, rows.size());
   fmt::print("  {:<44} {:>14} {:>14} {:>15} {:>8}\n", "quantity", "A", "B", "B - A", "change");
   for (const auto& r : rows) {
     if (r.relative() == 0) continue;

@@ -15,8 +15,10 @@ std::string SourceLoc::to_string() const {
   if (line > 0) {
     where.push_back(':');
     where.append(std::to_string(line));
-    where.push_back(':');
-    where.append(std::to_string(column));
+    if (column > 0) {  // a line-oriented file (CSV, log) has no column
+      where.push_back(':');
+      where.append(std::to_string(column));
+    }
   }
   return where;
 }

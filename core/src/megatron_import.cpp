@@ -920,6 +920,8 @@ class ArgInterpreter {
     cfg_.hierarchical_context_parallel_sizes = get_int_list("hierarchical_context_parallel_sizes");
     cfg_.sequence_parallel = get_switch("sequence_parallel");
     cfg_.use_distributed_optimizer = get_switch("use_distributed_optimizer");
+    cfg_.overlap_grad_reduce = get_switch("overlap_grad_reduce");
+    cfg_.overlap_param_gather = get_switch("overlap_param_gather");
   }
 
   void read_training() {
@@ -1304,6 +1306,9 @@ MegatronConfig parse_bridge_config(const std::string& text, const std::string& d
       } else if ((section == "ddp" || section == "optimizer") && k == "use_distributed_optimizer") {
         c.use_distributed_optimizer = c.use_distributed_optimizer || as_bool(v, key);
         mark(k, v);
+      } else if (section == "ddp" && (k == "overlap_grad_reduce" || k == "overlap_param_gather")) {
+        (k == "overlap_grad_reduce" ? c.overlap_grad_reduce : c.overlap_param_gather) = as_bool(v, key);
+        mark(k, v);
       } else if (section == "dist" && k == "use_decentralized_pg") {
         c.use_decentralized_pg = as_bool(v, key);
         mark(k, v);
@@ -1402,6 +1407,8 @@ std::string scenario_yaml_of(const MegatronConfig& c, const ScenarioWriteOptions
     w.entry("hierarchical_context_parallel_sizes", int_list(*c.hierarchical_context_parallel_sizes));
   w.entry("sequence_parallel", yaml_bool(c.sequence_parallel));
   w.entry("use_distributed_optimizer", yaml_bool(c.use_distributed_optimizer));
+  w.entry("overlap_grad_reduce", yaml_bool(c.overlap_grad_reduce));
+  w.entry("overlap_param_gather", yaml_bool(c.overlap_param_gather));
   w.entry("use_decentralized_pg", yaml_bool(c.use_decentralized_pg));
   w.top();
   w.section("training");

@@ -232,7 +232,7 @@ class Reader {
               {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                "data_parallel_size", "cp_comm_type", "hierarchical_context_parallel_sizes", "order",
                "use_decentralized_pg", "te_version", "sequence_parallel", "virtual_pipeline_model_parallel_size",
-               "use_distributed_optimizer"});
+               "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather"});
     ParallelConfig& pc = sc_.parallel;
     if (m["tensor_model_parallel_size"])
       pc.tensor_model_parallel_size = get_int(m["tensor_model_parallel_size"], P + ".tensor_model_parallel_size");
@@ -267,6 +267,9 @@ class Reader {
           get_int(m["virtual_pipeline_model_parallel_size"], P + ".virtual_pipeline_model_parallel_size");
     if (m["use_distributed_optimizer"])
       pc.use_distributed_optimizer = get_bool(m["use_distributed_optimizer"], P + ".use_distributed_optimizer");
+    if (m["overlap_grad_reduce"]) pc.overlap_grad_reduce = get_bool(m["overlap_grad_reduce"], P + ".overlap_grad_reduce");
+    if (m["overlap_param_gather"])
+      pc.overlap_param_gather = get_bool(m["overlap_param_gather"], P + ".overlap_param_gather");
   }
 
   void read_cluster(const YAML::Node& m) {

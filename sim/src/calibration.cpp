@@ -55,7 +55,7 @@ std::string g17(double v) { return fmt::format("{:.17g}", v); }
 
 std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, 0, "", "cannot open the measured CSV", "check the path (the GPU backend writes it with --ops-csv)");
+  if (!in) fail(path, 0, "", "cannot open the measured CSV", "check the path");
   std::string line;
   int64_t line_no = 0;
   std::map<std::string, size_t> col;
@@ -63,7 +63,8 @@ std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find('\0') != std::string::npos)
-      fail(path, line_no, "", "binary data in the measured CSV", "give the CSV written by the GPU backend");
+      fail(path, line_no, "", "binary data in the measured CSV",
+           "give a per-op CSV with the header op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s");
     if (line.empty() || line[0] == '#') continue;
     const auto cells = split(line);
     if (col.empty()) {
@@ -106,6 +107,14 @@ std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
     MeasuredOp op;
     op.line = line_no;
     op.op_kind = cell("op_kind");
+    static const char* const kKinds[] = {"attn_fwd_block", "attn_bwd_block", "gemm", "elementwise", "copy",
+                                         "lse_merge", "out_correction", "send_recv", "all_to_all", "all_gather",
+                                         "reduce_scatter", "alloc", "free"};
+    if (std::find(std::begin(kKinds), std::end(kKinds), op.op_kind) == std::end(kKinds))
+      fail(path, line_no, "op_kind", "unknown op_kind '" + op.op_kind + "'",
+           "use an op kind of the schedule IR: attn_fwd_block, attn_bwd_block, gemm, elementwise, copy, lse_merge, "
+           "out_correction (fitted) or send_recv, all_to_all, all_gather, reduce_scatter, alloc, free (skipped)");
+    if (op.op_kind == "alloc" || op.op_kind == "free") continue;  // take no device time
     if (!cell("dtype").empty()) op.dtype = cell("dtype");
     op.head_dim = integer("head_dim");
     op.q_rows = integer("q_rows");
@@ -121,7 +130,9 @@ std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
     if (op.measured_s <= 0) fail(path, line_no, "measured_s", "must be > 0", "give the measured duration in seconds");
     rows.push_back(op);
   }
-  if (col.empty()) fail(path, 0, "", "the measured CSV is empty", "give the CSV written by the GPU backend");
+  if (col.empty())
+    fail(path, 0, "", "the measured CSV is empty",
+         "give a per-op CSV with the header op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s");
   if (rows.empty()) fail(path, 0, "", "the measured CSV has a header but no rows", "measure at least one op");
   return rows;
 }
@@ -254,6 +265,19 @@ CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpe
     if (!is_elementwise_kind(r.op_kind) && r.op_kind != "gemm" && r.op_kind != "attn_fwd_block" &&
         r.op_kind != "attn_bwd_block")
       ++fit.rows_skipped;
+  if (fit.rows_used == 0)
+    fail(csv_path, 0, "op_kind",
+         "no row can be fitted (only communication rows, or elementwise rows of a single size)",
+         "measure attention blocks, GEMMs or elementwise kernels of at least two sizes");
+  std::set<int64_t> head_dims;
+  for (const auto& p : g.attn_fwd_table) head_dims.insert(p.head_dim);
+  for (const auto& p : g.attn_bwd_table) head_dims.insert(p.head_dim);
+  if (!head_dims.empty()) {
+    std::string list;
+    for (int64_t d : head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    fit.notes.push_back("attention tables cover head_dim " + list +
+                        "; blocks of another head dim use the nearest one (linear between two)");
+  }
   g.calibration = "calibrated from " + csv_path;
   return fit;
 }

@@ -181,16 +181,31 @@ std::string explain(const PlanResult& r) {
   if (r.ranked.size() == 1) return head + "; it is the only legal option";
   const PlanOption& ru = r.ranked[1];
   const double pct = 100.0 * static_cast<double>(ru.step.step_ps - ws.step_ps) / static_cast<double>(ws.step_ps);
+  // Below 1% the two are a tie within what the cost model can tell apart (assumed efficiencies, no jitter).
+  const std::string slower = pct < 1.0 ? fmt::format("is only {:.1f}% slower, a tie within the model's accuracy", pct)
+                                       : fmt::format("is {:.1f}% slower", pct);
+  const bool network = ru.inter_node_bytes_per_layer > 0 || w.inter_node_bytes_per_layer > 0;
+  const std::string bytes = network ? fmt::format(" ({} against {} cross the network per layer)",
+                                                  gb_text(static_cast<double>(ru.inter_node_bytes_per_layer)),
+                                                  gb_text(static_cast<double>(w.inter_node_bytes_per_layer)))
+                                    : std::string(" (all of it on NVLink)");
   if (ru.step.layer_exposed_comm_ps > ws.layer_exposed_comm_ps)
-    return head + fmt::format("; the runner-up {} is {:.1f}% slower because its layer exposes {} of communication "
-                              "against {} ({} against {} cross the network per layer)",
-                              ru.label, pct, time_text(ru.step.layer_exposed_comm_ps),
-                              time_text(ws.layer_exposed_comm_ps), gb_text(static_cast<double>(ru.inter_node_bytes_per_layer)),
-                              gb_text(static_cast<double>(w.inter_node_bytes_per_layer)));
-  return head + fmt::format("; the runner-up {} is {:.1f}% slower: its layer computes for longer ({} against {} "
-                            "forward + backward) although it exposes no more communication",
-                            ru.label, pct, time_text(ru.step.layer_forward_ps + ru.step.layer_backward_ps),
+    return head + fmt::format("; the runner-up {} {}: its layer exposes {} of communication against {}{}", ru.label,
+                              slower, time_text(ru.step.layer_exposed_comm_ps), time_text(ws.layer_exposed_comm_ps),
+                              bytes);
+  return head + fmt::format("; the runner-up {} {}: its layer computes for longer ({} against {} forward + backward) "
+                            "although it exposes no more communication",
+                            ru.label, slower, time_text(ru.step.layer_forward_ps + ru.step.layer_backward_ps),
                             time_text(ws.layer_forward_ps + ws.layer_backward_ps));
+}
+
+/// A "nice" axis step (1, 2 or 5 × 10^k) giving about four intervals up to `vmax`.
+double nice_step(double vmax) {
+  const double raw = vmax / 4;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
 }
 
 }  // namespace
@@ -317,13 +332,16 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
 std::string plan_svg(const PlanResult& r, const std::string& title) {
   const double bar_w = 18, gap = 34, left = 70, top = 90, plot_h = 260;
   const double group_w = 3 * bar_w + gap;
-  const double width = left + 20 + std::max<double>(1, static_cast<double>(r.ranked.size())) * group_w;
+  const double width = std::max(640.0, left + 20 + std::max<double>(1, static_cast<double>(r.ranked.size())) * group_w);
   const double height = top + plot_h + 120;
   double vmax = 0;
   for (const auto& o : r.ranked)
     vmax = std::max({vmax, static_cast<double>(o.step.layer_forward_ps), static_cast<double>(o.step.layer_backward_ps),
                      static_cast<double>(o.step.layer_exposed_comm_ps)});
   vmax = vmax > 0 ? vmax * 1e-9 : 1;  // ms
+  const double tick = nice_step(vmax);
+  const int ticks = static_cast<int>(std::ceil(vmax / tick - 1e-9));
+  vmax = tick * ticks;
   std::string svg;
   svg += fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
@@ -333,6 +351,10 @@ std::string plan_svg(const PlanResult& r, const std::string& title) {
   svg += "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += fmt::format("<text x=\"{:.0f}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", left,
                      xml_escape(title));
+  svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"11\" fill=\"#444444\">bars: one layer of one "
+                     "micro-batch; above each group: rank, time per iteration, model TFLOP/s per GPU, memory per GPU "
+                     "(red: does not fit)</text>\n",
+                     left, top + plot_h + 108);
   const char* colors[3] = {"#4c72b0", "#dd8452", "#c44e52"};
   const char* names[3] = {"layer forward (ms)", "layer backward (ms)", "exposed comm per layer (ms)"};
   for (int i = 0; i < 3; ++i) {
@@ -346,10 +368,10 @@ std::string plan_svg(const PlanResult& r, const std::string& title) {
                      top + plot_h);
   svg += fmt::format("<line x1=\"{0:.0f}\" y1=\"{1:.0f}\" x2=\"{2:.0f}\" y2=\"{1:.0f}\" stroke=\"black\"/>\n", left,
                      top + plot_h, width - 10);
-  for (int t = 0; t <= 4; ++t) {
-    const double y = top + plot_h - plot_h * t / 4.0;
-    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.3g}</text>\n", left - 6,
-                       y + 4, vmax * t / 4.0);
+  for (int t = 0; t <= ticks; ++t) {
+    const double y = top + plot_h - plot_h * t / static_cast<double>(ticks);
+    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:g}</text>\n", left - 6,
+                       y + 4, tick * t);
     if (t > 0)
       svg += fmt::format("<line x1=\"{:.0f}\" y1=\"{:.1f}\" x2=\"{:.0f}\" y2=\"{:.1f}\" stroke=\"#dddddd\"/>\n", left, y,
                          width - 10, y);
@@ -369,10 +391,10 @@ std::string plan_svg(const PlanResult& r, const std::string& title) {
                          gx + b * bar_w, top + plot_h - h, bar_w - 2, h, colors[b]);
     }
     const double cx = gx + 1.5 * bar_w;
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\">#{} {:.2f} s</text>\n",
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\">#{} {:.2f} s/iter</text>\n",
                        cx, top - 22, o.rank, static_cast<double>(o.step.step_ps) * 1e-12);
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">"
-                       "{:.0f} TF {:.0f} GB</text>\n",
+                       "{:.0f} TFLOP/s {:.0f} GB</text>\n",
                        cx, top - 10, o.step.memory.fits ? "black" : "#c00000", o.step.model_tflops_per_gpu,
                        o.step.memory.total_bytes / 1e9);
     svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.0f}\" font-size=\"10\" text-anchor=\"end\" "
@@ -404,7 +426,7 @@ std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
   t("comm", "DP grad reduce exposed", sa.dp_grad_reduce_exposed_ps, sb.dp_grad_reduce_exposed_ps);
   t("comm", "DP param gather exposed", sa.dp_param_gather_exposed_ps, sb.dp_param_gather_exposed_ps);
   rows.push_back({"time", "model TFLOP/s per GPU", "TFLOP/s", sa.model_tflops_per_gpu, sb.model_tflops_per_gpu});
-  auto m = [&](const std::string& name, double x, double y) { rows.push_back({"memory", "memory: " + name, "B", x, y}); };
+  auto m = [&](const std::string& name, double x, double y) { rows.push_back({"memory", "memory: " + name, "GB", x, y}); };
   m("total", sa.memory.total_bytes, sb.memory.total_bytes);
   m("weights", sa.memory.weights_bytes, sb.memory.weights_bytes);
   m("gradients", sa.memory.gradients_bytes, sb.memory.gradients_bytes);
@@ -417,7 +439,7 @@ std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
     for (LinkLevel lv : {LinkLevel::intra_node, LinkLevel::inter_node}) {
       const auto& x = sa.layer.message_totals(ph, lv);
       const auto& y = sb.layer.message_totals(ph, lv);
-      const std::string base = "messages " + to_string(ph) + " " + to_string(lv);
+      const std::string base = "layer messages " + to_string(ph) + " " + to_string(lv);
       rows.push_back({"messages", base + " count", "count", static_cast<double>(x.count), static_cast<double>(y.count)});
       rows.push_back({"messages", base + " bytes", "B", static_cast<double>(x.bytes), static_cast<double>(y.bytes)});
     }

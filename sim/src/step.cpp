@@ -105,7 +105,8 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   const bool spans = nodes.size() > 1;
   const TimePs rs = ring_collective_ps(dp_cp, params_gpu * kGradReduceBytesPerParam, spans, cl);
   const double L = static_cast<double>(r.layers_per_stage);
-  auto exposed = [L](TimePs total, TimePs window_per_layer) {
+  auto exposed = [L](TimePs total, TimePs window_per_layer, bool overlap) {
+    if (!overlap) return total;
     const double t = static_cast<double>(total);
     return static_cast<TimePs>(std::max(t / L, t - (L - 1) * static_cast<double>(window_per_layer)) + 0.5);
   };
@@ -113,12 +114,12 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   if (p.use_distributed_optimizer) {
     r.dp_grad_reduce_ps = rs;
     r.dp_param_gather_ps = ring_collective_ps(dp_cp, params_gpu * e, spans, cl);
-    r.dp_param_gather_exposed_ps = exposed(r.dp_param_gather_ps, r.layer_forward_ps);
+    r.dp_param_gather_exposed_ps = exposed(r.dp_param_gather_ps, r.layer_forward_ps, p.overlap_param_gather);
     optimizer_params = params_gpu / static_cast<double>(dp_cp);
   } else {
     r.dp_grad_reduce_ps = 2 * rs;  // all-reduce = reduce-scatter + all-gather
   }
-  r.dp_grad_reduce_exposed_ps = exposed(r.dp_grad_reduce_ps, r.layer_backward_ps);
+  r.dp_grad_reduce_exposed_ps = exposed(r.dp_grad_reduce_ps, r.layer_backward_ps, p.overlap_grad_reduce);
   r.optimizer_ps = elementwise_ps(static_cast<int64_t>(optimizer_params * (kOptimizerFp32BytesPerParam + e)), cl.gpu);
   r.step_ps = r.pipeline_ps + r.dp_grad_reduce_exposed_ps + r.dp_param_gather_exposed_ps + r.optimizer_ps;
 

@@ -160,7 +160,8 @@ TEST_CASE("apps: check-log on the healthy fixture is clean, its throughput consi
                         "log_healthy.txt:1)") != std::string::npos);
   // The arguments plus the log's "padded vocab (size: 128256)" line give the whole-step model its input; the
   // prediction is the larger (full-attention) Megatron convention.
-  REQUIRE(r.output.find("  throughput vs. model: predicted 769.4 TFLOP/s per GPU; consistent (limit 1.5x)") !=
+  REQUIRE(r.output.find("  throughput vs. model: predicted 761.0 TFLOP/s per GPU (megatron_full_attention convention, the larger); "
+                        "consistent (limit 1.5x)") !=
           std::string::npos);
   REQUIRE(r.output.find("result: clean") != std::string::npos);
 }
@@ -188,7 +189,8 @@ TEST_CASE("apps: check-log on the CP-silently-off fixture quotes both findings w
           std::string::npos);
   // With the scenario, the whole-step model predicts 719.3 TFLOP/s per GPU (full-attention convention); the log's
   // 1094.7 is more than 1.5x that: a third finding.
-  REQUIRE(s.output.find("throughput vs. model: predicted 719.3 TFLOP/s per GPU; exceeded (limit 1.5x)") !=
+  REQUIRE(s.output.find("throughput vs. model: predicted 719.3 TFLOP/s per GPU (megatron_full_attention convention, the larger); "
+                        "exceeded (limit 1.5x)") !=
           std::string::npos);
   REQUIRE(s.output.find(log + ":91: reported throughput per GPU 1094.7 TFLOP/s (iteration 10) is more than 1.5x the "
                         "whole-step model's 719.3 TFLOP/s") != std::string::npos);

@@ -139,6 +139,6 @@ TEST_CASE("apps: diff of a scenario with itself shows no change; an [A,P] change
   r = run_hcpsim("diff " + s + " \"parallel.hierarchical_context_parallel_sizes=[2,8]\"");
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("quantities changed, largest relative difference first") != std::string::npos);
-  CHECK(r.output.find("messages forward inter_node bytes") != std::string::npos);
+  CHECK(r.output.find("layer messages forward inter_node bytes") != std::string::npos);
   CHECK(run_hcpsim("diff " + s + " missing.yaml").exit_code == 2);
 }

@@ -138,6 +138,17 @@ TEST_CASE("calibration: bad CSV files raise errors that name the file, line and 
   CHECK(error_of("op_kind,measured_s\n").find("no rows") != std::string::npos);
   CHECK(error_of(std::string("op_kind\0x", 9)).find("binary") != std::string::npos);
   CHECK(error_of("op_kind,measured_s\ngemm,0\n").find("must be > 0") != std::string::npos);
+  // A typo in op_kind is an error at its line, never a silently skipped row.
+  const std::string typo = error_of("op_kind,flops,measured_s\ngemm,1e12,0.002\nmatmul,1e12,0.002\n");
+  CHECK(typo.find("bad.csv:3: op_kind: unknown op_kind 'matmul'") != std::string::npos);
+  // Rows that fit nothing (communication only) cannot make a calibration.
+  write(dir / "comm.csv", "op_kind,bytes,measured_s\nsend_recv,1048576,2.5e-05\nall_to_all,1048576,3e-05\n");
+  try {
+    fit_calibration(read_measured_csv((dir / "comm.csv").string()), cluster_preset("dgx-h100", 1)->gpu, "comm.csv");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("no row can be fitted") != std::string::npos);
+  }
   try {
     read_measured_csv((dir / "missing.csv").string());
     FAIL("no error");

@@ -128,8 +128,8 @@ TEST_CASE("diff: a scenario against itself changes nothing; [A,P] moves bytes be
     REQUIRE(it != rows.end());
     return *it;
   };
-  CHECK(row("messages forward inter_node bytes").delta() > 0);
-  CHECK(row("messages backward inter_node bytes").delta() > 0);
+  CHECK(row("layer messages forward inter_node bytes").delta() > 0);
+  CHECK(row("layer messages backward inter_node bytes").delta() > 0);
   CHECK(row("layer exposed comm").delta() > 0);
   for (size_t i = 1; i < rows.size(); ++i) CHECK(rows[i - 1].relative() >= rows[i].relative());
   CHECK(row("memory: weights").relative() == 0);

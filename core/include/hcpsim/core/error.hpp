@@ -14,7 +14,8 @@ struct SourceLoc {
   int column = 0;        ///< 1-based column, 0 if unknown
   std::string override_text;  ///< non-empty when the value came from a `key.path=value` override
 
-  /// "file:line:col", "override 'model.seq_length=7'", "file" or "command line" (an option, no file).
+  /// "file:line:col" ("file:line" when the column is 0), "override 'model.seq_length=7'", "file" or
+  /// "command line" (an option, no file).
   [[nodiscard]] std::string to_string() const;
 };
 

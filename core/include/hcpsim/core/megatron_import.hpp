@@ -57,6 +57,8 @@ struct MegatronConfig {
   std::optional<std::vector<int64_t>> hierarchical_context_parallel_sizes;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
+  bool overlap_grad_reduce = false;   ///< --overlap-grad-reduce (Bridge ddp.overlap_grad_reduce)
+  bool overlap_param_gather = false;  ///< --overlap-param-gather (Bridge ddp.overlap_param_gather)
   bool use_decentralized_pg = false;  ///< Megatron-Bridge dist.use_decentralized_pg
 
   // Training step.

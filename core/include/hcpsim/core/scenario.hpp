@@ -68,6 +68,12 @@ struct ParallelConfig {
   std::optional<int64_t> virtual_pipeline_model_parallel_size;
   /// Megatron --use-distributed-optimizer: optimizer states and fp32 master weights sharded over DP·CP.
   bool use_distributed_optimizer = false;
+  /// Megatron --overlap-grad-reduce: the DP gradient reduction runs bucket by bucket during the last micro-batch's
+  /// backward (default false, Megatron's default: it runs after the backward, fully exposed).
+  bool overlap_grad_reduce = false;
+  /// Megatron --overlap-param-gather: the distributed optimizer's parameter all-gather runs during the next
+  /// forward (default false: exposed before it).
+  bool overlap_param_gather = false;
 
   /// The distinct comm types, in first-use order (a per-layer list may repeat them).
   [[nodiscard]] std::vector<CpCommType> distinct_cp_comm_types() const;

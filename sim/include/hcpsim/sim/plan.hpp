@@ -74,8 +74,8 @@ std::string plan_svg(const PlanResult& result, const std::string& title);
 /// One compared quantity of `hcpsim diff`.
 struct DiffRow {
   std::string group;     ///< "time", "comm", "memory", "messages"
-  std::string name;      ///< e.g. "step time", "memory: activations", "messages forward inter_node bytes"
-  std::string unit;      ///< "s", "B", "count", "TFLOP/s"
+  std::string name;      ///< e.g. "step time", "memory: activations", "layer messages forward inter_node bytes"
+  std::string unit;      ///< "s", "B" (message bytes), "GB" (memory, value in bytes), "count", "TFLOP/s"
   double a = 0, b = 0;
   [[nodiscard]] double delta() const { return b - a; }
   /// |b − a| / |a| (the printed change relative to A); +infinity when a = 0 ≠ b; 0 when a = b.
@@ -85,7 +85,8 @@ struct DiffRow {
 /// The rows of a diff between two whole-step results (A then B), largest relative difference first (ties: group,
 /// then name order). Rows: step time and its parts (pipeline, layer forward/backward, output layer, DP exposed,
 /// optimizer), attention layer forward/backward, exposed communication (layer and attention), model TFLOP/s per
-/// GPU, memory per GPU by category and total, messages and bytes per phase and link level of the simulated layer.
+/// GPU, memory per GPU by category and total, messages and bytes per phase and link level of the simulated layer
+/// (TP and CP messages of one micro-batch; with recompute, the recomputed forward's messages count as backward).
 /// Unchanged rows are kept (relative 0) at the end, in a fixed order.
 std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b);
 

@@ -12,10 +12,10 @@
 ///   step            = pipeline + exposed DP grad reduce-scatter + exposed DP param all-gather + optimizer step
 /// with m = global_batch_size / (micro_batch_size · DP) micro-batches and V virtual stages. The DP collectives
 /// run over the DP·CP ranks that hold the same weights (Megatron's data-parallel group with context parallelism)
-/// as NCCL rings: (n − 1) steps of (latency + bytes/n / bandwidth of the slowest level the ring crosses). The
-/// grad reduce-scatter overlaps the last micro-batch's backward bucket by bucket (overlap_grad_reduce): exposed =
-/// max(T/L_stage, T − (L_stage − 1) · layer_backward); the param all-gather likewise with the first forward
-/// (overlap_param_gather). Without the distributed optimizer the grads are all-reduced (2× the reduce-scatter) and
+/// as NCCL rings: (n − 1) steps of (latency + bytes/n / bandwidth of the slowest level the ring crosses). With
+/// parallel.overlap_grad_reduce the grad reduce-scatter overlaps the last micro-batch's backward bucket by bucket:
+/// exposed = max(T/L_stage, T − (L_stage − 1) · layer_backward); with parallel.overlap_param_gather the param
+/// all-gather likewise overlaps the first forward; without them (Megatron's defaults) they are fully exposed. Without the distributed optimizer the grads are all-reduced (2× the reduce-scatter) and
 /// nothing is gathered. Limits: the DP traffic is not simulated on the shared links (it can contend with CP
 /// traffic on the NICs in reality), pipeline stages are assumed balanced, and the output layer is timed by
 /// the cost model outside the simulation.
