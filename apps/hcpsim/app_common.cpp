@@ -214,8 +214,10 @@ void print_schedule(const Schedule& s) {
       std::string deps = op.deps.empty() ? "" : fmt::format(" after {}", fmt::join(op.deps, ","));
       std::string extra;
       if (op.flops > 0) extra += fmt::format(" {:.4g} FLOP", op.flops);
-      if (is_communication(op.kind()))
-        extra += " " + human_bytes(static_cast<double>(op.bytes));
+      if (is_communication(op.kind())) {
+        extra.push_back(' ');  // (not `" " + text`: GCC 12's -Wrestrict misfires on it at -O3)
+        extra.append(human_bytes(static_cast<double>(op.bytes)));
+      }
       fmt::print("    {:>3} {:<8} {:<9} {}{}{}\n", i, to_string(op.phase).substr(0, 3), to_string(op.stream),
                  describe(s, r, op), extra, deps);
     }

@@ -21,7 +21,7 @@ namespace {
                        const std::string& fix) {
   SourceLoc l;
   l.file = path;
-  l.line = line;
+  l.line = static_cast<int>(line);
   throw InputError(l, key, problem, fix);
 }
 

@@ -43,7 +43,7 @@ std::string synthetic_csv(const GpuSpec& gpu, bool drop_one_point) {
       csv += fmt::format("{},bf16,,,,,,,,{},0,{:.17g}\n", kind, bytes, kOverheadS + static_cast<double>(bytes) / kHbm);
   }
   for (int64_t mm : {4096, 8192}) {
-    const double flops = 2.0 * mm * 4096 * 4096;
+    const double flops = 2.0 * static_cast<double>(mm) * 4096 * 4096;
     csv += fmt::format("gemm,bf16,,,,,{},4096,4096,0,{:.17g},{:.17g}\n", mm, flops,
                        kOverheadS + flops / (gpu.peak_bf16_flops_per_s * kGemmEff));
   }
