@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,22 +20,45 @@
 
 namespace hcpsim::app {
 
-/// Model TFLOP/s per GPU that the whole-step model (sim/step.hpp) predicts for `scenario`: the quantity Megatron's
-/// `throughput per GPU (TFLOP/s/GPU)` reports (model FLOPs per iteration / iteration time / world size). A log does
-/// not say which Megatron FLOP convention wrote it, so the larger of the two (megatron_full_attention, which counts
-/// the whole s² of causal attention) is returned: a reported value far above it is implausible in either.
-/// std::nullopt when the scenario has no model.vocab_size or does not validate for its cluster (check-log then
-/// reports the comparison as not checked, with that reason).
-std::optional<double> predicted_model_tflops_per_gpu(const Scenario& scenario) {
+/// The whole-step model's model TFLOP/s per GPU in Megatron's two FLOP conventions (training_model.hpp).
+struct ModelPrediction {
+  double causal = 0;          ///< FlopsConvention::megatron_causal
+  double full_attention = 0;  ///< FlopsConvention::megatron_full_attention
+};
+
+/// Model TFLOP/s per GPU that the whole-step model (sim/step.hpp) predicts for `scenario`, in both Megatron FLOP
+/// conventions: the quantity Megatron's `throughput per GPU (TFLOP/s/GPU)` reports (model FLOPs per iteration /
+/// iteration time / world size). std::nullopt when the scenario has no model.vocab_size or does not validate for its
+/// cluster (check-log then reports the comparison as not checked, with that reason).
+std::optional<ModelPrediction> predicted_model_tflops_per_gpu(const Scenario& scenario) {
   if (!scenario.model.vocab_size) return std::nullopt;
   try {
     const ValidationReport report = validate_scenario(scenario, ValidationScope::placement);
     const sim::StepResult step = sim::simulate_step(scenario, scenario.parallel.cp_comm_type.front(),
                                                     report.data_parallel_size, Topology::from_cluster(scenario.cluster));
-    return std::max(step.model_tflops_per_gpu, step.model_tflops_per_gpu_full_attention);
+    return ModelPrediction{step.model_tflops_per_gpu, step.model_tflops_per_gpu_full_attention};
   } catch (const InputError&) {
     return std::nullopt;
   }
+}
+
+/// Which Megatron FLOP convention wrote the log's throughput: for the first iteration line with an elapsed time,
+/// the model FLOPs of `scenario` in each convention (at the line's global batch size) divided by elapsed time and
+/// world size must give the reported TFLOP/s within 2% (Megatron computes it exactly so; the tolerance covers the
+/// one decimal printed and a vocabulary padded differently). std::nullopt when neither matches.
+std::optional<FlopsConvention> log_convention(const MegatronLog& log, const Scenario& scenario, int64_t world) {
+  if (!scenario.model.vocab_size || world < 1) return std::nullopt;
+  for (const auto& t : log.throughput) {
+    if (!t.elapsed_ms) continue;
+    const int64_t gbs = t.global_batch_size.value_or(scenario.model.global_batch_size.value_or(0));
+    if (gbs < 1) return std::nullopt;
+    for (FlopsConvention c : {FlopsConvention::megatron_causal, FlopsConvention::megatron_full_attention}) {
+      const double implied = megatron_model_flops(scenario, gbs, c) / (*t.elapsed_ms * 1e-3 * static_cast<double>(world)) / 1e12;
+      if (std::fabs(implied / t.tflops_per_gpu - 1) < 0.02) return c;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -183,10 +207,18 @@ int run_check_log(const CheckLogOptions& o) {
   if (!model_scenario) {
     model_line = "not checked (no scenario: give --scenario, or a log whose arguments validate)";
   } else if (const auto predicted = predicted_model_tflops_per_gpu(*model_scenario)) {
-    const auto f = check_throughput_vs_model(log, predicted);
-    model_line = fmt::format("predicted {:.1f} TFLOP/s per GPU (megatron_full_attention convention, the larger); {} "
-                             "(limit {:.2g}x)",
-                             *predicted, f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
+    const int64_t world = log.world ? log.world->world_size : 0;
+    const auto convention = log_convention(log, from_args ? *from_args : *model_scenario, world);
+    // In the log's own convention when its iteration times identify it; else the larger (full attention), so a
+    // reported value far above it is implausible in either.
+    const double value = convention == FlopsConvention::megatron_causal ? predicted->causal : predicted->full_attention;
+    const std::string which =
+        convention ? fmt::format("{} convention, identified from the log's iteration times", to_string(*convention))
+                   : std::string("megatron_full_attention convention, the larger: the log's iteration times do not "
+                                 "identify its convention");
+    const auto f = check_throughput_vs_model(log, value);
+    model_line = fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limit {:.2g}x)", value, which,
+                             f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
     for (const auto& x : f) findings.push_back(x);
   } else {
     model_line = model_scenario->model.vocab_size

@@ -116,6 +116,21 @@ std::optional<ThroughputReport> throughput_line(const std::string& line, int num
   } catch (const std::exception&) {
     return std::nullopt;
   }
+  // Megatron's training_log: "elapsed time per iteration (ms): 7450.2 | ... | global batch size:    64 |".
+  auto number_after = [&](const std::string& k) -> std::optional<double> {
+    const auto pos = line.find(k);
+    if (pos == std::string::npos) return std::nullopt;
+    try {
+      size_t used = 0;
+      const double v = std::stod(line.substr(pos + k.size()), &used);
+      if (used == 0 || !(v > 0)) return std::nullopt;
+      return v;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  r.elapsed_ms = number_after("elapsed time per iteration (ms): ");
+  if (const auto g = number_after("global batch size: ")) r.global_batch_size = static_cast<int64_t>(*g);
   const auto it = line.find("iteration ");
   if (it != std::string::npos) {
     size_t p = it + 10;

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "catch_compat.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/core/validation.hpp"
@@ -160,8 +162,8 @@ TEST_CASE("apps: check-log on the healthy fixture is clean, its throughput consi
                         "log_healthy.txt:1)") != std::string::npos);
   // The arguments plus the log's "padded vocab (size: 128256)" line give the whole-step model its input; the
   // prediction is the larger (full-attention) Megatron convention.
-  REQUIRE(r.output.find("  throughput vs. model: predicted 761.0 TFLOP/s per GPU (megatron_full_attention convention, the larger); "
-                        "consistent (limit 1.5x)") !=
+  REQUIRE(r.output.find("  throughput vs. model: predicted 761.0 TFLOP/s per GPU (megatron_full_attention convention, identified "
+                        "from the log's iteration times); consistent (limit 1.5x)") !=
           std::string::npos);
   REQUIRE(r.output.find("result: clean") != std::string::npos);
 }
@@ -189,8 +191,8 @@ TEST_CASE("apps: check-log on the CP-silently-off fixture quotes both findings w
           std::string::npos);
   // With the scenario, the whole-step model predicts 719.3 TFLOP/s per GPU (full-attention convention); the log's
   // 1094.7 is more than 1.5x that: a third finding.
-  REQUIRE(s.output.find("throughput vs. model: predicted 719.3 TFLOP/s per GPU (megatron_full_attention convention, the larger); "
-                        "exceeded (limit 1.5x)") !=
+  REQUIRE(s.output.find("throughput vs. model: predicted 719.3 TFLOP/s per GPU (megatron_full_attention convention, identified "
+                        "from the log's iteration times); exceeded (limit 1.5x)") !=
           std::string::npos);
   REQUIRE(s.output.find(log + ":91: reported throughput per GPU 1094.7 TFLOP/s (iteration 10) is more than 1.5x the "
                         "whole-step model's 719.3 TFLOP/s") != std::string::npos);
@@ -259,3 +261,32 @@ TEST_CASE("apps: check-log exits 2 on empty, binary, truncated and missing files
   REQUIRE(r.output.find("cannot open the log file") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: check-log identifies the log's FLOP convention from its iteration times", "[apps][import]") {
+  // The healthy fixture's times are those of the pre-2025-03-06 convention (full s^2). Rescaling every elapsed time
+  // by causal / full model FLOPs of its configuration (Llama-3-8B, s = 128K, h = 4096, L = 32, GQA 32/8, SwiGLU
+  // ffn 14336, vocab 128256) makes the same reported TFLOP/s the causal convention's.
+  const double rest = 1 + 8.0 / 32 + 14336.0 / 4096 * 1.5 + 128256.0 / (2 * 32 * 4096);
+  const double ratio = (rest + 0.5 * 131072 / 4096) / (rest + 131072.0 / 4096);
+  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const std::string key = "elapsed time per iteration (ms): ";
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+    const size_t b = at + key.size();
+    const size_t e = text.find(' ', b);
+    const double ms = std::stod(text.substr(b, e - b));
+    text.replace(b, e - b, fmt::format("{:.1f}", ms * ratio));
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_causal_log_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir / "causal.txt", std::ios::binary);
+    out << text;
+  }
+  const auto r = run_hcpsim("check-log " + (dir / "causal.txt").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("(megatron_causal convention, identified from the log's iteration times); consistent") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+

@@ -37,6 +37,8 @@ struct ThroughputReport {
   int line = 0;
   int64_t iteration = 0;
   double tflops_per_gpu = 0;  ///< TFLOP/s per GPU as Megatron printed it (model FLOPs / iteration time)
+  std::optional<double> elapsed_ms;             ///< `elapsed time per iteration (ms): X` of the same line
+  std::optional<int64_t> global_batch_size;     ///< `global batch size: N` of the same line
 };
 
 /// What hcpsim reads from a training log.
