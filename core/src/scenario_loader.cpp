@@ -458,6 +458,14 @@ class Reader {
     std::filesystem::path path(rel);
     if (path.is_relative() && !file_.empty() && !std::filesystem::path(file_).parent_path().empty())
       path = std::filesystem::path(file_).parent_path() / path;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      fail(n, P, "calibration file '" + path.string() + "' is not a regular file",
+           "give a path relative to the scenario file, written by 'hcpsim calibrate MEASURED.csv -o FILE'");
+    // A calibration file is a few hundred lines; refuse anything huge rather than read it into memory.
+    constexpr std::uintmax_t kMaxCalibrationBytes = std::uintmax_t{64} << 20;
+    if (std::filesystem::file_size(path, ec) > kMaxCalibrationBytes)
+      fail(n, P, "calibration file '" + path.string() + "' is larger than 64 MiB", "give a file written by 'hcpsim calibrate'");
     YAML::Node root;
     try {
       root = YAML::LoadFile(path.string());

@@ -157,3 +157,28 @@ TEST_CASE("calibration: bad CSV files raise errors that name the file, line and 
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("calibration: a scenario naming a missing, non-regular or malformed calibration file fails clearly",
+          "[calibration]") {
+  const auto dir = temp_dir("include");
+  auto error_of = [&](const std::string& calibration) {
+    write(dir / "s.yaml", "schema_version: 1\nmodel: {num_attention_heads: 8, kv_channels: 64, seq_length: 1024}\n"
+                          "parallel: {context_parallel_size: 2, cp_comm_type: p2p}\n"
+                          "cluster: {preset: dgx-h100, gpu: {calibration: " + calibration + "}}\n");
+    try {
+      load_scenario((dir / "s.yaml").string());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of("missing.yaml").find("is not a regular file") != std::string::npos);
+  CHECK(error_of("/dev/zero").find("is not a regular file") != std::string::npos);
+  write(dir / "nogpu.yaml", "source: x\n");
+  CHECK(error_of("nogpu.yaml").find("has no 'gpu:' section") != std::string::npos);
+  write(dir / "bad.yaml", "gpu: {gemm_efficiency: 3}\n");
+  const std::string bad = error_of("bad.yaml");
+  CHECK(bad.find("bad.yaml:1:") != std::string::npos);  // the error points into the calibration file
+  CHECK(bad.find("cluster.gpu.gemm_efficiency: must be in (0, 1]") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
