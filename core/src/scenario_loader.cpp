@@ -34,6 +34,21 @@ std::string join_path(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
 }
 
+// Keys of each section (the did-you-mean at the top level looks a misplaced key up in them).
+const std::vector<std::string> kModelKeys = {
+    "num_attention_heads", "num_query_groups", "kv_channels", "kv_channels_v", "seq_length", "micro_batch_size",
+    "num_layers", "hidden_size", "ffn_hidden_size", "attn_mask_type", "qkv_format", "window_size", "attention_bias",
+    "params_dtype", "global_batch_size", "vocab_size", "gated_linear_unit", "untie_embeddings_and_output_weights"};
+const std::vector<std::string> kParallelKeys = {
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "data_parallel_size",
+    "cp_comm_type", "hierarchical_context_parallel_sizes", "order", "use_decentralized_pg", "te_version",
+    "sequence_parallel", "virtual_pipeline_model_parallel_size", "use_distributed_optimizer", "overlap_grad_reduce",
+    "overlap_param_gather"};
+const std::vector<std::string> kClusterKeys = {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network",
+                                               "message_latency_us", "nics_per_node", "fabric", "topology"};
+const std::vector<std::string> kTrainingKeys = {"recompute_granularity", "fp8", "framework_overhead_GB"};
+const std::vector<std::string> kOracleKeys = {"seed", "dtype", "input_distribution", "heads", "inject"};
+
 /// Reads one scenario tree into a Scenario, recording where each value came from.
 class Reader {
  public:
@@ -82,7 +97,22 @@ class Reader {
           if (d < best_d) { best_d = d; best = a; }
         }
         std::string fix;
-        if (best_d <= std::max<int>(2, static_cast<int>(key.size()) / 3)) {
+        // A section key written at the top level (a Megatron user's `context_parallel_size=8`, or
+        // `context-parallel-size`): name its section.
+        std::string section_key;
+        if (path.empty()) {
+          std::string k = key;
+          std::replace(k.begin(), k.end(), '-', '_');
+          for (const auto& [section, keys] :
+               {std::pair<const char*, const std::vector<std::string>*>{"model", &kModelKeys},
+                {"parallel", &kParallelKeys}, {"cluster", &kClusterKeys}, {"training", &kTrainingKeys},
+                {"oracle", &kOracleKeys}})
+            if (section_key.empty() && std::find(keys->begin(), keys->end(), k) != keys->end())
+              section_key = std::string(section) + "." + k;
+        }
+        if (!section_key.empty()) {
+          fix = "did you mean '" + section_key + "'? (keys live in sections; as an override: " + section_key + "=...)";
+        } else if (best_d <= std::max<int>(2, static_cast<int>(key.size()) / 3)) {
           fix = "did you mean '" + join_path(path, best) + "'?";
         } else {
           std::string list;
@@ -174,11 +204,7 @@ class Reader {
  private:
   void read_model(const YAML::Node& m) {
     const std::string P = "model";
-    check_map(m, P,
-              {"num_attention_heads", "num_query_groups", "kv_channels", "kv_channels_v", "seq_length",
-               "micro_batch_size", "num_layers", "hidden_size", "ffn_hidden_size", "attn_mask_type", "qkv_format",
-               "window_size", "attention_bias", "params_dtype", "global_batch_size", "vocab_size",
-               "gated_linear_unit", "untie_embeddings_and_output_weights"});
+    check_map(m, P, kModelKeys);
     ModelConfig& mc = sc_.model;
     auto req = [&](const char* key) {
       if (!m[key]) fail(m, P, std::string("missing required key '") + key + "'", std::string("add 'model.") + key + ": <value>'");
@@ -228,11 +254,7 @@ class Reader {
 
   void read_parallel(const YAML::Node& m) {
     const std::string P = "parallel";
-    check_map(m, P,
-              {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-               "data_parallel_size", "cp_comm_type", "hierarchical_context_parallel_sizes", "order",
-               "use_decentralized_pg", "te_version", "sequence_parallel", "virtual_pipeline_model_parallel_size",
-               "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather"});
+    check_map(m, P, kParallelKeys);
     ParallelConfig& pc = sc_.parallel;
     if (m["tensor_model_parallel_size"])
       pc.tensor_model_parallel_size = get_int(m["tensor_model_parallel_size"], P + ".tensor_model_parallel_size");
@@ -278,8 +300,7 @@ class Reader {
       sc_.cluster = *cluster_preset("dgx-h100", 1);
       return;
     }
-    check_map(m, P, {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network", "message_latency_us",
-                     "nics_per_node", "fabric", "topology"});
+    check_map(m, P, kClusterKeys);
     const int64_t nodes = m["nodes"] ? get_int(m["nodes"], P + ".nodes") : 1;
     if (nodes < 1) fail(m["nodes"], P + ".nodes", "must be at least 1", "set cluster.nodes to the node count");
     ClusterSpec& c = sc_.cluster;
@@ -546,7 +567,7 @@ class Reader {
 
   void read_training(const YAML::Node& m) {
     const std::string P = "training";
-    check_map(m, P, {"recompute_granularity", "fp8", "framework_overhead_GB"});
+    check_map(m, P, kTrainingKeys);
     TrainingConfig& t = sc_.training;
     if (m["recompute_granularity"]) {
       const std::string g = get_string(m["recompute_granularity"], P + ".recompute_granularity");
@@ -564,7 +585,7 @@ class Reader {
 
   void read_oracle(const YAML::Node& m) {
     const std::string P = "oracle";
-    check_map(m, P, {"seed", "dtype", "input_distribution", "heads", "inject"});
+    check_map(m, P, kOracleKeys);
     OracleSpec& o = sc_.oracle;
     if (m["seed"]) {
       const int64_t seed = get_int(m["seed"], P + ".seed");

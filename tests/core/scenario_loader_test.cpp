@@ -117,3 +117,22 @@ TEST_CASE("core: edit distance", "[core][loader]") {
   REQUIRE(edit_distance("", "abc") == 3);
   REQUIRE(edit_distance("seq_length", "seq_length") == 0);
 }
+
+TEST_CASE("loader: a section key at the top level is pointed to its section", "[loader]") {
+  const std::string base = "schema_version: 1\nmodel: {num_attention_heads: 8, kv_channels: 64, seq_length: 1024}\n"
+                           "parallel: {context_parallel_size: 2, cp_comm_type: p2p}\n";
+  for (const std::string& o : {std::string("context_parallel_size=8"), std::string("context-parallel-size=8")}) {
+    try {
+      hcpsim::load_scenario_text(base, "s.yaml", {o});
+      FAIL("no error");
+    } catch (const hcpsim::InputError& e) {
+      CHECK(std::string(e.what()).find("did you mean 'parallel.context_parallel_size'?") != std::string::npos);
+    }
+  }
+  try {
+    hcpsim::load_scenario_text(base + "recompute_granularity: full\n", "s.yaml");
+    FAIL("no error");
+  } catch (const hcpsim::InputError& e) {
+    CHECK(std::string(e.what()).find("did you mean 'training.recompute_granularity'?") != std::string::npos);
+  }
+}
