@@ -1,7 +1,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +10,7 @@
 #include "app_common.hpp"
 #include "hcpsim/core/cluster_spec.hpp"
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/megatron_log.hpp"
 #include "hcpsim/sim/calibration.hpp"
 
 namespace hcpsim::app {
@@ -22,20 +22,17 @@ struct CalibrateArgs {
   std::string output;
 };
 
-/// The base GPU of a --gpu value: a preset name (dgx-h100, …) or a GPU name (H100, H200, A100, B200,
-/// case-insensitive).
+/// The base GPU of a --gpu value: a GPU name (H100, H200, A100, B200, any case) or a preset name
+/// (preset_of_gpu_name, the mapping check-log uses).
 GpuSpec base_gpu(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  std::string preset = lower.rfind("dgx-", 0) == 0 ? lower : "dgx-" + lower;
-  const auto c = cluster_preset(preset, 1);
-  if (!c) {
+  const auto preset = preset_of_gpu_name(name);
+  if (!preset) {
     std::string names;
     for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;
     throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + name + "'",
                      "use H100, H200, A100, B200 or a preset name (" + names + ")");
   }
-  return c->gpu;
+  return cluster_preset(*preset, 1)->gpu;
 }
 
 int cmd_calibrate(const CalibrateArgs& a) {

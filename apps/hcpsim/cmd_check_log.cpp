@@ -178,18 +178,8 @@ int run_check_log(const CheckLogOptions& o) {
       wo.generator = "hcpsim check-log";
       Scenario s = load_scenario_text(scenario_yaml_of(*args, wo), file + " (arguments)");
       warnings = validate_scenario(s, ValidationScope::placement).warnings;
-      // Megatron prints the tokenizer's vocabulary as "> padded vocab (size: N) with K dummy tokens (new size: M)";
-      // the whole-step model needs it when --vocab-size is not an argument.
-      if (!s.model.vocab_size)
-        for (const auto& l : lines) {
-          const auto at = l.find("padded vocab (size: ");
-          if (at == std::string::npos) continue;
-          try {
-            s.model.vocab_size = std::stoll(l.substr(at + 20));
-          } catch (const std::exception&) {
-          }
-          break;
-        }
+      // The whole-step model needs the vocabulary when --vocab-size is not an argument.
+      if (!s.model.vocab_size) s.model.vocab_size = log.padded_vocab_size;
       from_args = std::move(s);
     } catch (const InputError& e) {
       const int line = args->loc_of_scenario_key(e.key()).line;

@@ -9,12 +9,14 @@
 
 #include "app_common.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/sim/trace_writer.hpp"
 #include "replay.hpp"
 
 namespace hcpsim::app {
 namespace {
 
 namespace fs = std::filesystem;
+using sim::xml_escape;
 
 struct Outcome {
   std::string path;
@@ -187,20 +189,6 @@ bool update_file(const Outcome& o) {
   }
   fs::rename(tmp, o.path);
   return true;
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string r;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': r += "&amp;"; break;
-      case '<': r += "&lt;"; break;
-      case '>': r += "&gt;"; break;
-      case '"': r += "&quot;"; break;
-      default: r.push_back(ch);
-    }
-  }
-  return r;
 }
 
 void write_junit(const std::string& path, const std::vector<Outcome>& outcomes) {

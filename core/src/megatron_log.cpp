@@ -213,6 +213,15 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
     }
     if (!log.world) log.world = world_line(line, number);
     if (auto t = throughput_line(line, number)) log.throughput.push_back(*t);
+    if (!log.padded_vocab_size) {
+      const auto at = line.find("padded vocab (size: ");
+      if (at != std::string::npos) {
+        try {
+          log.padded_vocab_size = std::stoll(line.substr(at + 20));
+        } catch (const std::exception&) {
+        }
+      }
+    }
     if (!log.gpu_name) {
       if (auto g = gpu_named(line)) {
         log.gpu_name = g;

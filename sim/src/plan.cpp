@@ -17,6 +17,7 @@
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/core/topology.hpp"
 #include "hcpsim/core/validation.hpp"
+#include "hcpsim/sim/trace_writer.hpp"
 
 namespace hcpsim::sim {
 namespace {
@@ -34,20 +35,6 @@ std::string time_text(TimePs ps) {
 }
 
 std::string gb_text(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 /// Labels, layout and placement facts of option `t` of a validated scenario (no simulation).
 PlanOption describe(const Scenario& s, CpCommType t, int64_t dp) {

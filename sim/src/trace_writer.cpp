@@ -273,6 +273,20 @@ void write_summary_json(const std::string& path, const SimResult& result) {
   write_atomically(path, summary_json(result), "summary");
 }
 
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
 std::string links_csv(const SimResult& result) {
   std::string out = "link,from,to,class,bandwidth_bytes_per_s,bytes,busy_ps,flows,utilisation\n";
   const double total_s = static_cast<double>(result.total_ps) / kPsPerSecond;

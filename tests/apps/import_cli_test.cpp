@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/core/validation.hpp"
 #include "run_command.hpp"
@@ -17,15 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using hcpsim::test::run_command;
 using hcpsim::test::run_hcpsim;
+using hcpsim::test::slurp;
 
 const std::string kDir = "tests/fixtures/megatron/";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// A fresh scratch directory for one test case.
 fs::path scratch(const std::string& name) {
@@ -276,8 +272,7 @@ TEST_CASE("apps: check-log identifies the log's FLOP convention from its iterati
     const double ms = std::stod(text.substr(b, e - b));
     text.replace(b, e - b, fmt::format("{:.1f}", ms * ratio));
   }
-  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_causal_log_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = scratch("causal_log");
   {
     std::ofstream out(dir / "causal.txt", std::ios::binary);
     out << text;

@@ -1,38 +1,21 @@
 // simulate's whole-step section and summary keys, calibrate, plan (table, CSV, SVG) and diff through the binary.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/run_command.hpp"
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 
 using hcpsim::test::run_command;
 using hcpsim::test::run_hcpsim;
-
-namespace {
-
-std::filesystem::path temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("hcpsim_step_cli_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
+using hcpsim::test::scratch_dir;
+using hcpsim::test::slurp;
 
 TEST_CASE("apps: simulate prints the whole step and writes step.* summary keys", "[apps][step]") {
-  const auto dir = temp_dir("simulate");
+  const auto dir = scratch_dir("simulate");
   const std::string js = (dir / "s.json").string();
   const auto r = run_hcpsim("simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml --summary " + js);
   INFO(r.output);
@@ -65,7 +48,7 @@ TEST_CASE("apps: simulate prints the whole step and writes step.* summary keys",
 }
 
 TEST_CASE("apps: calibrate writes a file that a scenario includes and simulate names", "[apps][step]") {
-  const auto dir = temp_dir("calibrate");
+  const auto dir = scratch_dir("calibrate");
   {
     std::ofstream csv(dir / "measured.csv");
     csv << "op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s\n"
@@ -106,7 +89,7 @@ TEST_CASE("apps: calibrate writes a file that a scenario includes and simulate n
 }
 
 TEST_CASE("apps: plan ranks the options, lists the ruled-out ones, writes CSV and a valid SVG", "[apps][step]") {
-  const auto dir = temp_dir("plan");
+  const auto dir = scratch_dir("plan");
   const std::string csv = (dir / "plan.csv").string(), svg = (dir / "plan.svg").string();
   const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --csv " + csv + " --svg " + svg);
   INFO(r.output);

@@ -1,6 +1,4 @@
 // Calibration of the compute model from a measured per-op CSV.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -8,20 +6,17 @@
 #include <fmt/format.h>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/sim/calibration.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 
 using namespace hcpsim;
 using namespace hcpsim::sim;
+using hcpsim::test::scratch_dir;
 
 namespace {
 
-std::filesystem::path temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("hcpsim_calibration_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::create_directories(d);
-  return d;
-}
 
 void write(const std::filesystem::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary);
@@ -67,7 +62,7 @@ std::string synthetic_csv(const GpuSpec& gpu, bool drop_one_point) {
 
 TEST_CASE("calibration: a fit of a synthetic CSV recovers the efficiencies it was generated with", "[calibration]") {
   const GpuSpec base = cluster_preset("dgx-h100", 1)->gpu;
-  const auto dir = temp_dir("recover");
+  const auto dir = scratch_dir("calibration_recover");
   write(dir / "measured.csv", synthetic_csv(base, false));
   const auto rows = read_measured_csv((dir / "measured.csv").string());
   CHECK(rows.size() == 9 + 2 + 32 + 1);
@@ -109,7 +104,7 @@ cluster: {preset: dgx-h100, nodes: 1, gpu: {calibration: calibration.yaml}}
 
 TEST_CASE("calibration: a missing grid point is filled from its nearest measured neighbour", "[calibration]") {
   const GpuSpec base = cluster_preset("dgx-h100", 1)->gpu;
-  const auto dir = temp_dir("fill");
+  const auto dir = scratch_dir("calibration_fill");
   write(dir / "measured.csv", synthetic_csv(base, true));
   const CalibrationFit fit = fit_calibration(read_measured_csv((dir / "measured.csv").string()), base, "m.csv");
   CHECK(fit.filled_points == 1);
@@ -121,7 +116,7 @@ TEST_CASE("calibration: a missing grid point is filled from its nearest measured
 }
 
 TEST_CASE("calibration: bad CSV files raise errors that name the file, line and column", "[calibration]") {
-  const auto dir = temp_dir("bad");
+  const auto dir = scratch_dir("calibration_bad");
   auto error_of = [&](const std::string& text) {
     write(dir / "bad.csv", text);
     try {
@@ -160,7 +155,7 @@ TEST_CASE("calibration: bad CSV files raise errors that name the file, line and 
 
 TEST_CASE("calibration: a scenario naming a missing, non-regular or malformed calibration file fails clearly",
           "[calibration]") {
-  const auto dir = temp_dir("include");
+  const auto dir = scratch_dir("calibration_include");
   auto error_of = [&](const std::string& calibration) {
     write(dir / "s.yaml", "schema_version: 1\nmodel: {num_attention_heads: 8, kv_channels: 64, seq_length: 1024}\n"
                           "parallel: {context_parallel_size: 2, cp_comm_type: p2p}\n"

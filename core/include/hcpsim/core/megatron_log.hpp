@@ -51,6 +51,9 @@ struct MegatronLog {
   std::vector<ThroughputReport> throughput;
   std::optional<std::string> gpu_name;  ///< "H100" / "H200" / "A100" / "B200" when a line names the GPU
   int gpu_line = 0;
+  /// The tokenizer's vocabulary, from "> padded vocab (size: N) with K dummy tokens (new size: M)" (the N; Megatron
+  /// pads it again itself). Absent when no such line.
+  std::optional<int64_t> padded_vocab_size;
 };
 
 /// Parses a training log held in memory.

@@ -57,6 +57,10 @@ std::string summary_json(const SimResult& result, const StepResult* step, const 
 void write_summary_json(const std::string& path, const SimResult& result, const StepResult* step,
                         const std::string& calibration);
 
+/// `text` with the XML special characters & < > " replaced by entities (for attributes and text of the SVG and
+/// JUnit writers).
+std::string xml_escape(const std::string& text);
+
 /// Per-link CSV: header "link,from,to,class,bandwidth_bytes_per_s,bytes,busy_ps,flows,utilisation", one row per
 /// directed link in id order; utilisation = bytes / (bandwidth · total time). Doubles printed with {:.17g}.
 std::string links_csv(const SimResult& result);
