@@ -156,13 +156,29 @@ void locate_worst(VerifyReport& report, const Schedule* schedule) {
 }
 
 VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options) {
+  return verify_schedule_run(
+      schedule, options, [&options](const Schedule& sched, const AttentionInputs& inputs) {
+        return execute_schedule(sched, inputs, ExecutionOptions{options.threads, options.dtype});
+      });
+}
+
+VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options, const ScheduleRunner& runner,
+                              const GivenReference& given) {
   VerifyRun run;
-  run.inputs = make_attention_inputs(options.seed, schedule.shape, options.input_distribution, options.q_heads,
-                                     options.kv_heads, options.full_heads_q, options.full_heads_kv);
+  if (given.inputs != nullptr) {
+    run.inputs = *given.inputs;
+  } else {
+    run.inputs = make_attention_inputs(options.seed, schedule.shape, options.input_distribution, options.q_heads,
+                                       options.kv_heads, options.full_heads_q, options.full_heads_kv);
+  }
   for (HostTensor* t : {&run.inputs.q, &run.inputs.k, &run.inputs.v, &run.inputs.dout}) round_tensor(*t, options.dtype);
   const double scale = effective_softmax_scale(schedule.shape);
-  run.reference = reference_attention(run.inputs, schedule.shape.causal, scale, options.threads);
-  const ExecutionResult exec = execute_schedule(schedule, run.inputs, ExecutionOptions{options.threads, options.dtype});
+  if (given.reference != nullptr) {
+    run.reference = *given.reference;
+  } else {
+    run.reference = reference_attention(run.inputs, schedule.shape.causal, scale, options.threads);
+  }
+  const ExecutionResult exec = runner(schedule, run.inputs);
   run.hcp = exec.outputs;
   AttentionOutputs baseline;
   if (options.dtype != Dtype::fp64)

@@ -3,6 +3,7 @@
 /// on inputs generated from one seed. A mismatch is a report (pass = false), never an exception.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,25 @@ VerifyReport verify_schedule(const Schedule& schedule, uint64_t seed, const std:
 /// the CP rank that owns the worst element.
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution, before any work.
 VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options);
+
+/// Executes a schedule on some backend (the CPU executor, the GPU backend, a host replay of the GPU plan) and
+/// returns the gathered global outputs and counters (ExecutionResult). Must be deterministic for given inputs.
+using ScheduleRunner = std::function<ExecutionResult(const Schedule&, const AttentionInputs&)>;
+
+/// A reference loaded from an earlier run's dump (`hcpsim verify --reference cpu.h5`): its inputs and fp64
+/// reference replace the generated ones.
+struct GivenReference {
+  const AttentionInputs* inputs = nullptr;
+  const AttentionOutputs* reference = nullptr;
+};
+
+/// verify_schedule_run with `runner` in place of the CPU executor: the same inputs (generated from options.seed,
+/// rounded to options.dtype) or `given.inputs`, the same fp64 reference (or `given.reference`), the same non-CP
+/// baseline and tolerances, the same report. The runner receives the rounded inputs.
+/// @throws InputError (key "oracle.input_distribution") for an unknown distribution, before any work; whatever
+///   `runner` throws.
+VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options, const ScheduleRunner& runner,
+                              const GivenReference& given = {});
 
 /// Fills worst_tensor of `report` (see VerifyReport) and each tensor's worst_cp_rank from `schedule`'s output
 /// bindings.

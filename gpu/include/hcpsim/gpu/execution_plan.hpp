@@ -1,0 +1,167 @@
+#pragma once
+/// Host-side planning of a Schedule's execution on GPUs: the order in which the host enqueues ops, the
+/// cross-stream waits that make every stream see its rank's program order, the grouping of communication ops into
+/// batches whose members all take part at once (NCCL group semantics), and the data movement of every
+/// communication op as strided copy segments. Everything here is plain C++ (no CUDA): the device executor
+/// (device_executor.hpp) walks the plan with CUDA streams, events and kernels; `execute_plan_on_host` walks the
+/// same plan on the CPU with the same kernel arithmetic (block_math.hpp), so the whole executor logic is tested
+/// without a GPU.
+///
+/// Device storage convention: every buffer is float [b, rows, heads, width] (block_math.hpp), so all offsets and
+/// strides below count floats.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hcpsim/core/schedule.hpp"
+#include "hcpsim/gpu/block_math.hpp"
+
+namespace hcpsim::gpu {
+
+/// (rank, op) of a schedule: RankProgram index (= cp_rank) and index into its ops.
+struct OpRef {
+  int64_t rank = 0;
+  OpIndex op = 0;
+  friend bool operator==(const OpRef& a, const OpRef& b) { return a.rank == b.rank && a.op == b.op; }
+  friend bool operator<(const OpRef& a, const OpRef& b) { return a.rank != b.rank ? a.rank < b.rank : a.op < b.op; }
+};
+
+/// One strided copy of `batch × rows` runs of `run_elements` contiguous floats, from a buffer of src_rank into a
+/// buffer of dst_rank: element (b, r, e) goes from src_offset + b·src_batch_stride + r·src_row_stride + e to
+/// dst_offset + b·dst_batch_stride + r·dst_row_stride + e. accumulate = true: dst = round(dst + src) to the
+/// accumulator format (copy/add rules, reduce-scatter sums, HCP_ALGORITHM.md §5.3); false: dst = src.
+struct CopySegment {
+  int64_t src_rank = 0;
+  BufferId src = -1;
+  int64_t dst_rank = 0;
+  BufferId dst = -1;
+  int64_t src_offset = 0, src_batch_stride = 0, src_row_stride = 0;
+  int64_t dst_offset = 0, dst_batch_stride = 0, dst_row_stride = 0;
+  int64_t batch = 0, rows = 0, run_elements = 0;
+  bool accumulate = false;
+
+  /// batch·rows·run_elements.
+  [[nodiscard]] int64_t elements() const { return batch * rows * run_elements; }
+};
+
+/// One member of a communication batch: the op, and the segments that write into this member's buffers, in the
+/// order they must be applied (reduce-scatter: member order, the first assigning, the rest accumulating).
+struct CommItem {
+  OpRef op;
+  std::vector<CopySegment> incoming;  ///< dst_rank == op.rank for every segment
+  std::vector<int64_t> sources;       ///< ranks (≠ op.rank) whose buffers `incoming` reads, ascending
+  std::vector<int64_t> readers;       ///< ranks (≠ op.rank) whose incoming segments read this member, ascending
+};
+
+/// One host enqueue step: a single non-communication op, or a batch of communication ops that are issued
+/// together (every send with its receive, every collective with all its members).
+struct PlanStep {
+  bool is_batch = false;
+  OpRef op;                     ///< !is_batch: the op
+  std::vector<CommItem> items;  ///< is_batch: members in rank order
+};
+
+/// Buffer reads and writes of one op (alloc and free count as writes; collectives read their input and write
+/// their output on this rank; send_recv reads `send` and writes `recv`).
+struct BufferUses {
+  std::vector<BufferId> reads;
+  std::vector<BufferId> writes;
+};
+
+/// The uses of `op`. @throws InputError (key "schedule") for GemmOp / ElementwiseOp: the GPU backend executes
+/// attention schedules, the layer model is timing only.
+BufferUses op_buffer_uses(const Op& op);
+
+/// Everything the device executor needs besides the schedule.
+struct ExecutionPlan {
+  std::vector<PlanStep> steps;  ///< host enqueue order
+  /// waits[rank][op]: ops of the same rank on *other* streams whose completion this op must wait for (at most one
+  /// per stream, the latest): explicit Op::deps, and every read-after-write, write-after-read and
+  /// write-after-write on a buffer in program order (alloc/free included), so each stream observes the rank's
+  /// program order on every buffer whatever the schedule's deps say.
+  std::vector<std::vector<std::vector<OpIndex>>> waits;
+  int64_t batches = 0;            ///< communication batches
+  int64_t segments = 0;           ///< copy segments over all batches
+  int64_t moved_elements = 0;     ///< floats moved between different ranks' buffers by all segments
+};
+
+/// Builds the plan. Enqueue order: round-robin over ranks in rank order, each rank enqueues its non-communication
+/// ops until it reaches a communication op; when every unfinished rank waits at a communication op, the largest
+/// set of waiting ops that are mutually matched (a send's receiver waits at a matching receive — same peers and
+/// tag — and vice versa; a collective's members all wait at it with the same tag) forms the next batch.
+/// Message semantics are rendezvous (NCCL's grouped send/recv): unlike the CPU oracle's mailbox, a send is issued
+/// together with its receive.
+/// Movement (copy segments, same semantics as the CPU executor, cpu_executor.hpp):
+///   send_recv: the concatenated send buffers onto the concatenated recv buffers (sizes must match);
+///   all_to_all scatter_heads / gather_heads: half-chunks per chunk_order (AllToAllOp);
+///   all_gather: half-chunks per chunk_order; reduce_scatter: member-order sums (first assigns).
+/// Calls Schedule::check_invariants first.
+/// @throws InputError (key "schedule") when the schedule holds layer-model ops, when a rendezvous cannot be formed
+///   (a deadlock under NCCL semantics: the message names every waiting rank and op), or when a message's size
+///   differs from its receive buffers.
+ExecutionPlan build_execution_plan(const Schedule& schedule);
+
+/// Human-readable one-line text of an op reference: "cp_rank 3 op #12 send_recv 'fwd step 1 kv'".
+std::string op_ref_text(const Schedule& schedule, const OpRef& ref);
+
+/// Applies one segment on host float buffers: `src` and `dst` are the whole buffers (float storage);
+/// accumulation rounds to `acc_format` (block_math.hpp round_float codes, cast from Dtype).
+void apply_segment_on_host(const CopySegment& seg, const float* src, float* dst, int acc_format);
+
+/// The CopyOp of `program` (rank `rank`) as one segment within the rank (rows of whole [heads, width] runs).
+CopySegment copy_op_segment(const RankProgram& program, int64_t rank, const CopyOp& op);
+
+/// A TensorRef of buffer `id` of `program` at address `data`.
+inline TensorRef tensor_ref(const RankProgram& program, BufferId id, float* data) {
+  const BufferDecl& d = program.buffers[static_cast<size_t>(id)];
+  return TensorRef{data, d.rows, d.heads, d.width};
+}
+
+/// Kernel arguments of a forward block op; `ptr_of(BufferId) -> float*` resolves buffer addresses (host or device).
+template <typename PtrOf>
+AttnFwdArgs make_fwd_args(const RankProgram& prog, const AttnFwdBlockOp& p, PtrOf&& ptr_of, float scale,
+                          RoundFormat format) {
+  AttnFwdArgs a;
+  a.q = tensor_ref(prog, p.q, ptr_of(p.q));
+  a.k = tensor_ref(prog, p.k, ptr_of(p.k));
+  a.v = tensor_ref(prog, p.v, ptr_of(p.v));
+  a.out = tensor_ref(prog, p.out, ptr_of(p.out));
+  a.lse = tensor_ref(prog, p.lse, ptr_of(p.lse));
+  a.batch = prog.buffers[static_cast<size_t>(p.q)].batch;
+  a.q_row0 = p.q_rows.begin;
+  a.nq = p.q_rows.count;
+  a.kv_row0 = p.kv_rows.begin;
+  a.nk = p.kv_rows.count;
+  a.mask = static_cast<MaskCode>(p.mask);
+  a.scale = scale;
+  a.format = format;
+  return a;
+}
+
+/// Kernel arguments of a backward block op (delta left null: the caller provides scratch [batch, nq, hq]).
+template <typename PtrOf>
+AttnBwdArgs make_bwd_args(const RankProgram& prog, const AttnBwdBlockOp& p, PtrOf&& ptr_of, float scale,
+                          RoundFormat format) {
+  AttnBwdArgs a;
+  a.q = tensor_ref(prog, p.q, ptr_of(p.q));
+  a.k = tensor_ref(prog, p.k, ptr_of(p.k));
+  a.v = tensor_ref(prog, p.v, ptr_of(p.v));
+  a.out = tensor_ref(prog, p.out, ptr_of(p.out));
+  a.dout = tensor_ref(prog, p.dout, ptr_of(p.dout));
+  a.lse = tensor_ref(prog, p.lse, ptr_of(p.lse));
+  a.dq = tensor_ref(prog, p.dq, ptr_of(p.dq));
+  a.dk = tensor_ref(prog, p.dk, ptr_of(p.dk));
+  a.dv = tensor_ref(prog, p.dv, ptr_of(p.dv));
+  a.batch = prog.buffers[static_cast<size_t>(p.q)].batch;
+  a.q_row0 = p.q_rows.begin;
+  a.nq = p.q_rows.count;
+  a.kv_row0 = p.kv_rows.begin;
+  a.nk = p.kv_rows.count;
+  a.mask = static_cast<MaskCode>(p.mask);
+  a.scale = scale;
+  a.format = format;
+  return a;
+}
+
+}  // namespace hcpsim::gpu
