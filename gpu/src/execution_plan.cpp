@@ -397,6 +397,22 @@ ExecutionPlan build_execution_plan(const Schedule& schedule) {
   return plan;
 }
 
+int64_t planned_peak_bytes(const RankProgram& prog) {
+  constexpr int64_t kFloatBytes = 4;  // float storage (block_math.hpp)
+  int64_t live = 0;
+  for (const IoBinding& b : prog.inputs) live += prog.buffers[static_cast<size_t>(b.buffer)].elements() * kFloatBytes;
+  int64_t peak = live;
+  for (const Op& op : prog.ops) {
+    if (const auto* a = std::get_if<AllocOp>(&op.payload)) {
+      live += prog.buffers[static_cast<size_t>(a->buffer)].elements() * kFloatBytes;
+      peak = std::max(peak, live);
+    } else if (const auto* f = std::get_if<FreeOp>(&op.payload)) {
+      live -= prog.buffers[static_cast<size_t>(f->buffer)].elements() * kFloatBytes;
+    }
+  }
+  return peak;
+}
+
 CopySegment copy_op_segment(const RankProgram& program, int64_t rank, const CopyOp& op) {
   const BufferDecl& dd = program.buffers[static_cast<size_t>(op.dst)];
   const BufferDecl& sd = program.buffers[static_cast<size_t>(op.src)];

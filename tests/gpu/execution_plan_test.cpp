@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -16,12 +18,14 @@
 #include "hcpsim/core/layer_builder.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/gpu/block_math.hpp"
+#include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/gpu/execution_plan.hpp"
 #include "hcpsim/gpu/host_replay.hpp"
 #include "hcpsim/oracles/block_attention.hpp"
 #include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/precision.hpp"
 #include "hcpsim/oracles/verify.hpp"
+#include "hcpsim/sim/calibration.hpp"
 
 using namespace hcpsim;
 using namespace hcpsim::gpu;
@@ -382,5 +386,80 @@ TEST_CASE("gpu plan: a schedule that deadlocks under rendezvous semantics is an 
     REQUIRE(what.find("cp_rank 0 op #2") != std::string::npos);
     REQUIRE(what.find("cp_rank 1 op #2") != std::string::npos);
     REQUIRE(e.fix().find("--backend cpu") != std::string::npos);
+  }
+}
+
+TEST_CASE("gpu plan: the measured per-op CSV is what hcpsim calibrate reads", "[gpu_plan]") {
+  // A device run's timeline, synthesised: an attention forward block, an lse merge and a message. The CSV must
+  // parse with the calibration reader, keep the attention row's shape and time, and skip the message.
+  gpu::DeviceRunResult run;
+  gpu::MeasuredOp fwd;
+  fwd.kind = OpKind::attn_fwd_block;
+  fwd.label = "fwd step 0 \"diagonal\"";  // quotes survive RFC 4180 quoting
+  fwd.start_s = 1e-3;
+  fwd.end_s = 1.25e-3;
+  fwd.flops = 2.0e9;
+  fwd.bytes = 1 << 20;
+  fwd.kernel = "tensor_core";
+  fwd.head_dim = 128;
+  fwd.q_rows = 4096;
+  fwd.kv_rows = 4096;
+  fwd.causal = true;
+  gpu::MeasuredOp merge;
+  merge.kind = OpKind::lse_merge;
+  merge.start_s = 2e-3;
+  merge.end_s = 2.01e-3;
+  merge.bytes = 65536;
+  gpu::MeasuredOp msg;
+  msg.kind = OpKind::send_recv;
+  msg.stream = Stream::comm;
+  msg.start_s = 0;
+  msg.end_s = 1e-4;
+  msg.bytes = 1 << 22;
+  gpu::MeasuredOp alloc;
+  alloc.kind = OpKind::alloc;  // bookkeeping: not written
+  run.timeline = {fwd, merge, msg, alloc};
+  const std::string csv = gpu::measured_ops_csv(run, Dtype::bf16);
+  const auto dir = test::scratch_dir("measured_csv");
+  {
+    std::ofstream f(dir / "measured.csv");
+    f << csv;
+  }
+  const auto rows = sim::read_measured_csv((dir / "measured.csv").string());
+  REQUIRE(rows.size() == 3);  // alloc left out; send_recv is in the file, the fit skips it
+  REQUIRE(rows[0].op_kind == "attn_fwd_block");
+  REQUIRE(rows[0].dtype == "bf16");
+  REQUIRE(rows[0].head_dim == 128);
+  REQUIRE(rows[0].q_rows == 4096);
+  REQUIRE(rows[0].causal);
+  REQUIRE(rows[0].flops == 2.0e9);
+  REQUIRE(rows[0].measured_s == Approx(2.5e-4).epsilon(1e-12));
+  REQUIRE(rows[1].op_kind == "lse_merge");
+  REQUIRE(rows[1].bytes == 65536);
+  REQUIRE(csv.find("\"fwd step 0 \"\"diagonal\"\"\"") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("gpu plan: the memory bound walks inputs, allocs and frees in program order", "[gpu_plan]") {
+  // Inputs q (2·4·1·8 = 64 floats); alloc x (64), alloc y (32), free x, alloc z (16): live 64 → 128 → 160 → 96 →
+  // 112; peak 160 floats = 640 bytes (float storage whatever BufferDecl::dtype says).
+  RankProgram p;
+  p.buffers = {BufferDecl{"q", 2, 4, 1, 8, Dtype::bf16}, BufferDecl{"x", 2, 4, 1, 8, Dtype::bf16},
+               BufferDecl{"y", 1, 4, 1, 8, Dtype::bf16}, BufferDecl{"z", 1, 2, 1, 8, Dtype::fp32}};
+  p.inputs = {IoBinding{"q", 0, {0, 1, 2, 3}, 0}};
+  for (OpPayload payload : {OpPayload{AllocOp{1}}, OpPayload{AllocOp{2}}, OpPayload{FreeOp{1}}, OpPayload{AllocOp{3}}}) {
+    Op op;
+    op.payload = payload;
+    p.ops.push_back(op);
+  }
+  REQUIRE(planned_peak_bytes(p) == 640);
+  // A real schedule: the bound is at least the inputs and at most every buffer at once.
+  const Schedule s = schedule_for(2, 2, make_shape(1, 64, 4, 2, 16, 16, true));
+  for (const RankProgram& rp : s.ranks) {
+    int64_t all = 0, inputs = 0;
+    for (const BufferDecl& d : rp.buffers) all += d.elements() * 4;
+    for (const IoBinding& b : rp.inputs) inputs += rp.buffers[static_cast<size_t>(b.buffer)].elements() * 4;
+    REQUIRE(planned_peak_bytes(rp) > inputs);
+    REQUIRE(planned_peak_bytes(rp) <= all);
   }
 }

@@ -102,6 +102,12 @@ struct ExecutionPlan {
 ///   differs from its receive buffers.
 ExecutionPlan build_execution_plan(const Schedule& schedule);
 
+/// Device memory bound of one rank in the executor's float storage (bytes): the input buffers, then the peak of
+/// live bytes walking the ops in program order (AllocOp adds elements·4, FreeOp subtracts). Ranks sharing a GPU
+/// add up (an upper bound: their peaks need not coincide). Scratch of the backward kernels (nq·hq floats per block)
+/// and message staging of the NCCL backend are not included.
+int64_t planned_peak_bytes(const RankProgram& program);
+
 /// Human-readable one-line text of an op reference: "cp_rank 3 op #12 send_recv 'fwd step 1 kv'".
 std::string op_ref_text(const Schedule& schedule, const OpRef& ref);
 
