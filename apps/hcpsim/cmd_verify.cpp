@@ -15,8 +15,9 @@
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/oracles/dump.hpp"
 #include "hcpsim/oracles/verify.hpp"
+#include "hcpsim/gpu/host_replay.hpp"
 #if defined(HCPSIM_HAVE_CUDA)
-#include "hcpsim/gpu/device_info.hpp"
+#include "gpu_runner.hpp"
 #endif
 
 namespace hcpsim::app {
@@ -30,7 +31,43 @@ struct VerifyArgs {
   std::string inject;  ///< empty: oracle.inject (or none); "list" prints the injectors
   std::string json_path;
   std::string dump_path;  ///< empty: no HDF5 dump
+  int devices = 1;             ///< GPU backend: 1 = single-device, N = NCCL on N GPUs (one per CP rank)
+  std::string kernels = "auto";  ///< GPU backend: auto (tensor cores where supported) | clear
+  std::string reference_path;  ///< a dump whose inputs and fp64 reference replace the generated ones
+  std::string trace_path;      ///< GPU backend: measured Chrome trace
+  std::string ops_csv_path;    ///< GPU backend: measured per-op CSV (hcpsim calibrate input)
 };
+
+/// The inputs and reference of a `--reference` dump, checked against the run.
+struct LoadedReference {
+  DumpContents dump;
+  bool loaded = false;
+};
+
+/// Checks that a reference dump matches the problem the scenario defines (shapes, dtype, seed).
+void check_reference(const DumpContents& d, const std::string& path, const AttentionShape& shape, Dtype dtype,
+                     uint64_t seed) {
+  auto fail = [&](const std::string& what, const std::string& fix) {
+    throw InputError(SourceLoc{path, 0, 0, ""}, "--reference", what, fix);
+  };
+  if (d.dtype != dtype)
+    fail("the dump was made in " + to_string(d.dtype) + ", the run is " + to_string(dtype),
+         "make the reference with 'hcpsim verify ... --dtype " + to_string(dtype) + " --dump FILE' or pass --dtype " +
+             to_string(d.dtype));
+  const auto& q = d.inputs.q.shape();
+  const auto& k = d.inputs.k.shape();
+  if (q[0] != shape.batch || q[1] != shape.seq_length || q[2] != shape.heads_q || q[3] != shape.head_dim_qk ||
+      k[2] != shape.heads_kv)
+    fail(fmt::format("the dump's q is [{}, {}, {}, {}] with {} kv heads, the scenario needs [{}, {}, {}, {}] with {}",
+                     q[0], q[1], q[2], q[3], k[2], shape.batch, shape.seq_length, shape.heads_q, shape.head_dim_qk,
+                     shape.heads_kv),
+         "use a dump of the same scenario, overrides and oracle.heads");
+  const auto it = d.meta_number.find("seed");
+  if (it != d.meta_number.end() && static_cast<uint64_t>(it->second) != seed)
+    fail(fmt::format("the dump was made with seed {}, the scenario's oracle.seed is {}", static_cast<uint64_t>(it->second),
+                     seed),
+         fmt::format("pass oracle.seed={} or use a dump made with seed {}", static_cast<uint64_t>(it->second), seed));
+}
 
 /// Checks that an output path's directory exists, before any work (STYLE.md: validation before outputs).
 void check_output_path(const std::string& path, const char* option) {
@@ -104,7 +141,7 @@ nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
 
 /// bf16_accumulation: dQ/dKV error with fp32 vs bf16 accumulators for P = 2, 4, 8 (where S allows) at A.
 nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const AttentionShape& shape, Dtype dtype,
-                                          const VerifyOptions& base) {
+                                          const VerifyOptions& base, const ScheduleRunner* runner) {
   const CpLayout layout = cp_layout_for(s, t);
   const int64_t A = layout.a2a_size();
   nlohmann::json rows = nlohmann::json::array();
@@ -119,8 +156,8 @@ nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const
     const Schedule bad = inject_fault(good, FaultKind::bf16_accumulation);
     VerifyOptions o = base;
     o.dtype = dtype;
-    const VerifyReport g = verify_schedule_run(good, o).report;
-    const VerifyReport b = verify_schedule_run(bad, o).report;
+    const VerifyReport g = runner ? verify_schedule_run(good, o, *runner).report : verify_schedule_run(good, o).report;
+    const VerifyReport b = runner ? verify_schedule_run(bad, o, *runner).report : verify_schedule_run(bad, o).report;
     fmt::print("  {:>3}  {:>11.3e} {:>11.3e} {:>11.3e}   {:>11.3e} {:>11.3e} {:>11.3e}\n", P, g.tensors[2].rel_l2_err,
                g.tensors[3].rel_l2_err, g.tensors[4].rel_l2_err, b.tensors[2].rel_l2_err, b.tensors[3].rel_l2_err,
                b.tensors[4].rel_l2_err);
@@ -158,16 +195,53 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
                        "use one of the names printed by 'hcpsim verify --inject list'");
   }
   const auto report = validate_scenario(s, ValidationScope::attention);
-  if (args.backend == "gpu") {
-#if defined(HCPSIM_HAVE_CUDA)
-    const auto probe = gpu::probe_devices();
-    if (probe.devices.empty()) throw DeviceError(probe.status);
-    throw DeviceError("the GPU executor is not part of this version of hcpsim (found " +
-                      std::to_string(probe.devices.size()) + " device(s)); use --backend cpu");
-#else
-    throw DeviceError("hcpsim was built without CUDA (HCPSIM_ENABLE_CUDA=OFF); use --backend cpu");
-#endif
+  const bool on_gpu = args.backend == "gpu";
+  if (!on_gpu) {
+    for (const auto& [given, option] : {std::pair{!args.trace_path.empty(), "--trace"},
+                                         std::pair{!args.ops_csv_path.empty(), "--ops-csv"},
+                                         std::pair{args.devices != 1, "--devices"},
+                                         std::pair{args.kernels != "auto", "--kernels"}}) {
+      if (given)
+        throw InputError(SourceLoc{}, option, "only the GPU backend measures devices and kernels",
+                         std::string("add --backend gpu or drop ") + option);
+    }
   }
+  if (on_gpu) {
+    gpu::check_gpu_dtype(dtype);
+    if (args.devices < 1)
+      throw InputError(SourceLoc{}, "--devices", "must be at least 1", "use --devices 1 (all CP ranks on one GPU)");
+    if (args.kernels != "auto" && args.kernels != "clear")
+      throw InputError(SourceLoc{}, "--kernels", "unknown kernel choice '" + args.kernels + "'",
+                       "use --kernels auto (tensor cores where supported) or clear");
+    if (args.devices >= 2 && args.devices != s.parallel.context_parallel_size)
+      throw InputError(SourceLoc{}, "--devices",
+                       fmt::format("{} GPUs for context_parallel_size {}: NCCL runs one CP rank per GPU", args.devices,
+                                   s.parallel.context_parallel_size),
+                       fmt::format("use --devices {} or --devices 1 (all ranks on one GPU)",
+                                   s.parallel.context_parallel_size));
+  }
+  check_output_path(args.trace_path, "--trace");
+  check_output_path(args.ops_csv_path, "--ops-csv");
+  LoadedReference loaded;
+  if (!args.reference_path.empty()) {
+    loaded.dump = read_dump(args.reference_path);
+    loaded.loaded = true;
+  }
+#if defined(HCPSIM_HAVE_CUDA)
+  GpuVerifyOptions gpu_options;
+  gpu_options.devices = args.devices;
+  gpu_options.tensor_cores = args.kernels == "auto";
+  gpu_options.dtype = dtype;
+  std::shared_ptr<GpuRunRecord> gpu_record;
+  ScheduleRunner gpu_runner;
+  if (on_gpu) {
+    require_gpu(gpu_options);  // exit 3 before any CPU work on a host without a GPU
+    gpu_runner = make_gpu_runner(gpu_options, gpu_record);
+  }
+#else
+  if (on_gpu) throw DeviceError("hcpsim was built without CUDA (HCPSIM_ENABLE_CUDA=OFF); use --backend cpu");
+  const ScheduleRunner gpu_runner;
+#endif
   const auto types = buildable_types(s);
   if (fault && std::find(types.begin(), types.end(), CpCommType::all_gather) != types.end())
     throw InputError(s.loc("parallel.cp_comm_type"), "--inject", "fault injectors need a p2p, a2a or a2a+p2p schedule",
@@ -177,6 +251,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
   print_header(s);
   print_warnings(report);
   bool dumped = false;
+  [[maybe_unused]] bool measured_written = false;
   const auto full_shape = attention_shape(s);
   nlohmann::json json_runs = nlohmann::json::array();
   bool all_pass = true;
@@ -194,9 +269,15 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     opt.kv_heads = sel.kv_heads;
     opt.full_heads_q = full_shape.heads_q;
     opt.full_heads_kv = full_shape.heads_kv;
-    fmt::print("\nverify {} [A={}, P={}] on the CPU in {} ({} virtual ranks, heads per TP rank {}/{}{}, seed {}, "
+    if (loaded.loaded)
+      check_reference(loaded.dump, args.reference_path, sel.shape, dtype, s.oracle.seed);
+    fmt::print("\nverify {} [A={}, P={}] on the {} in {} ({} virtual ranks, heads per TP rank {}/{}{}, seed {}, "
                "inputs {}, threads {}{})\n",
-               to_string(t), layout.a2a_size(), layout.p2p_size(), to_string(dtype), layout.cp_size(),
+               to_string(t), layout.a2a_size(), layout.p2p_size(),
+               on_gpu ? (args.devices >= 2 ? fmt::format("GPU ({} GPUs, NCCL)", args.devices)
+                                           : std::string("GPU (single-device backend)"))
+                      : std::string("CPU"),
+               to_string(dtype), layout.cp_size(),
                full_shape.heads_q, full_shape.heads_kv,
                sel.q_heads.empty() ? std::string()
                                    : fmt::format(", checking {}/{} (oracle.heads)", sel.shape.heads_q,
@@ -209,14 +290,43 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
       nlohmann::json j;
       j["cp_comm_type"] = to_string(t);
       j["inject"] = "bf16_accumulation";
-      j["growth"] = report_accumulation_growth(s, t, sel.shape, acc, opt);
+      j["growth"] = report_accumulation_growth(s, t, sel.shape, acc, opt, on_gpu ? &gpu_runner : nullptr);
       json_runs.push_back(j);
       fmt::print("  result: REPORT (bf16_accumulation is TE's real F16 behaviour: measured, not a failure)\n");
       continue;
     }
-    const VerifyRun run = verify_schedule_run(sched, opt);
+    GivenReference given;
+    if (loaded.loaded) {
+      given.inputs = &loaded.dump.inputs;
+      given.reference = &loaded.dump.reference;
+    }
+    const VerifyRun run =
+        on_gpu ? verify_schedule_run(sched, opt, gpu_runner, given)
+               : (loaded.loaded ? verify_schedule_run(
+                                      sched, opt,
+                                      [&opt](const Schedule& sc, const AttentionInputs& in) {
+                                        return execute_schedule(sc, in, ExecutionOptions{opt.threads, opt.dtype});
+                                      },
+                                      given)
+                                : verify_schedule_run(sched, opt));
     const VerifyReport& v = run.report;
     print_table(v);
+#if defined(HCPSIM_HAVE_CUDA)
+    if (on_gpu) {
+      fmt::print("  {}\n", describe_gpu_run(*gpu_record));
+      if (!measured_written) {  // the first comm type of a per-layer list, like --dump
+        if (!args.trace_path.empty()) {
+          write_gpu_trace(args.trace_path, *gpu_record);
+          fmt::print("  measured trace: {}\n", args.trace_path);
+        }
+        if (!args.ops_csv_path.empty()) {
+          write_gpu_ops_csv(args.ops_csv_path, *gpu_record);
+          fmt::print("  measured ops: {} (input of hcpsim calibrate)\n", args.ops_csv_path);
+        }
+        measured_written = true;
+      }
+    }
+#endif
     if (v.pass) {
       fmt::print("  result: PASS (HCP equals full attention within the {} error model)\n", to_string(dtype));
     } else {
@@ -244,6 +354,12 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
                      {"cp_comm_type", to_string(t)},
                      {"input_distribution", s.oracle.input_distribution},
                      {"inject", fault ? to_string(*fault) : std::string()}};
+#if defined(HCPSIM_HAVE_CUDA)
+      if (on_gpu) {
+        d.meta_text["gpu_backend"] = gpu_backend_name(*gpu_record);
+        d.meta_text["device"] = gpu_device_name(*gpu_record);
+      }
+#endif
       d.meta_number = {{"seed", static_cast<double>(s.oracle.seed)},
                        {"a2a_size", static_cast<double>(layout.a2a_size())},
                        {"p2p_size", static_cast<double>(layout.p2p_size())},
@@ -283,6 +399,19 @@ CLI::App* add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--inject", args->inject, "inject a fault ('list' prints them):\n" + injector_list());
   cmd->add_option("--json", args->json_path, "also write the report as JSON to this file");
   cmd->add_option("--dump", args->dump_path, "write inputs, fp64 reference and HCP results to this HDF5 file");
+  cmd->add_option("--reference", args->reference_path,
+                  "take the inputs and fp64 reference from this dump (an earlier 'verify --dump' of the same scenario "
+                  "and dtype) instead of computing them");
+  cmd->add_option("--devices", args->devices,
+                  "GPU backend: 1 = every CP rank on one GPU (device copies), N = one rank per GPU with NCCL (N must "
+                  "equal context_parallel_size)")
+      ->capture_default_str();
+  cmd->add_option("--kernels", args->kernels,
+                  "GPU backend: auto (tensor cores for bf16/fp16 where supported) or clear (the row kernels)")
+      ->capture_default_str();
+  cmd->add_option("--trace", args->trace_path, "GPU backend: write the measured timeline as a Chrome trace");
+  cmd->add_option("--ops-csv", args->ops_csv_path,
+                  "GPU backend: write the measured per-op CSV (input of 'hcpsim calibrate')");
   cmd->callback([&exit_code, common, args] {
     if (common->scenario_path.empty() && args->inject != "list")
       throw InputError(SourceLoc{}, "scenario", "missing scenario file", "run 'hcpsim verify SCENARIO.yaml'");

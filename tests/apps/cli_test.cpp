@@ -1,4 +1,6 @@
 // Runs the real hcpsim binary: exit codes and messages as a user sees them.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -103,8 +105,59 @@ TEST_CASE("apps: bad command lines exit 2 with a clear message", "[apps]") {
 TEST_CASE("apps: verify --backend gpu without a usable device exits 3", "[apps]") {
   const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 --backend gpu");
   INFO(r.output);
+  if (r.output.find("measured on") != std::string::npos) {  // a GPU host: the run itself must pass
+    REQUIRE(r.exit_code == 0);
+    return;
+  }
   REQUIRE(r.exit_code == 3);
   REQUIRE(r.output.rfind("device error: ", 0) == 0);
+  // The cause (no driver/device, or a build without CUDA) and the fix are named.
+  const bool cause = r.output.find("no usable CUDA device") != std::string::npos ||
+                     r.output.find("built without CUDA") != std::string::npos;
+  REQUIRE(cause);
+  REQUIRE(r.output.find("--backend cpu") != std::string::npos);
+}
+
+TEST_CASE("apps: GPU-only options and fp64 on the GPU are bad input (exit 2) with a fix", "[apps]") {
+  for (const char* args : {"--trace out.json", "--ops-csv out.csv", "--devices 4", "--kernels clear"}) {
+    const auto r = run_hcpsim(std::string("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml ") + args);
+    INFO(args << "\n" << r.output);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.output.find("only the GPU backend") != std::string::npos);
+    REQUIRE(r.output.find("fix: add --backend gpu") != std::string::npos);
+  }
+  const auto fp64 = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --backend gpu --dtype fp64");
+  REQUIRE(fp64.exit_code == 2);
+  REQUIRE(fp64.output.find("--dtype: the GPU backend computes in fp32, bf16 or fp16") != std::string::npos);
+  const auto devices = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --backend gpu --devices 3");
+  REQUIRE(devices.exit_code == 2);
+  REQUIRE(devices.output.find("fix: use --devices 4 or --devices 1") != std::string::npos);
+}
+
+TEST_CASE("apps: verify --reference reuses a dump's inputs and reference, and rejects a mismatched one", "[apps]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_ref_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string dump = (dir / "cpu.h5").string();
+  const auto made = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 --dump " + dump);
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  const auto again =
+      run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 --reference " + dump);
+  INFO(again.output);
+  REQUIRE(again.exit_code == 0);
+  // The same table: the reference and inputs are the dump's, bit for bit.
+  REQUIRE(again.output.substr(again.output.find("  tensor")) == made.output.substr(made.output.find("  tensor"),
+                                                                                   again.output.size() -
+                                                                                       again.output.find("  tensor")));
+  const auto other =
+      run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=512 --reference " + dump);
+  REQUIRE(other.exit_code == 2);
+  REQUIRE(other.output.find("--reference: the dump's q is [1, 256,") != std::string::npos);
+  const auto dtype =
+      run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 --dtype bf16 --reference " + dump);
+  REQUIRE(dtype.exit_code == 2);
+  REQUIRE(dtype.output.find("the dump was made in fp32, the run is bf16") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("apps: verify on the default scenario at 1024 tokens matches full attention to 1e-10", "[apps]") {
