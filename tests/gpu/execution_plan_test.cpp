@@ -463,3 +463,21 @@ TEST_CASE("gpu plan: the memory bound walks inputs, allocs and frees in program 
     REQUIRE(planned_peak_bytes(rp) <= all);
   }
 }
+
+TEST_CASE("gpu plan: bf16 dQ/dKV accumulators (TE's F16 path) grow the gradient error in the host replay",
+          "[gpu_plan]") {
+  // p2p over P = 4: every rank adds 4 partial dK/dV blocks. Rounding each add to bf16 (8 significant bits) adds up
+  // to 3 extra roundings of relative size 2^-9 each, which the fp32 accumulators do not have, so dk's error must
+  // rise; out is untouched (forward only). Same measurement as verify's bf16_accumulation report on the CPU.
+  const AttentionShape shape = make_shape(1, 64, 2, 2, 16, 16, true);
+  const Schedule good = schedule_for(1, 4, shape, CpCommType::p2p);
+  const Schedule acc = inject_fault(good, FaultKind::bf16_accumulation);
+  REQUIRE(acc.grad_accumulation_in_dtype);
+  VerifyOptions opt;
+  opt.seed = 11;
+  opt.dtype = Dtype::bf16;
+  const VerifyReport g = verify_schedule_run(good, opt, replay_runner(Dtype::bf16)).report;
+  const VerifyReport b = verify_schedule_run(acc, opt, replay_runner(Dtype::bf16)).report;
+  REQUIRE(b.tensors[3].rel_l2_err > g.tensors[3].rel_l2_err);  // dk
+  REQUIRE(b.tensors[0].rel_l2_err == g.tensors[0].rel_l2_err);  // out: bit-identical forward
+}

@@ -32,11 +32,13 @@ enum class RoundFormat : int32_t { fp64 = 0, fp32 = 1, bf16 = 2, fp16 = 3 };
 /// Attention mask codes, in hcpsim::BlockMask order (schedule.hpp).
 enum class MaskCode : int32_t { none = 0, causal = 1, causal_bottom_right = 2 };
 
+/// The IEEE-754 bit pattern of a float (memcpy: no aliasing or union tricks, valid on host and device).
 HCPSIM_HD inline uint32_t float_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
 }
+/// The float with bit pattern `u` (inverse of float_bits).
 HCPSIM_HD inline float bits_float(uint32_t u) {
   float x;
   std::memcpy(&x, &u, sizeof x);
@@ -97,9 +99,11 @@ struct TensorRef {
   int64_t rows = 0;
   int64_t heads = 0;
   int64_t width = 0;
+  /// Flat element index of (b, r, h, w): ((b·rows + r)·heads + h)·width + w.
   HCPSIM_HD int64_t index(int64_t b, int64_t r, int64_t h, int64_t w) const {
     return ((b * rows + r) * heads + h) * width + w;
   }
+  /// Address of the `width` contiguous elements of (b, r, h).
   HCPSIM_HD float* at(int64_t b, int64_t r, int64_t h) const { return data + index(b, r, h, 0); }
 };
 
