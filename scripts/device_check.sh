@@ -31,7 +31,8 @@ check() {
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   local detail
-  detail=$(grep -E "result: |measured on|test cases|All tests|forward_fraction|NCCL" "$OUT/$name.log" | tr '\n' ' ' | cut -c1-220)
+  detail=$(grep -E "result: |measured on|test cases|All tests|forward_fraction|NCCL|error|GPU_SKIP" "$OUT/$name.log" |
+           tr '\n' ' ' | cut -c1-260)
   if [ "$rc" -eq "$want" ]; then
     row "$name" "pass (rc $rc, $((SECONDS - start)) s)" "$detail"
   else
@@ -43,13 +44,19 @@ echo "| check | result | detail |"
 echo "|---|---|---|"
 row "device" "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)" \
     "$("$H" --version 2>&1 | head -1)"
+# Without a usable device every GPU test would only report "skipped": stop here instead (exit 3).
+if "$B/bin/hcpsim_gpu_tests" "gpu: visible devices*" 2>&1 |
+    grep -q GPU_SKIP; then
+  row "gpu" "NOT RUN" "no usable CUDA device on this host; nothing was checked"
+  exit 3
+fi
 check gpu_tests 0 150 "$B/bin/hcpsim_gpu_tests" --reporter compact
 check nccl_one_rank_ring 0 60 "$B/bin/hcpsim_gpu_tests" "gpu: a one-rank NCCL communicator runs one ring step" -s
 DEF=scenarios/llama32_1b_cp4_a2a_p2p.yaml
 BIG=scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml
 for dt in bf16 fp32; do
   check "verify_default_$dt" 0 60 "$H" verify "$DEF" --backend gpu --dtype "$dt" --threads "$THREADS" \
-    --dump "$OUT/gpu_default_$dt.h5" --trace "$OUT/trace_default_$dt.json" --ops-csv "$OUT/ops_default_$dt.csv"
+    --trace "$OUT/trace_default_$dt.json" --ops-csv "$OUT/ops_default_$dt.csv"
   check "verify_llama3_8b_cp16_16k_$dt" 0 90 "$H" verify "$BIG" model.seq_length=16384 oracle.heads=1 \
     --backend gpu --dtype "$dt" --threads "$THREADS"
   check "verify_default_no_mask_$dt" 0 60 "$H" verify "$DEF" model.attn_mask_type=no_mask --backend gpu \
@@ -60,7 +67,10 @@ check fault_dropped_lse_merge 1 60 "$H" verify "$DEF" --backend gpu --dtype bf16
 check fault_missing_dkv_hop 1 60 "$H" verify "$DEF" --backend gpu --dtype bf16 --inject missing_dkv_hop \
   --threads "$THREADS"
 for dt in fp32 bf16; do
-  check "compare_cpu_gpu_$dt" 0 30 "$H" compare "$B/cpu_default_$dt.h5" "$OUT/gpu_default_$dt.h5"
+  # The same overrides as the CPU dumps of make_device_bundle.sh.
+  check "verify_compare_run_$dt" 0 60 "$H" verify "$DEF" model.seq_length=512 --backend gpu \
+    --dtype "$dt" --threads "$THREADS" --dump "$OUT/gpu_compare_$dt.h5"
+  check "compare_cpu_gpu_$dt" 0 30 "$H" compare "$B/cpu_compare_$dt.h5" "$OUT/gpu_compare_$dt.h5"
 done
 check attention_bench 0 120 "$B/bin/hcpsim_gpu_attention_bench" --quick
 echo
