@@ -512,7 +512,11 @@ struct Access {
 /// with vector clocks, and checks that every access to a buffer happens after every earlier conflicting access in
 /// enqueue order (read-after-write, write-after-read, write-after-write). Returns the number of violations and
 /// fills `first` with a description of the first.
-int64_t race_check(const Schedule& s, const ExecutionPlan& plan, std::string& first) {
+/// nccl = true replays the NCCL backend's protocol instead (device_executor.cpp nccl_batch): each sender packs the
+/// segments a destination reads from it on its own comm stream (reading its buffers there), the grouped
+/// send/recv orders the destination's comm stream after the sender's packs, the destination unpacks in order (its
+/// own segments read its own buffers), and no member waits for its readers.
+int64_t race_check(const Schedule& s, const ExecutionPlan& plan, std::string& first, bool nccl = false) {
   std::map<std::pair<int64_t, int>, Clock> stream_clock;
   std::map<OpRef, Clock> end_event, start_event, moved_event;
   std::map<std::pair<int64_t, BufferId>, std::vector<Access>> history;  // since the last alloc
@@ -562,6 +566,30 @@ int64_t race_check(const Schedule& s, const ExecutionPlan& plan, std::string& fi
         if (it.op.rank == rank) return it.op;
       return OpRef{-1, -1};
     };
+    if (nccl) {
+      std::map<std::pair<int64_t, int64_t>, Clock> sent;  // (src, dst) → the sender's clock after its packs
+      for (const CommItem& dst : step.items) {
+        for (int64_t src : dst.sources) {
+          for (const CopySegment& seg : dst.incoming)
+            if (seg.src_rank == src) access(seg.src_rank, seg.src, comm(src), false);
+        }
+      }
+      for (const CommItem& dst : step.items)
+        for (int64_t src : dst.sources) sent[{src, dst.op.rank}] = stream_clock[comm(src)];
+      for (const CommItem& dst : step.items) {
+        const auto st = comm(dst.op.rank);
+        for (int64_t src : dst.sources) join_clock(stream_clock[st], sent.at({src, dst.op.rank}));
+        for (const CopySegment& seg : dst.incoming) {
+          if (seg.src_rank == dst.op.rank) access(seg.src_rank, seg.src, st, false);
+          access(seg.dst_rank, seg.dst, st, true);
+        }
+      }
+      for (const CommItem& item : step.items) {
+        ++stream_clock[comm(item.op.rank)][comm(item.op.rank)];
+        end_event[item.op] = stream_clock[comm(item.op.rank)];
+      }
+      continue;
+    }
     for (const CommItem& item : step.items) {
       const auto st = comm(item.op.rank);
       for (int64_t src : item.sources) join_clock(stream_clock[st], start_event.at(member(src)));
@@ -596,17 +624,22 @@ TEST_CASE("gpu plan: the executor's stream and event protocol orders every confl
   for (const Case& c : cases) {
     const AttentionShape shape = make_shape(1, 96, 4, 4, 8, 8, c.causal);
     const Schedule s = build_schedule(c.type, CpLayout(c.A, c.P, 96), shape);
-    std::string first;
-    INFO(to_string(c.type) << " A=" << c.A << " P=" << c.P);
-    REQUIRE(race_check(s, build_execution_plan(s), first) == 0);
-    INFO(first);
+    const ExecutionPlan plan = build_execution_plan(s);
+    for (bool nccl : {false, true}) {
+      std::string first;
+      const int64_t races = race_check(s, plan, first, nccl);
+      INFO(to_string(c.type) << " A=" << c.A << " P=" << c.P << (nccl ? " NCCL" : " single-device") << ": " << first);
+      REQUIRE(races == 0);
+    }
   }
   // The check has teeth: without the plan's cross-stream waits the same protocol races.
   const Schedule s = schedule_for(2, 2, make_shape(1, 32, 4, 2, 16, 16, true));
   ExecutionPlan bare = build_execution_plan(s);
   for (auto& rank : bare.waits)
     for (auto& w : rank) w.clear();
-  std::string first;
-  REQUIRE(race_check(s, bare, first) > 0);
-  REQUIRE(first.find("without ordering") != std::string::npos);
+  for (bool nccl : {false, true}) {
+    std::string first;
+    REQUIRE(race_check(s, bare, first, nccl) > 0);
+    REQUIRE(first.find("without ordering") != std::string::npos);
+  }
 }
