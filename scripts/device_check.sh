@@ -15,9 +15,19 @@ if [ ! -x "$B/bin/hcpsim" ]; then
   echo "device_check: $B/bin/hcpsim not found; run 'bash scripts/make_device_bundle.sh' on the build host and carry $B" >&2
   exit 2
 fi
-CUDA_LIB=/usr/local/cuda/lib64
-NCCL_DIR=$(dirname "$(ldconfig -p 2>/dev/null | awk '/libnccl.so/ {print $NF; exit}')" 2>/dev/null || true)
-export LD_LIBRARY_PATH="$PWD/$B/lib:$CUDA_LIB:${NCCL_DIR:-$CUDA_LIB}:${LD_LIBRARY_PATH:-}"
+CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
+# NCCL is the GPU host's own (never shipped): $NCCL_HOME/lib, else the CUDA toolkit, else the dynamic linker cache.
+NCCL_DIR=""
+for d in ${NCCL_HOME:+$NCCL_HOME/lib} "$CUDA_LIB" /usr/lib/x86_64-linux-gnu \
+         "$(dirname "$( (/sbin/ldconfig -p || ldconfig -p) 2>/dev/null | awk '/libnccl.so.2/ {print $NF; exit}')")"; do
+  if [ -n "$d" ] && ls "$d"/libnccl.so.2* >/dev/null 2>&1; then NCCL_DIR=$d; break; fi
+done
+if [ -z "$NCCL_DIR" ]; then
+  echo "device_check: libnccl.so.2 not found (looked in \$NCCL_HOME/lib, $CUDA_LIB, /usr/lib/x86_64-linux-gnu and the" \
+       "linker cache); install NCCL or set NCCL_HOME" >&2
+  exit 2
+fi
+export LD_LIBRARY_PATH="$PWD/$B/lib:$CUDA_LIB:$NCCL_DIR:${LD_LIBRARY_PATH:-}"
 OUT=${OUT:-/tmp/hcpsim_device_check}
 mkdir -p "$OUT"
 THREADS=$(nproc)

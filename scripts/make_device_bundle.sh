@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=device-bundle
+# HCPSIM_CUDA_ARCH: the GPU host's architecture (90 = H100/H200, 80 = A100; "80;90" for both, slower to build).
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DHCPSIM_ENABLE_CUDA=ON \
-  -DHCPSIM_X86_LEVEL=x86-64-v3 -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  -DHCPSIM_X86_LEVEL=x86-64-v3 -DCMAKE_CUDA_ARCHITECTURES="${HCPSIM_CUDA_ARCH:-90}" >/dev/null
 cmake --build build-device -j "$(nproc)" --target hcpsim hcpsim_gpu_tests hcpsim_gpu_attention_bench
 rm -rf "$B" && mkdir -p "$B/bin" "$B/lib"
 cp build-device/apps/hcpsim build-device/tests/hcpsim_gpu_tests \

@@ -1,6 +1,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 
 #include "app_common.hpp"
 #include "hcpsim/oracles/dump.hpp"
@@ -11,8 +13,10 @@ namespace {
 /// Options of `hcpsim compare`.
 struct CompareArgs {
   std::string a_path, b_path;
-  double rtol = -1;  ///< < 0: default_compare_tolerance of the coarser dtype
-  double atol = -1;
+  double rtol = 0;  ///< used when rtol_given; else default_compare_tolerance of the coarser dtype
+  double atol = 0;  ///< used when atol_given; else rtol
+  bool rtol_given = false;
+  bool atol_given = false;
 };
 
 int cmd_compare(const CompareArgs& args) {
@@ -21,8 +25,15 @@ int cmd_compare(const CompareArgs& args) {
   // the coarser of the two dtypes decides the default tolerance
   auto coarseness = [](Dtype d) { return d == Dtype::fp64 ? 0 : d == Dtype::fp32 ? 1 : d == Dtype::fp16 ? 2 : 3; };
   const Dtype coarse = coarseness(a.dtype) >= coarseness(b.dtype) ? a.dtype : b.dtype;
-  const double rtol = args.rtol >= 0 ? args.rtol : default_compare_tolerance(coarse);
-  const double atol = args.atol >= 0 ? args.atol : default_compare_tolerance(coarse);
+  for (const auto& [value, given, option] :
+       {std::tuple{args.rtol, args.rtol_given, "--rtol"}, std::tuple{args.atol, args.atol_given, "--atol"}}) {
+    if (given && !(value >= 0 && std::isfinite(value)))
+      throw InputError(SourceLoc{}, option, fmt::format("{} is not a tolerance", value),
+                       "pass a finite value >= 0, or leave it out for the dtype's default");
+  }
+  const double rtol = args.rtol_given ? args.rtol : default_compare_tolerance(coarse);
+  // --atol defaults to --rtol when only --rtol is given, else to the dtype's default.
+  const double atol = args.atol_given ? args.atol : rtol;
   const DumpComparison r = compare_dumps(a, b, rtol, atol, args.a_path, args.b_path);
   fmt::print("compare {} (B) against {} (A): /hcp elementwise |B - A| <= atol + rtol*|A|, atol {:.2e}, rtol {:.2e}\n",
              args.b_path, args.a_path, atol, rtol);
@@ -60,7 +71,11 @@ CLI::App* add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--rtol", args->rtol, "relative tolerance (default by dtype: fp64 1e-10, fp32 1e-5, bf16 2.5e-2, "
                                         "fp16 5e-3)");
   cmd->add_option("--atol", args->atol, "absolute tolerance (default: as rtol)");
-  cmd->callback([&exit_code, args] { exit_code = cmd_compare(*args); });
+  cmd->callback([&exit_code, args, cmd] {
+    args->rtol_given = cmd->get_option("--rtol")->count() > 0;
+    args->atol_given = cmd->get_option("--atol")->count() > 0;
+    exit_code = cmd_compare(*args);
+  });
   return cmd;
 }
 

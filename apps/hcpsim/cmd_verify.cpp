@@ -44,9 +44,10 @@ struct LoadedReference {
   bool loaded = false;
 };
 
-/// Checks that a reference dump matches the problem the scenario defines (shapes, dtype, seed).
+/// Checks that a reference dump matches the problem the scenario defines: dtype, seed, input distribution, mask,
+/// softmax scale and tensor shapes (the reference is a function of exactly these).
 void check_reference(const DumpContents& d, const std::string& path, const AttentionShape& shape, Dtype dtype,
-                     uint64_t seed) {
+                     uint64_t seed, const std::string& input_distribution) {
   auto fail = [&](const std::string& what, const std::string& fix) {
     throw InputError(SourceLoc{path, 0, 0, ""}, "--reference", what, fix);
   };
@@ -67,6 +68,20 @@ void check_reference(const DumpContents& d, const std::string& path, const Atten
     fail(fmt::format("the dump was made with seed {}, the scenario's oracle.seed is {}", static_cast<uint64_t>(it->second),
                      seed),
          fmt::format("pass oracle.seed={} or use a dump made with seed {}", static_cast<uint64_t>(it->second), seed));
+  const auto dist = d.meta_text.find("input_distribution");
+  if (dist != d.meta_text.end() && dist->second != input_distribution)
+    fail("the dump's inputs are " + dist->second + ", the scenario's oracle.input_distribution is " + input_distribution,
+         "pass oracle.input_distribution=" + dist->second + " or use a dump made with " + input_distribution);
+  const auto causal = d.meta_number.find("causal");
+  if (causal != d.meta_number.end() && (causal->second != 0) != shape.causal)
+    fail(std::string("the dump's reference is ") + (causal->second != 0 ? "causal" : "unmasked") +
+             ", the scenario's attention is " + (shape.causal ? "causal" : "unmasked"),
+         "use a dump made with the same model.attn_mask_type");
+  const auto scale = d.meta_number.find("softmax_scale");
+  const double want_scale = effective_softmax_scale(shape);
+  if (scale != d.meta_number.end() && scale->second > 0 && std::fabs(scale->second - want_scale) > 1e-12 * want_scale)
+    fail(fmt::format("the dump's softmax_scale is {:.17g}, the scenario's is {:.17g}", scale->second, want_scale),
+         "use a dump made with the same kv_channels and softmax scale");
 }
 
 /// Checks that an output path's directory exists, before any work (STYLE.md: validation before outputs).
@@ -207,6 +222,9 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     }
   }
   if (on_gpu) {
+    if (dtype == Dtype::fp64 && args.dtype.empty())
+      throw InputError(s.loc("oracle.dtype"), "oracle.dtype", "the GPU backend computes in fp32, bf16 or fp16, not fp64",
+                       "pass --dtype fp32 (or bf16, fp16), or use --backend cpu for fp64");
     gpu::check_gpu_dtype(dtype);
     if (args.devices < 1)
       throw InputError(SourceLoc{}, "--devices", "must be at least 1", "use --devices 1 (all CP ranks on one GPU)");
@@ -270,7 +288,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     opt.full_heads_q = full_shape.heads_q;
     opt.full_heads_kv = full_shape.heads_kv;
     if (loaded.loaded)
-      check_reference(loaded.dump, args.reference_path, sel.shape, dtype, s.oracle.seed);
+      check_reference(loaded.dump, args.reference_path, sel.shape, dtype, s.oracle.seed, s.oracle.input_distribution);
     fmt::print("\nverify {} [A={}, P={}] on the {} in {} ({} virtual ranks, heads per TP rank {}/{}{}, seed {}, "
                "inputs {}, threads {}{})\n",
                to_string(t), layout.a2a_size(), layout.p2p_size(),

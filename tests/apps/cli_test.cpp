@@ -157,6 +157,25 @@ TEST_CASE("apps: verify --reference reuses a dump's inputs and reference, and re
       run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 --dtype bf16 --reference " + dump);
   REQUIRE(dtype.exit_code == 2);
   REQUIRE(dtype.output.find("the dump was made in fp32, the run is bf16") != std::string::npos);
+  // The reference depends on the mask and the inputs' distribution too: same shapes, different problem.
+  const auto mask = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 "
+                               "model.attn_mask_type=no_mask --reference " + dump);
+  REQUIRE(mask.exit_code == 2);
+  REQUIRE(mask.output.find("the dump's reference is causal, the scenario's attention is unmasked") != std::string::npos);
+  const auto dist = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 "
+                               "oracle.input_distribution=uniform --reference " + dump);
+  REQUIRE(dist.exit_code == 2);
+  REQUIRE(dist.output.find("the dump's inputs are clamped_normal") != std::string::npos);
+  // compare: tolerances must be finite and >= 0.
+  for (const char* tol : {"--rtol -1", "--atol -5", "--rtol nan"}) {
+    const auto bad = run_hcpsim("compare " + dump + " " + dump + " " + tol);
+    INFO(tol << "\n" << bad.output);
+    REQUIRE(bad.exit_code == 2);
+    REQUIRE(bad.output.find("is not a tolerance") != std::string::npos);
+  }
+  const auto rtol_only = run_hcpsim("compare " + dump + " " + dump + " --rtol 1e-3");
+  REQUIRE(rtol_only.exit_code == 0);
+  REQUIRE(rtol_only.output.find("atol 1.00e-03, rtol 1.00e-03") != std::string::npos);  // atol follows rtol
   std::filesystem::remove_all(dir);
 }
 
