@@ -51,7 +51,9 @@ class DeviceRun {
       : s_(schedule), plan_(plan), opt_(options) {
     const size_t nranks = schedule.ranks.size();
     device_of_.resize(nranks);
-    for (size_t r = 0; r < nranks; ++r) device_of_[r] = opt_.devices >= 2 ? static_cast<int>(r) : opt_.device_index;
+    for (size_t r = 0; r < nranks; ++r) {
+      device_of_[r] = opt_.devices >= 2 && opt_.process_rank < 0 ? static_cast<int>(r) : opt_.device_index;
+    }
     streams_.assign(nranks, std::array<cudaStream_t, kStreams>{});
     ptr_.resize(nranks);
     start_.resize(nranks);
@@ -97,7 +99,9 @@ class DeviceRun {
       cudaSetDevice(device_of_[static_cast<size_t>(key.first)]);
       cudaEventDestroy(e);
     }
-    for (ncclComm_t c : comms_) ncclCommDestroy(c);
+    for (ncclComm_t c : comms_) {
+      if (c != nullptr) ncclCommDestroy(c);
+    }
     cudaGetLastError();
   }
 
@@ -107,7 +111,7 @@ class DeviceRun {
     for (const PlanStep& step : plan_.steps) {
       if (step.is_batch) {
         batch(step);
-      } else {
+      } else if (mine(step.op.rank)) {
         compute(step.op);
       }
     }
@@ -116,12 +120,16 @@ class DeviceRun {
       HCPSIM_CUDA_CHECK(cudaDeviceSynchronize());
     }
     DeviceRunResult out;
-    out.result.outputs = gather_outputs();
+    if (opt_.process_rank >= 0) {
+      out.local_outputs = local_outputs();
+    } else {
+      out.result.outputs = gather_outputs();
+    }
     out.result.stats = stats_;
     out.timeline = measure();
     out.backend = opt_.devices >= 2 ? "nccl" : "single-device";
     cudaDeviceProp prop{};
-    HCPSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_of_.empty() ? opt_.device_index : device_of_[0]));
+    HCPSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, devices().front()));
     out.device_name = prop.name;
     out.tensor_core_blocks = tensor_core_blocks_;
     out.clear_blocks = clear_blocks_;
@@ -130,7 +138,11 @@ class DeviceRun {
   }
 
  private:
+  /// Whether this process runs `rank` (every rank unless one process per GPU).
+  bool mine(int64_t rank) const { return opt_.process_rank < 0 || rank == opt_.process_rank; }
+
   std::vector<int> devices() const {
+    if (opt_.process_rank >= 0) return {opt_.device_index};
     std::vector<int> d(device_of_.begin(), device_of_.end());
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
@@ -149,11 +161,20 @@ class DeviceRun {
       t0_[d] = e;
     }
     for (size_t r = 0; r < streams_.size(); ++r) {
+      if (!mine(static_cast<int64_t>(r))) continue;
       HCPSIM_CUDA_CHECK(cudaSetDevice(device_of_[r]));
       for (int k = 0; k < kStreams; ++k)
         HCPSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[r][static_cast<size_t>(k)], cudaStreamNonBlocking));
     }
-    if (opt_.devices >= 2) {
+    if (opt_.process_rank >= 0) {
+      comms_.assign(s_.ranks.size(), nullptr);
+      ncclUniqueId id;
+      static_assert(sizeof(id.internal) == 128, "NCCL_UNIQUE_ID_BYTES");
+      std::copy(opt_.nccl_unique_id.begin(), opt_.nccl_unique_id.end(), id.internal);
+      HCPSIM_CUDA_CHECK(cudaSetDevice(opt_.device_index));
+      HCPSIM_NCCL_CHECK(ncclCommInitRank(&comms_[static_cast<size_t>(opt_.process_rank)],
+                                         static_cast<int>(s_.ranks.size()), id, opt_.process_rank));
+    } else if (opt_.devices >= 2) {
       comms_.assign(static_cast<size_t>(opt_.devices), nullptr);
       std::vector<int> list(static_cast<size_t>(opt_.devices));
       for (int d = 0; d < opt_.devices; ++d) list[static_cast<size_t>(d)] = d;
@@ -184,6 +205,7 @@ class DeviceRun {
     for (size_t r = 0; r < s_.ranks.size(); ++r) {
       const RankProgram& prog = s_.ranks[r];
       const auto rank = static_cast<int64_t>(r);
+      if (!mine(rank)) continue;
       use_device(rank);
       cudaStream_t st = stream(rank, Stream::compute);
       for (const IoBinding& bind : prog.inputs) {
@@ -199,6 +221,7 @@ class DeviceRun {
       HCPSIM_CUDA_CHECK(cudaEventRecord(e, streams_[first_rank_on(d)][0]));
     }
     for (size_t r = 0; r < s_.ranks.size(); ++r) {
+      if (!mine(static_cast<int64_t>(r))) continue;
       use_device(static_cast<int64_t>(r));
       for (int k = 0; k < kStreams; ++k)
         HCPSIM_CUDA_CHECK(cudaStreamWaitEvent(streams_[r][static_cast<size_t>(k)], t0_.at(device_of_[r]), 0));
@@ -207,7 +230,7 @@ class DeviceRun {
 
   size_t first_rank_on(int device) const {
     for (size_t r = 0; r < device_of_.size(); ++r) {
-      if (device_of_[r] == device) return r;
+      if (device_of_[r] == device && mine(static_cast<int64_t>(r))) return r;
     }
     return 0;
   }
@@ -303,10 +326,12 @@ class DeviceRun {
     finish(ref, st);
   }
 
-  DeviceSegment resolve(const CopySegment& c) {
+  /// The segment with device addresses; `with_src` / `with_dst` false leave that side null (a staging buffer
+  /// replaces it, and in process mode the other rank's buffers are not in this process).
+  DeviceSegment resolve(const CopySegment& c, bool with_src = true, bool with_dst = true) {
     DeviceSegment d;
-    d.src = live(c.src_rank, c.src);
-    d.dst = live(c.dst_rank, c.dst);
+    d.src = with_src ? live(c.src_rank, c.src) : nullptr;
+    d.dst = with_dst ? live(c.dst_rank, c.dst) : nullptr;
     d.src_offset = c.src_offset;
     d.src_batch_stride = c.src_batch_stride;
     d.src_row_stride = c.src_row_stride;
@@ -354,6 +379,7 @@ class DeviceRun {
     count_batch(step);
     // Phase 1: every member waits for its own program order and marks its data ready.
     for (const CommItem& item : step.items) {
+      if (!mine(item.op.rank)) continue;
       use_device(item.op.rank);
       begin(item.op, stream(item.op.rank, Stream::comm));
     }
@@ -363,6 +389,7 @@ class DeviceRun {
       single_device_batch(step);
     }
     for (const CommItem& item : step.items) {
+      if (!mine(item.op.rank)) continue;
       use_device(item.op.rank);
       finish(item.op, stream(item.op.rank, Stream::comm));
     }
@@ -421,12 +448,14 @@ class DeviceRun {
     for (const CommItem& dst : step.items) {
       for (int64_t src : dst.sources) {
         const int64_t n = packed_elements(dst, src);
+        if (mine(dst.op.rank)) recv_stage[{src, dst.op.rank}] = alloc_stage(dst.op.rank, n);
+        if (!mine(src)) continue;
         float* stage = alloc_stage(src, n);
         send_stage[{src, dst.op.rank}] = stage;
         int64_t offset = 0;
         for (const CopySegment& seg : dst.incoming) {
           if (seg.src_rank != src) continue;
-          DeviceSegment d = resolve(seg);
+          DeviceSegment d = resolve(seg, true, false);
           d.dst = stage + offset;
           d.dst_offset = 0;
           d.dst_row_stride = seg.run_elements;
@@ -435,27 +464,29 @@ class DeviceRun {
           launch_copy_segment(d, acc_format_, stream(src, Stream::comm));
           offset += seg.elements();
         }
-        recv_stage[{src, dst.op.rank}] = alloc_stage(dst.op.rank, n);
       }
     }
     HCPSIM_NCCL_CHECK(ncclGroupStart());
     for (const CommItem& dst : step.items) {
       for (int64_t src : dst.sources) {
         const auto n = static_cast<size_t>(packed_elements(dst, src));
-        HCPSIM_NCCL_CHECK(ncclSend(send_stage.at({src, dst.op.rank}), n, ncclFloat, static_cast<int>(dst.op.rank),
-                                   comms_[static_cast<size_t>(src)], stream(src, Stream::comm)));
-        HCPSIM_NCCL_CHECK(ncclRecv(recv_stage.at({src, dst.op.rank}), n, ncclFloat, static_cast<int>(src),
-                                   comms_[static_cast<size_t>(dst.op.rank)], stream(dst.op.rank, Stream::comm)));
+        if (mine(src))
+          HCPSIM_NCCL_CHECK(ncclSend(send_stage.at({src, dst.op.rank}), n, ncclFloat, static_cast<int>(dst.op.rank),
+                                     comms_[static_cast<size_t>(src)], stream(src, Stream::comm)));
+        if (mine(dst.op.rank))
+          HCPSIM_NCCL_CHECK(ncclRecv(recv_stage.at({src, dst.op.rank}), n, ncclFloat, static_cast<int>(src),
+                                     comms_[static_cast<size_t>(dst.op.rank)], stream(dst.op.rank, Stream::comm)));
       }
     }
     HCPSIM_NCCL_CHECK(ncclGroupEnd());
     // Unpack on the destinations.
     for (const CommItem& dst : step.items) {
+      if (!mine(dst.op.rank)) continue;
       use_device(dst.op.rank);
       cudaStream_t st = stream(dst.op.rank, Stream::comm);
       std::map<int64_t, int64_t> offset;
       for (const CopySegment& seg : dst.incoming) {
-        DeviceSegment d = resolve(seg);
+        DeviceSegment d = resolve(seg, seg.src_rank == dst.op.rank, true);
         if (seg.src_rank != dst.op.rank) {
           d.src = recv_stage.at({seg.src_rank, dst.op.rank}) + offset[seg.src_rank];
           d.src_offset = 0;
@@ -474,6 +505,19 @@ class DeviceRun {
       use_device(key.second);
       HCPSIM_CUDA_CHECK(cudaFreeAsync(p, stream(key.second, Stream::comm)));
     }
+  }
+
+  std::vector<std::vector<float>> local_outputs() {
+    const RankProgram& prog = s_.ranks[static_cast<size_t>(opt_.process_rank)];
+    use_device(opt_.process_rank);
+    std::vector<std::vector<float>> out;
+    for (const IoBinding& bind : prog.outputs) {
+      const BufferDecl& d = prog.buffers[static_cast<size_t>(bind.buffer)];
+      out.emplace_back(static_cast<size_t>(d.elements()));
+      HCPSIM_CUDA_CHECK(cudaMemcpy(out.back().data(), live(opt_.process_rank, bind.buffer),
+                                   out.back().size() * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    return out;
   }
 
   AttentionOutputs gather_outputs() {
@@ -496,6 +540,7 @@ class DeviceRun {
     std::vector<MeasuredOp> timeline;
     for (size_t r = 0; r < s_.ranks.size(); ++r) {
       const RankProgram& prog = s_.ranks[r];
+      if (!mine(static_cast<int64_t>(r))) continue;
       use_device(static_cast<int64_t>(r));
       cudaEvent_t t0 = t0_.at(device_of_[r]);
       for (size_t i = 0; i < prog.ops.size(); ++i) {
@@ -579,15 +624,21 @@ DeviceRunResult run_schedule_on_device(const Schedule& schedule, const Attention
                      fmt::format("{} devices for {} CP ranks: NCCL puts one rank on each GPU", options.devices, nranks),
                      fmt::format("use --devices {} (one GPU per CP rank) or --devices 1 (all ranks on one GPU)",
                                  nranks));
+  if (options.process_rank >= 0 && (options.devices < 2 || options.process_rank >= nranks))
+    throw InputError(SourceLoc{}, "--devices",
+                     fmt::format("process rank {} of {} CP ranks needs the NCCL backend (devices = CP ranks)",
+                                 options.process_rank, nranks),
+                     "launch one process per CP rank with the MPI launcher (hcpsim_mpi_verify)");
   const ExecutionPlan plan = build_execution_plan(schedule);  // InputError before touching the device
   const int count = usable_device_count();
-  const int needed = options.devices >= 2 ? options.devices : options.device_index + 1;
+  const int needed = options.devices >= 2 && options.process_rank < 0 ? options.devices : options.device_index + 1;
   if (count < needed)
     throw DeviceError(fmt::format("{} CUDA device(s) visible, the run needs {}; use --devices 1", count, needed));
   // Memory bound per device.
   std::map<int, int64_t> bound;
   for (int64_t r = 0; r < nranks; ++r) {
-    const int d = options.devices >= 2 ? static_cast<int>(r) : options.device_index;
+    if (options.process_rank >= 0 && r != options.process_rank) continue;
+    const int d = options.devices >= 2 && options.process_rank < 0 ? static_cast<int>(r) : options.device_index;
     bound[d] += planned_peak_bytes(schedule.ranks[static_cast<size_t>(r)]);
   }
   int64_t peak = 0;

@@ -9,6 +9,7 @@
 /// Numerics: float storage holding values of the run's format, kernels round where TE rounds (block_math.hpp);
 /// bf16/fp16 attention blocks run on tensor cores when supported (attention_tc.hpp), else the clear row kernels.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,12 @@ struct DeviceRunOptions {
   int devices = 1;            ///< 1: single-device backend on `device_index`; N ≥ 2: NCCL on GPUs 0..N−1
   int device_index = 0;       ///< GPU of the single-device backend
   bool tensor_cores = true;   ///< false: the clear row kernels for every attention block
+  /// One process per GPU (the MPI launcher, apps/hcpsim_mpi): this process runs only CP rank `process_rank` on
+  /// GPU `device_index`, joining an NCCL communicator of all CP ranks made from `nccl_unique_id` (ncclGetUniqueId
+  /// on process 0, broadcast by the launcher). Requires devices ≥ 2 (the NCCL protocol). −1: one process drives
+  /// every rank.
+  int process_rank = -1;
+  std::array<char, 128> nccl_unique_id{};  ///< the bytes of an ncclUniqueId (NCCL_UNIQUE_ID_BYTES = 128)
 };
 
 /// One executed op with its measured interval (CUDA events around it on its stream).
@@ -57,6 +64,10 @@ struct DeviceRunResult {
   int64_t clear_blocks = 0;          ///< attention block ops run by the clear row kernels
   int64_t planned_peak_bytes = 0;    ///< the memory check's bound on the busiest device (see run_schedule_on_device)
   double elapsed_s = 0;              ///< first op start to last op end, max over devices
+  /// Process mode only (DeviceRunOptions::process_rank ≥ 0): the float contents of this rank's output buffers, one
+  /// per RankProgram::outputs entry in order; result.outputs stays empty (the launcher gathers, then
+  /// OutputGatherer). timeline then holds this rank's ops only.
+  std::vector<std::vector<float>> local_outputs;
 };
 
 /// Runs `schedule` on the GPU(s). Inputs are loaded through RankProgram::inputs (rounded to options.dtype),
@@ -65,7 +76,7 @@ struct DeviceRunResult {
 /// Before any allocation the run's memory is bounded (per rank the peak of live bytes in program order, summed
 /// over the ranks of a device, plus inputs) and compared with cudaMemGetInfo's free memory.
 /// @throws InputError (key "--dtype") for fp64; (key "--devices") when devices ≥ 2 differs from the number of CP
-///   ranks; (key "schedule") for layer-model ops or a schedule that deadlocks under rendezvous semantics.
+///   ranks, or process_rank is set without devices ≥ 2 or outside [0, ranks); (key "schedule") for layer-model ops or a schedule that deadlocks under rendezvous semantics.
 /// @throws DeviceError (exit 3) when no device is usable, fewer than `devices` GPUs exist, memory does not
 ///   suffice, or any CUDA/NCCL call fails (the message names the call, file and line).
 DeviceRunResult run_schedule_on_device(const Schedule& schedule, const AttentionInputs& inputs,
