@@ -16,6 +16,7 @@
 #include <fmt/core.h>
 #include <nccl.h>
 
+#include "../hcpsim/app_common.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/scenario_loader.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
@@ -29,11 +30,10 @@ namespace {
 
 using namespace hcpsim;
 
-/// Exit codes, as hcpsim's (apps/hcpsim/app_common.hpp).
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitBadInput = 2;
-constexpr int kExitDevice = 3;
+using app::kExitBadInput;
+using app::kExitDevice;
+using app::kExitFailed;
+using app::kExitOk;
 
 struct Args {
   std::string scenario;
@@ -60,8 +60,10 @@ int run(const Args& args, int world_rank, int world_size) {
     throw InputError(SourceLoc{}, "mpirun -np",
                      fmt::format("{} processes for context_parallel_size {}", world_size, layout.cp_size()),
                      fmt::format("launch with mpirun -np {} (one process per CP rank)", layout.cp_size()));
-  // Every head: the launcher has no oracle.heads subset (the whole problem is distributed anyway).
-  const Schedule schedule = build_schedule(type, layout, attention_shape(s));
+  // oracle.heads as in `hcpsim verify`: the same head subset, regenerated at the same global indices.
+  const AttentionShape full = attention_shape(s);
+  const app::HeadSelection sel = app::select_heads(s, full, layout.a2a_size());
+  const Schedule schedule = build_schedule(type, layout, sel.shape);
 
   int devices = 0;
   HCPSIM_CUDA_CHECK(cudaGetDeviceCount(&devices));
@@ -80,7 +82,12 @@ int run(const Args& args, int world_rank, int world_size) {
   vo.seed = s.oracle.seed;
   vo.input_distribution = s.oracle.input_distribution;
   vo.dtype = dtype;
-  AttentionInputs inputs = make_attention_inputs(vo.seed, schedule.shape, vo.input_distribution);
+  vo.q_heads = sel.q_heads;
+  vo.kv_heads = sel.kv_heads;
+  vo.full_heads_q = full.heads_q;
+  vo.full_heads_kv = full.heads_kv;
+  AttentionInputs inputs = make_attention_inputs(vo.seed, schedule.shape, vo.input_distribution, vo.q_heads,
+                                                 vo.kv_heads, vo.full_heads_q, vo.full_heads_kv);
   const gpu::DeviceRunResult local = gpu::run_schedule_on_device(schedule, inputs, o);
 
   // Gather every rank's output buffers on process 0, in rank order.
