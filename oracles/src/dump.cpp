@@ -18,7 +18,7 @@ namespace hcpsim {
 namespace {
 
 [[noreturn]] void io_fail(const std::string& path, const std::string& problem, const std::string& fix) {
-  throw InputError(SourceLoc{path, 0, 0, {}}, path, problem, fix);
+  throw InputError(SourceLoc{path, 0, 0, {}}, "", problem, fix);  // the location already names the file
 }
 
 /// Owns one hid_t and closes it with the matching H5*close.

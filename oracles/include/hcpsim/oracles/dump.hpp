@@ -42,7 +42,7 @@ void write_dump(const std::string& path, const DumpContents& contents, const std
 
 /// Reads a dump. /metrics and /meta attributes are optional (a user's own file may lack them); every
 /// dataset of /inputs, /reference and /hcp is required and must have a consistent shape.
-/// @throws InputError (key = the file path) for a file that is not HDF5, is truncated, lacks a dataset, or has
+/// @throws InputError (located at the file path, empty key) for a file that is not HDF5, is truncated, lacks a dataset, or has
 ///   a dataset of the wrong rank or shape, naming the dataset and the fix.
 DumpContents read_dump(const std::string& path);
 
