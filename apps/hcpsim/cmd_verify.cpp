@@ -355,6 +355,13 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
                  w.worst_cp_rank, element_text(w), w.worst_value, w.worst_reference);
     }
     json_runs.push_back(report_json(v, fault ? to_string(*fault) : std::string()));
+    json_runs.back()["backend"] = args.backend;
+#if defined(HCPSIM_HAVE_CUDA)
+    if (on_gpu) {
+      json_runs.back()["gpu_backend"] = gpu_backend_name(*gpu_record);
+      json_runs.back()["device"] = gpu_device_name(*gpu_record);
+    }
+#endif
     if (!args.dump_path.empty() && !dumped) {  // the first comm type of a per-layer list
       DumpContents d;
       d.dtype = dtype;

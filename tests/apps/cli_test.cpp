@@ -220,6 +220,7 @@ TEST_CASE("apps: verify --inject fails naming tensor, rank and element; --json a
   const std::string json = read_file(js);
   REQUIRE(json.find("\"dtype\": \"bf16\"") != std::string::npos);
   REQUIRE(json.find("\"max_rel_err\"") != std::string::npos);
+  REQUIRE(json.find("\"backend\": \"cpu\"") != std::string::npos);
   r = run_hcpsim(base + "--dtype bf16 --threads 2 --dump " + b);
   REQUIRE(r.exit_code == 0);
   // same run, 1 vs 2 threads: byte-identical dumps
