@@ -250,4 +250,18 @@ HeadSelection select_heads(const Scenario& s, const AttentionShape& full, int64_
 }
 
 
+VerifyOptions verify_options(const Scenario& s, const HeadSelection& sel, const AttentionShape& full, Dtype dtype,
+                             int threads) {
+  VerifyOptions opt;
+  opt.seed = s.oracle.seed;
+  opt.input_distribution = s.oracle.input_distribution;
+  opt.dtype = dtype;
+  opt.threads = threads;
+  opt.q_heads = sel.q_heads;
+  opt.kv_heads = sel.kv_heads;
+  opt.full_heads_q = full.heads_q;
+  opt.full_heads_kv = full.heads_kv;
+  return opt;
+}
+
 }  // namespace hcpsim::app

@@ -11,6 +11,7 @@
 #include "hcpsim/core/scenario.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/core/validation.hpp"
+#include "hcpsim/oracles/verify.hpp"
 
 namespace hcpsim::app {
 
@@ -56,6 +57,11 @@ struct HeadSelection {
 /// oracle.heads = N: the first N q-heads of each a2a member (capped at H/A, rounded up to whole KV groups) and
 /// their KV heads; "all": every head. @param A the a2a size of the comm type.
 HeadSelection select_heads(const Scenario& s, const AttentionShape& full, int64_t A);
+
+/// The oracle's options for a scenario: seed and input distribution from `oracle`, the head subset of `sel`
+/// within the full problem `full`, and `dtype` / `threads` as the command chose them.
+VerifyOptions verify_options(const Scenario& s, const HeadSelection& sel, const AttentionShape& full, Dtype dtype,
+                             int threads);
 
 /// Subcommand registration: each adds its options and sets `exit_code` from its callback.
 /// Callbacks throw InputError / DeviceError, which main() maps to exit codes.

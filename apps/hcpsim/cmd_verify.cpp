@@ -156,7 +156,7 @@ nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
 
 /// bf16_accumulation: dQ/dKV error with fp32 vs bf16 accumulators for P = 2, 4, 8 (where S allows) at A.
 nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const AttentionShape& shape, Dtype dtype,
-                                          const VerifyOptions& base, const ScheduleRunner* runner) {
+                                          const VerifyOptions& base, const ScheduleRunner& runner) {
   const CpLayout layout = cp_layout_for(s, t);
   const int64_t A = layout.a2a_size();
   nlohmann::json rows = nlohmann::json::array();
@@ -171,8 +171,8 @@ nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const
     const Schedule bad = inject_fault(good, FaultKind::bf16_accumulation);
     VerifyOptions o = base;
     o.dtype = dtype;
-    const VerifyReport g = runner ? verify_schedule_run(good, o, *runner).report : verify_schedule_run(good, o).report;
-    const VerifyReport b = runner ? verify_schedule_run(bad, o, *runner).report : verify_schedule_run(bad, o).report;
+    const VerifyReport g = verify_schedule_run(good, o, runner).report;
+    const VerifyReport b = verify_schedule_run(bad, o, runner).report;
     fmt::print("  {:>3}  {:>11.3e} {:>11.3e} {:>11.3e}   {:>11.3e} {:>11.3e} {:>11.3e}\n", P, g.tensors[2].rel_l2_err,
                g.tensors[3].rel_l2_err, g.tensors[4].rel_l2_err, b.tensors[2].rel_l2_err, b.tensors[3].rel_l2_err,
                b.tensors[4].rel_l2_err);
@@ -250,16 +250,25 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
   gpu_options.devices = args.devices;
   gpu_options.tensor_cores = args.kernels == "auto";
   gpu_options.dtype = dtype;
-  std::shared_ptr<GpuRunRecord> gpu_record;
-  ScheduleRunner gpu_runner;
-  if (on_gpu) {
-    require_gpu(gpu_options);  // exit 3 before any CPU work on a host without a GPU
-    gpu_runner = make_gpu_runner(gpu_options, gpu_record);
-  }
+  std::shared_ptr<GpuRunRecord> gpu_record;  // the measurements of the latest GPU run
+  if (on_gpu) require_gpu(gpu_options);      // exit 3 before any CPU work on a host without a GPU
 #else
   if (on_gpu) throw DeviceError("hcpsim was built without CUDA (HCPSIM_ENABLE_CUDA=OFF); use --backend cpu");
-  const ScheduleRunner gpu_runner;
 #endif
+  // The backend that executes schedules, at precision `d` (the bf16_accumulation report runs another dtype).
+  auto runner_for = [&](Dtype d) -> ScheduleRunner {
+#if defined(HCPSIM_HAVE_CUDA)
+    if (on_gpu) {
+      GpuVerifyOptions o = gpu_options;
+      o.dtype = d;
+      return make_gpu_runner(o, gpu_record);
+    }
+#endif
+    const int threads = args.threads;
+    return [threads, d](const Schedule& sc, const AttentionInputs& in) {
+      return execute_schedule(sc, in, ExecutionOptions{threads, d});
+    };
+  };
   const auto types = buildable_types(s);
   if (fault && std::find(types.begin(), types.end(), CpCommType::all_gather) != types.end())
     throw InputError(s.loc("parallel.cp_comm_type"), "--inject", "fault injectors need a p2p, a2a or a2a+p2p schedule",
@@ -278,15 +287,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     const HeadSelection sel = select_heads(s, full_shape, layout.a2a_size());
     Schedule sched = build_schedule(t, layout, sel.shape);
     if (fault) sched = inject_fault(sched, *fault);
-    VerifyOptions opt;
-    opt.seed = s.oracle.seed;
-    opt.input_distribution = s.oracle.input_distribution;
-    opt.dtype = dtype;
-    opt.threads = args.threads;
-    opt.q_heads = sel.q_heads;
-    opt.kv_heads = sel.kv_heads;
-    opt.full_heads_q = full_shape.heads_q;
-    opt.full_heads_kv = full_shape.heads_kv;
+    const VerifyOptions opt = verify_options(s, sel, full_shape, dtype, args.threads);
     if (loaded.loaded)
       check_reference(loaded.dump, args.reference_path, sel.shape, dtype, s.oracle.seed, s.oracle.input_distribution);
     fmt::print("\nverify {} [A={}, P={}] on the {} in {} ({} virtual ranks, heads per TP rank {}/{}{}, seed {}, "
@@ -308,7 +309,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
       nlohmann::json j;
       j["cp_comm_type"] = to_string(t);
       j["inject"] = "bf16_accumulation";
-      j["growth"] = report_accumulation_growth(s, t, sel.shape, acc, opt, on_gpu ? &gpu_runner : nullptr);
+      j["growth"] = report_accumulation_growth(s, t, sel.shape, acc, opt, runner_for(acc));
       json_runs.push_back(j);
       fmt::print("  result: REPORT (bf16_accumulation is TE's real F16 behaviour: measured, not a failure)\n");
       continue;
@@ -318,15 +319,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
       given.inputs = &loaded.dump.inputs;
       given.reference = &loaded.dump.reference;
     }
-    const VerifyRun run =
-        on_gpu ? verify_schedule_run(sched, opt, gpu_runner, given)
-               : (loaded.loaded ? verify_schedule_run(
-                                      sched, opt,
-                                      [&opt](const Schedule& sc, const AttentionInputs& in) {
-                                        return execute_schedule(sc, in, ExecutionOptions{opt.threads, opt.dtype});
-                                      },
-                                      given)
-                                : verify_schedule_run(sched, opt));
+    const VerifyRun run = verify_schedule_run(sched, opt, runner_for(dtype), given);
     const VerifyReport& v = run.report;
     print_table(v);
 #if defined(HCPSIM_HAVE_CUDA)

@@ -52,15 +52,7 @@ ReplayVerify replay_verify(const Scenario& s, int threads) {
                        "use one of the names printed by 'hcpsim verify --inject list'");
     sched = inject_fault(sched, *fault);
   }
-  VerifyOptions opt;
-  opt.seed = s.oracle.seed;
-  opt.input_distribution = s.oracle.input_distribution;
-  opt.dtype = s.oracle.dtype;
-  opt.threads = threads;
-  opt.q_heads = sel.q_heads;
-  opt.kv_heads = sel.kv_heads;
-  opt.full_heads_q = full_shape.heads_q;
-  opt.full_heads_kv = full_shape.heads_kv;
+  const VerifyOptions opt = verify_options(s, sel, full_shape, s.oracle.dtype, threads);
   const VerifyRun run = verify_schedule_run(sched, opt);
   ReplayVerify out;
   out.pass = run.report.pass;

@@ -78,14 +78,7 @@ int run(const Args& args, int world_rank, int world_size) {
   MPI_Bcast(id.internal, sizeof(id.internal), MPI_BYTE, 0, MPI_COMM_WORLD);
   std::copy(id.internal, id.internal + sizeof(id.internal), o.nccl_unique_id.begin());
 
-  VerifyOptions vo;
-  vo.seed = s.oracle.seed;
-  vo.input_distribution = s.oracle.input_distribution;
-  vo.dtype = dtype;
-  vo.q_heads = sel.q_heads;
-  vo.kv_heads = sel.kv_heads;
-  vo.full_heads_q = full.heads_q;
-  vo.full_heads_kv = full.heads_kv;
+  const VerifyOptions vo = app::verify_options(s, sel, full, dtype, 1);
   AttentionInputs inputs = make_attention_inputs(vo.seed, schedule.shape, vo.input_distribution, vo.q_heads,
                                                  vo.kv_heads, vo.full_heads_q, vo.full_heads_kv);
   const gpu::DeviceRunResult local = gpu::run_schedule_on_device(schedule, inputs, o);

@@ -785,9 +785,9 @@ bool bwd_views_ok(const Args& a) {
 
 bool format_supported(RoundFormat format) { return format == RoundFormat::bf16 || format == RoundFormat::fp16; }
 
-template <class S, class Args>
-FwdParams<S> fwd_params(const Args& a, RoundFormat format) {
-  FwdParams<S> p;
+/// The parameters forward and backward share: q, k, v, lse, batch, row ranges, GQA group, mask, scale, format.
+template <class S, class Params, class Args>
+void fill_common_params(Params& p, const Args& a, RoundFormat format) {
   p.q = view_of<S>(a.q);
   p.k = view_of<S>(a.k);
   p.v = view_of<S>(a.v);
@@ -802,31 +802,24 @@ FwdParams<S> fwd_params(const Args& a, RoundFormat format) {
   p.mask = a.mask;
   p.scale = a.scale;
   p.format = format;
+}
+
+template <class S, class Args>
+FwdParams<S> fwd_params(const Args& a, RoundFormat format) {
+  FwdParams<S> p;
+  fill_common_params<S>(p, a, format);
   return p;
 }
 
 template <class S, class Args>
 BwdParams<S> bwd_params(const Args& a, RoundFormat format) {
   BwdParams<S> p;
-  p.q = view_of<S>(a.q);
-  p.k = view_of<S>(a.k);
-  p.v = view_of<S>(a.v);
-  p.out = view_of<S>(a.out);
+  fill_common_params<S>(p, a, format);
   p.dout = view_of<S>(a.dout);
   p.dq = view_of<S>(a.dq);
   p.dk = view_of<S>(a.dk);
   p.dv = view_of<S>(a.dv);
-  p.lse = a.lse;
   p.delta = a.delta;
-  p.batch = a.batch;
-  p.q_row0 = a.q_row0;
-  p.nq = a.nq;
-  p.kv_row0 = a.kv_row0;
-  p.nk = a.nk;
-  p.group = a.q.heads / a.k.heads;
-  p.mask = a.mask;
-  p.scale = a.scale;
-  p.format = format;
   return p;
 }
 

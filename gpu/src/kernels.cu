@@ -28,39 +28,39 @@ __device__ void grid_stride(int64_t n, Body&& body) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) body(i);
 }
 
+/// (batch, row, head) of flat index i over [batch, rows, heads], heads fastest.
+struct RowIndex {
+  int64_t b, r, h;
+};
+__device__ inline RowIndex split_row_index(int64_t i, int64_t rows, int64_t heads) {
+  return RowIndex{i / (heads * rows), (i / heads) % rows, i % heads};
+}
+
 __global__ void attn_fwd_clear_kernel(AttnFwdArgs a) {
   grid_stride(a.batch * a.nq * a.q.heads, [&](int64_t i) {
-    const int64_t h = i % a.q.heads;
-    const int64_t r = (i / a.q.heads) % a.nq;
-    const int64_t b = i / (a.q.heads * a.nq);
-    attn_fwd_row(a, b, r, h);
+    const RowIndex x = split_row_index(i, a.nq, a.q.heads);
+    attn_fwd_row(a, x.b, x.r, x.h);
   });
 }
 
 __global__ void attn_bwd_delta_kernel(AttnBwdArgs a) {
   grid_stride(a.batch * a.nq * a.q.heads, [&](int64_t i) {
-    const int64_t h = i % a.q.heads;
-    const int64_t r = (i / a.q.heads) % a.nq;
-    const int64_t b = i / (a.q.heads * a.nq);
-    attn_bwd_delta_row(a, b, r, h);
+    const RowIndex x = split_row_index(i, a.nq, a.q.heads);
+    attn_bwd_delta_row(a, x.b, x.r, x.h);
   });
 }
 
 __global__ void attn_bwd_dq_kernel(AttnBwdArgs a) {
   grid_stride(a.batch * a.nq * a.q.heads, [&](int64_t i) {
-    const int64_t h = i % a.q.heads;
-    const int64_t r = (i / a.q.heads) % a.nq;
-    const int64_t b = i / (a.q.heads * a.nq);
-    attn_bwd_dq_row(a, b, r, h);
+    const RowIndex x = split_row_index(i, a.nq, a.q.heads);
+    attn_bwd_dq_row(a, x.b, x.r, x.h);
   });
 }
 
 __global__ void attn_bwd_dkdv_kernel(AttnBwdArgs a) {
   grid_stride(a.batch * a.nk * a.k.heads, [&](int64_t i) {
-    const int64_t g = i % a.k.heads;
-    const int64_t c = (i / a.k.heads) % a.nk;
-    const int64_t b = i / (a.k.heads * a.nk);
-    attn_bwd_dkdv_row(a, b, c, g);
+    const RowIndex x = split_row_index(i, a.nk, a.k.heads);
+    attn_bwd_dkdv_row(a, x.b, x.r, x.h);
   });
 }
 
@@ -78,11 +78,9 @@ __global__ void copy_segment_kernel(DeviceSegment s, RoundFormat acc_format) {
 __global__ void lse_merge_kernel(TensorRef dst, int64_t dst_row0, TensorRef src, int64_t batch, int64_t rows,
                                  bool naive) {
   grid_stride(batch * rows * dst.heads, [&](int64_t i) {
-    const int64_t h = i % dst.heads;
-    const int64_t r = (i / dst.heads) % rows;
-    const int64_t b = i / (dst.heads * rows);
-    float* l = dst.at(b, dst_row0 + r, h);
-    const float li = *src.at(b, r, h);
+    const RowIndex x = split_row_index(i, rows, dst.heads);
+    float* l = dst.at(x.b, dst_row0 + x.r, x.h);
+    const float li = *src.at(x.b, x.r, x.h);
     *l = naive ? lse_merge_naive_float(*l, li) : lse_merge_float(*l, li);
   });
 }

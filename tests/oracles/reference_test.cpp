@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/oracles/block_attention.hpp"
 #include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/reference.hpp"
@@ -17,16 +18,7 @@ using namespace hcpsim;
 namespace {
 
 AttentionShape make_shape(int64_t b, int64_t s, int64_t h, int64_t hkv, int64_t dk, int64_t dv, bool causal) {
-  AttentionShape shape;
-  shape.batch = b;
-  shape.seq_length = s;
-  shape.heads_q = h;
-  shape.heads_kv = hkv;
-  shape.head_dim_qk = dk;
-  shape.head_dim_v = dv;
-  shape.causal = causal;
-  shape.softmax_scale = 1.0 / std::sqrt(static_cast<double>(dk));
-  return shape;
+  return test::attention_shape(b, s, h, hkv, dk, dv, causal);
 }
 
 bool bytes_equal(const HostTensor& a, const HostTensor& b) {

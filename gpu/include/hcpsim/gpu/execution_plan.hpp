@@ -124,15 +124,13 @@ inline TensorRef tensor_ref(const RankProgram& program, BufferId id, float* data
   return TensorRef{data, d.rows, d.heads, d.width};
 }
 
-/// Kernel arguments of a forward block op; `ptr_of(BufferId) -> float*` resolves buffer addresses (host or device).
-template <typename PtrOf>
-AttnFwdArgs make_fwd_args(const RankProgram& prog, const AttnFwdBlockOp& p, PtrOf&& ptr_of, float scale,
-                          RoundFormat format) {
-  AttnFwdArgs a;
+/// The fields forward and backward block arguments share: q, k, v, lse, batch, row ranges, mask, scale, format.
+template <typename Args, typename BlockOp, typename PtrOf>
+void fill_block_args(Args& a, const RankProgram& prog, const BlockOp& p, PtrOf& ptr_of, float scale,
+                     RoundFormat format) {
   a.q = tensor_ref(prog, p.q, ptr_of(p.q));
   a.k = tensor_ref(prog, p.k, ptr_of(p.k));
   a.v = tensor_ref(prog, p.v, ptr_of(p.v));
-  a.out = tensor_ref(prog, p.out, ptr_of(p.out));
   a.lse = tensor_ref(prog, p.lse, ptr_of(p.lse));
   a.batch = prog.buffers[static_cast<size_t>(p.q)].batch;
   a.q_row0 = p.q_rows.begin;
@@ -142,6 +140,15 @@ AttnFwdArgs make_fwd_args(const RankProgram& prog, const AttnFwdBlockOp& p, PtrO
   a.mask = static_cast<MaskCode>(p.mask);
   a.scale = scale;
   a.format = format;
+}
+
+/// Kernel arguments of a forward block op; `ptr_of(BufferId) -> float*` resolves buffer addresses (host or device).
+template <typename PtrOf>
+AttnFwdArgs make_fwd_args(const RankProgram& prog, const AttnFwdBlockOp& p, PtrOf&& ptr_of, float scale,
+                          RoundFormat format) {
+  AttnFwdArgs a;
+  fill_block_args(a, prog, p, ptr_of, scale, format);
+  a.out = tensor_ref(prog, p.out, ptr_of(p.out));
   return a;
 }
 
@@ -150,23 +157,12 @@ template <typename PtrOf>
 AttnBwdArgs make_bwd_args(const RankProgram& prog, const AttnBwdBlockOp& p, PtrOf&& ptr_of, float scale,
                           RoundFormat format) {
   AttnBwdArgs a;
-  a.q = tensor_ref(prog, p.q, ptr_of(p.q));
-  a.k = tensor_ref(prog, p.k, ptr_of(p.k));
-  a.v = tensor_ref(prog, p.v, ptr_of(p.v));
+  fill_block_args(a, prog, p, ptr_of, scale, format);
   a.out = tensor_ref(prog, p.out, ptr_of(p.out));
   a.dout = tensor_ref(prog, p.dout, ptr_of(p.dout));
-  a.lse = tensor_ref(prog, p.lse, ptr_of(p.lse));
   a.dq = tensor_ref(prog, p.dq, ptr_of(p.dq));
   a.dk = tensor_ref(prog, p.dk, ptr_of(p.dk));
   a.dv = tensor_ref(prog, p.dv, ptr_of(p.dv));
-  a.batch = prog.buffers[static_cast<size_t>(p.q)].batch;
-  a.q_row0 = p.q_rows.begin;
-  a.nq = p.q_rows.count;
-  a.kv_row0 = p.kv_rows.begin;
-  a.nk = p.kv_rows.count;
-  a.mask = static_cast<MaskCode>(p.mask);
-  a.scale = scale;
-  a.format = format;
   return a;
 }
 
