@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
-#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/simulator.hpp"
 
 namespace {

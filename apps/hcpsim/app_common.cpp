@@ -9,32 +9,10 @@
 #include <fmt/ranges.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 
 namespace hcpsim::app {
-
-void write_text_file(const std::string& path, const std::string& text, const std::string& option) {
-  const std::string tmp = path + ".tmp";
-  SourceLoc l;
-  l.file = path;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw InputError(l, option, "cannot write the file", "check that the directory exists and is writable");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError(l, option, "cannot move the file into place (" + ec.message() + ")",
-                     "check the directory permissions");
-  }
-}
 
 void add_scenario_args(CLI::App* cmd, Common& c) {
   cmd->add_option("scenario", c.scenario_path, "scenario YAML file")->required();

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "hcpsim/core/cp_layout.hpp"
-#include "hcpsim/core/scenario.hpp"
+#include "hcpsim/config/scenario.hpp"
 #include "hcpsim/core/schedule.hpp"
-#include "hcpsim/core/validation.hpp"
+#include "hcpsim/config/validation.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 namespace hcpsim::app {
@@ -75,9 +75,5 @@ CLI::App* add_check_log_command(CLI::App& app, int& exit_code);
 CLI::App* add_calibrate_command(CLI::App& app, int& exit_code);
 CLI::App* add_plan_command(CLI::App& app, int& exit_code);
 CLI::App* add_diff_command(CLI::App& app, int& exit_code);
-
-/// Writes `text` to `path` through a temporary file and a rename, so a failed run leaves no half-written file.
-/// @param option the command-line option that named the file (for the error). @throws InputError naming the path.
-void write_text_file(const std::string& path, const std::string& text, const std::string& option);
 
 }  // namespace hcpsim::app

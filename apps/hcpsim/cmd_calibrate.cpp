@@ -8,10 +8,11 @@
 #include <system_error>
 
 #include "app_common.hpp"
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/io/output_file.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/error.hpp"
-#include "hcpsim/core/megatron_log.hpp"
-#include "hcpsim/sim/calibration.hpp"
+#include "hcpsim/interop/megatron_log.hpp"
+#include "hcpsim/step/calibration.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -52,7 +53,7 @@ int cmd_calibrate(const CalibrateArgs& a) {
   if (a.output.empty() || a.output == "-") {
     fmt::print("\n{}", yaml);
   } else {
-    write_text_file(a.output, yaml, "-o");
+    write_output_file(a.output, yaml, "calibration file", "-o");
     fmt::print("  wrote {} (include it with cluster.gpu.calibration: {})\n", a.output, a.output);
   }
   return kExitOk;

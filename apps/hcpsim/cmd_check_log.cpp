@@ -11,12 +11,12 @@
 #include <sstream>
 
 #include "app_common.hpp"
-#include "hcpsim/core/cluster_spec.hpp"
-#include "hcpsim/core/megatron_log.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
-#include "hcpsim/core/topology.hpp"
-#include "hcpsim/core/validation.hpp"
-#include "hcpsim/sim/step.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/interop/megatron_log.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/sim/topology.hpp"
+#include "hcpsim/config/validation.hpp"
+#include "hcpsim/step/training_step.hpp"
 
 namespace hcpsim::app {
 

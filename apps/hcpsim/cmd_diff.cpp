@@ -6,8 +6,8 @@
 
 #include "app_common.hpp"
 #include "hcpsim/core/error.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
-#include "hcpsim/sim/plan.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/plan/plan.hpp"
 
 namespace hcpsim::app {
 namespace {

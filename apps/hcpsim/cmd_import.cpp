@@ -10,9 +10,10 @@
 #include <sstream>
 
 #include "app_common.hpp"
-#include "hcpsim/core/cluster_spec.hpp"
-#include "hcpsim/core/megatron_import.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/io/output_file.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/interop/megatron_import.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -89,7 +90,7 @@ int run_import(const ImportOptions& o, bool bridge) {
   if (o.output.empty()) {
     fmt::print("{}", yaml);
   } else {
-    write_text_file(o.output, yaml, "-o");
+    write_output_file(o.output, yaml, "scenario", "-o");
     fmt::print(stderr, "wrote {} (scenario {}, valid)\n", o.output, cfg.name);
   }
   return kExitOk;

@@ -8,9 +8,10 @@
 #include <system_error>
 
 #include "app_common.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/core/error.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
-#include "hcpsim/sim/plan.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/plan/plan.hpp"
 
 namespace hcpsim::app {
 
@@ -99,11 +100,11 @@ int cmd_plan(const PlanArgs& a) {
     for (const auto& o : r.dropped) fmt::print("  {:<26} {}\n", o.label, o.dropped_reason);
   }
   if (!a.csv.empty()) {
-    write_text_file(a.csv, csv_text(r), "--csv");
+    write_output_file(a.csv, csv_text(r), "plan CSV", "--csv");
     fmt::print("\nwrote {}\n", a.csv);
   }
   if (!a.svg.empty()) {
-    write_text_file(a.svg, sim::plan_svg(r, "hcpsim plan: " + s.name), "--svg");
+    write_output_file(a.svg, sim::plan_svg(r, "hcpsim plan: " + s.name), "plan chart", "--svg");
     fmt::print("wrote {}\n", a.svg);
   }
   return kExitOk;

@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "app_common.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/io/output_file.hpp"
+#include "hcpsim/io/xml.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 #include "replay.hpp"
 
@@ -16,7 +18,6 @@ namespace hcpsim::app {
 namespace {
 
 namespace fs = std::filesystem;
-using sim::xml_escape;
 
 struct Outcome {
   std::string path;
@@ -177,17 +178,7 @@ bool update_file(const Outcome& o) {
   std::string head = text.substr(0, pos);
   if (!head.empty() && head.back() != '\n') head.push_back('\n');
   const std::string out = head + expect_block(o, old);
-  const std::string tmp = o.path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << out;
-    if (!f) {
-      SourceLoc l;
-      l.file = tmp;
-      throw InputError(l, "", "cannot write", "check permissions and disk space");
-    }
-  }
-  fs::rename(tmp, o.path);
+  write_output_file(o.path, out, "scenario with updated goldens", "--update");
   return true;
 }
 
@@ -212,17 +203,7 @@ void write_junit(const std::string& path, const std::vector<Outcome>& outcomes) 
     x += "</testcase>\n";
   }
   x += "</testsuite>\n";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << x;
-    if (!f) {
-      SourceLoc l;
-      l.file = path;
-      throw InputError(l, "--junit", "cannot write the JUnit file", "check the folder exists and is writable");
-    }
-  }
-  fs::rename(tmp, path);
+  write_output_file(path, x, "JUnit file", "--junit");
 }
 
 int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, bool update, bool twice,

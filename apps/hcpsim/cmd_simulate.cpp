@@ -6,12 +6,14 @@
 #include <optional>
 
 #include "app_common.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
-#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/simulator.hpp"
-#include "hcpsim/sim/step.hpp"
+#include "hcpsim/step/training_step.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
+#include "hcpsim/step/step_summary.hpp"
 
 namespace hcpsim::app {
 namespace {

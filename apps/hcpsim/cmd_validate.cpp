@@ -4,7 +4,8 @@
 #include <cmath>
 
 #include "app_common.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 
 namespace hcpsim::app {

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "app_common.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/core/fault_injection.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/oracles/dump.hpp"
 #include "hcpsim/oracles/verify.hpp"
@@ -394,7 +396,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     j["scenario"] = s.name;
     j["pass"] = all_pass;
     j["runs"] = json_runs;
-    write_text_file(args.json_path, j.dump(2) + "\n", "--json");
+    write_output_file(args.json_path, j.dump(2) + "\n", "JSON summary", "--json");
   }
   return all_pass ? kExitOk : kExitFailed;
 }

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "app_common.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/gpu/device_info.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
@@ -89,7 +90,7 @@ void write_gpu_trace(const std::string& path, const GpuRunRecord& record) {
 }
 
 void write_gpu_ops_csv(const std::string& path, const GpuRunRecord& record) {
-  write_text_file(path, gpu::measured_ops_csv(record.run, record.dtype), "--ops-csv");
+  write_output_file(path, gpu::measured_ops_csv(record.run, record.dtype), "per-op CSV", "--ops-csv");
 }
 
 std::string gpu_backend_name(const GpuRunRecord& record) { return record.run.backend; }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "hcpsim/core/scenario.hpp"
+#include "hcpsim/config/scenario.hpp"
 
 namespace hcpsim::app {
 

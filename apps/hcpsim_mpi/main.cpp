@@ -18,9 +18,10 @@
 
 #include "../hcpsim/app_common.hpp"
 #include "hcpsim/core/error.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
-#include "hcpsim/core/validation.hpp"
+#include "hcpsim/config/validation.hpp"
 #include "hcpsim/gpu/cuda_check.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/gpu/host_replay.hpp"

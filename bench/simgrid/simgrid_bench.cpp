@@ -47,10 +47,10 @@
 #include <simgrid/s4u.hpp>
 #include <simgrid/version.h>
 
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
-#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/event_queue.hpp"
 #include "hcpsim/sim/flow_network.hpp"
 #include "hcpsim/sim/simulator.hpp"

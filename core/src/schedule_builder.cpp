@@ -33,40 +33,6 @@ int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask) {
   return pairs;
 }
 
-AttentionShape attention_shape(const Scenario& s) {
-  AttentionShape shape;
-  const int64_t tp = s.parallel.tensor_model_parallel_size;
-  shape.batch = s.model.micro_batch_size;
-  shape.seq_length = s.model.seq_length;
-  shape.heads_q = s.model.num_attention_heads / tp;
-  shape.heads_kv = s.model.num_query_groups / tp;
-  shape.head_dim_qk = s.model.kv_channels;
-  shape.head_dim_v = s.model.kv_channels_v;
-  shape.causal = s.model.attn_mask_type == AttnMaskType::causal;
-  // Source: TE context_parallel.py L1427-1428, softmax_scale defaults to dk^-0.5.
-  shape.softmax_scale = 1.0 / std::sqrt(static_cast<double>(shape.head_dim_qk));
-  shape.dtype = s.model.params_dtype;
-  return shape;
-}
-
-CpLayout cp_layout_for(const Scenario& s, CpCommType type) {
-  const int64_t cp = s.parallel.context_parallel_size;
-  switch (type) {
-    case CpCommType::p2p: return CpLayout(1, cp, s.model.seq_length);
-    case CpCommType::a2a: return CpLayout(cp, 1, s.model.seq_length);
-    case CpCommType::all_gather: return CpLayout(1, cp, s.model.seq_length);
-    case CpCommType::a2a_p2p: {
-      const auto& sizes = s.parallel.hierarchical_context_parallel_sizes;
-      if (!sizes || sizes->size() != 2)
-        throw InputError(s.loc("parallel.cp_comm_type"), "parallel.hierarchical_context_parallel_sizes",
-                         "cp_comm_type a2a+p2p needs two hierarchical sizes [A, P]",
-                         "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size");
-      return CpLayout((*sizes)[0], (*sizes)[1], s.model.seq_length);
-    }
-  }
-  HCPSIM_ASSERT(false, "unknown cp_comm_type");
-}
-
 namespace {
 
 // Message tags: identical on every member of a collective and on both ends of a message.

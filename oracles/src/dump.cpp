@@ -12,6 +12,7 @@
 #include <hdf5.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/io/output_file.hpp"
 
 namespace hcpsim {
 
@@ -166,7 +167,7 @@ class Writer {
 }  // namespace
 
 void write_dump(const std::string& path, const DumpContents& c, const std::vector<std::string>& omit) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = output_temp_path(path);
   QuietErrors quiet;
   {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
@@ -210,12 +211,7 @@ void write_dump(const std::string& path, const DumpContents& c, const std::vecto
     }
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) io_fail(path, "HDF5 flush failed", "check free space");
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError(SourceLoc{}, "--dump", "cannot rename '" + tmp + "' to '" + path + "'", "check permissions");
-  }
+  commit_output_file(tmp, path, "dump", "--dump");
 }
 
 namespace {

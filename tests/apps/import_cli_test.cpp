@@ -9,8 +9,8 @@
 
 #include "catch_compat.hpp"
 #include "test_util.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
-#include "hcpsim/core/validation.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/validation.hpp"
 #include "run_command.hpp"
 
 namespace {

@@ -1,10 +1,5 @@
 list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cp_layout_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_builder_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/validation_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/scenario_loader_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/topology_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_invariants_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/megatron_import_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/megatron_log_test.cpp
 )

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "hcpsim/core/error.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
-#include "hcpsim/core/validation.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/validation.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,6 +9,7 @@
 #include "catch_compat.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/fault_injection.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/gpu/device_info.hpp"

@@ -13,10 +13,11 @@
 
 #include "catch_compat.hpp"
 #include "test_util.hpp"
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/fault_injection.hpp"
-#include "hcpsim/core/layer_builder.hpp"
+#include "hcpsim/step/layer_builder.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/gpu/block_math.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
@@ -26,7 +27,7 @@
 #include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/precision.hpp"
 #include "hcpsim/oracles/verify.hpp"
-#include "hcpsim/sim/calibration.hpp"
+#include "hcpsim/step/calibration.hpp"
 
 using namespace hcpsim;
 using namespace hcpsim::gpu;

@@ -9,7 +9,7 @@
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/fault_injection.hpp"
-#include "hcpsim/core/scenario_loader.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/oracles/block_attention.hpp"
 #include "hcpsim/oracles/cpu_executor.hpp"

@@ -1,7 +1,7 @@
 #include <vector>
 
 #include "catch_compat.hpp"
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "sim_test_util.hpp"
 
@@ -36,38 +36,6 @@ TEST_CASE("sim: a message costs software + link latency + bytes over the bandwid
   REQUIRE(message_ps(1'000'000, LinkLevel::intra_node, c) == 16'000'000);
   // Network: 5 µs + 4 µs + 1e6 B / 2.5e10 B/s (40 µs) = 49 µs.
   REQUIRE(message_ps(1'000'000, LinkLevel::inter_node, c) == 49'000'000);
-}
-
-TEST_CASE("sim: all-to-all traffic and time per member port", "[sim]") {
-  const ClusterSpec c = test::round_cluster(4, 4);
-  const std::vector<int64_t> group{0, 1, 2, 3};
-  const std::vector<int64_t> per_peer(4, 1'000'000);
-  SECTION("one node") {
-    const auto t = all_to_all_traffic(group, per_peer, {0, 0, 0, 0});
-    REQUIRE(t.max_intra_node_bytes == 3'000'000);
-    REQUIRE(t.max_inter_node_bytes == 0);
-    REQUIRE(t.uses_intra_node);
-    REQUIRE_FALSE(t.uses_inter_node);
-    // 5 µs + 1 µs + 3e6 / 1e11 (30 µs) = 36 µs.
-    REQUIRE(all_to_all_ps(t, c) == 36'000'000);
-  }
-  SECTION("two nodes of two") {
-    const auto t = all_to_all_traffic(group, per_peer, {0, 0, 1, 1});
-    REQUIRE(t.max_intra_node_bytes == 1'000'000);
-    REQUIRE(t.max_inter_node_bytes == 2'000'000);
-    // 5 µs + max(1, 4) µs + max(1e6 / 1e11 = 10 µs, 2e6 / 2.5e10 = 80 µs) = 89 µs.
-    REQUIRE(all_to_all_ps(t, c) == 89'000'000);
-  }
-  SECTION("four nodes") {
-    const auto t = all_to_all_traffic(group, per_peer, {0, 1, 2, 3});
-    REQUIRE_FALSE(t.uses_intra_node);
-    // 5 µs + 4 µs + 3e6 / 2.5e10 (120 µs) = 129 µs.
-    REQUIRE(all_to_all_ps(t, c) == 129'000'000);
-  }
-  SECTION("a group of one moves nothing") {
-    const auto t = all_to_all_traffic({0}, {1'000'000}, {0});
-    REQUIRE(all_to_all_ps(t, c) == 0);
-  }
 }
 
 TEST_CASE("sim: attention HBM bytes come from the op's row ranges and output buffers", "[sim]") {

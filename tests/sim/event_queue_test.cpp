@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "catch_compat.hpp"
-#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/event_queue.hpp"
 
 using hcpsim::sim::EventQueue;

@@ -9,7 +9,7 @@
 #include "catch_compat.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
-#include "hcpsim/core/topology.hpp"
+#include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "hcpsim/sim/flow_network.hpp"
 #include "hcpsim/sim/simulator.hpp"

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/schedule.hpp"
 
 namespace hcpsim::sim::test {

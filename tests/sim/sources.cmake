@@ -1,11 +1,9 @@
 list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/event_queue_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/topology_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cost_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulator_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/symmetry_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/step_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/calibration_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
 )

@@ -2,7 +2,6 @@
 /// Schedule builders: TE's a2a+p2p attention (A = 1 gives p2p, P = 1 gives a2a), forward and backward.
 
 #include "hcpsim/core/cp_layout.hpp"
-#include "hcpsim/core/scenario.hpp"
 #include "hcpsim/core/schedule.hpp"
 
 namespace hcpsim {
@@ -17,13 +16,6 @@ double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 /// Number of (query, key) pairs a block computes: q·kv; for a causal (top-left) block the pairs (r, c) with
 /// c ≤ r (q(q+1)/2 when q = kv); for causal_bottom_right the pairs with c ≤ r + kv − q.
 int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask);
-
-/// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size).
-AttentionShape attention_shape(const Scenario& scenario);
-
-/// The CP layout a comm type uses: p2p → [1, cp], a2a → [cp, 1], a2a+p2p → hierarchical sizes.
-/// @throws InputError if a2a+p2p has no hierarchical sizes (validation normally catches this first).
-CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
 
 /// Builds the forward + backward schedule of one attention layer for every CP rank.
 /// @param cp_comm_type  p2p, a2a, a2a_p2p, or all_gather (layout [1, cp]: K/V all-gathered into natural order

@@ -1,6 +1,6 @@
 #pragma once
 /// Cost model: the duration of every compute op of a Schedule from a roofline with a per-GPU efficiency table,
-/// and the contention-free message formulas (message_ps, all_to_all_ps) that the flow-level network model
+/// and the contention-free message formula (message_ps) that the flow-level network model
 /// (flow_network.hpp) reproduces exactly when flows do not share links. The simulator times messages with the
 /// flow model; the closed forms here are kept as references for tests and quick estimates.
 ///
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "hcpsim/core/cluster_spec.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/core/types.hpp"
 #include "hcpsim/sim/event_queue.hpp"
@@ -109,29 +109,5 @@ int64_t recv_size_bytes(const SendRecvOp& op, const RankProgram& program);
 /// message_latency_s + link latency_s + bytes / link bandwidth (NCCL send/recv bus factor 1, DESIGN.md).
 /// @return ps. HCPSIM_ASSERT if the link bandwidth is not > 0.
 TimePs message_ps(int64_t bytes, LinkLevel level, const ClusterSpec& cluster);
-
-/// Per-GPU traffic of one all-to-all: every member sends bytes_per_peer to each of the other A−1 members
-/// (and receives as much, on the other direction of its ports). Maxima are over members.
-struct AllToAllTraffic {
-  int64_t group_size = 0;              ///< A
-  int64_t max_intra_node_bytes = 0;    ///< most bytes one member sends to members on its own node
-  int64_t max_inter_node_bytes = 0;    ///< most bytes one member sends to members on other nodes
-  bool uses_intra_node = false;        ///< some pair of members shares a node
-  bool uses_inter_node = false;        ///< some pair of members sits on different nodes
-};
-
-/// Traffic of an all-to-all over `group` (cp ranks) in which member m sends bytes_per_peer[m] to every other
-/// member. @param bytes_per_peer  one entry per member, in group order (input buffer bytes / A).
-/// @param node_of_cp_rank  node index of every cp rank.
-AllToAllTraffic all_to_all_traffic(const std::vector<int64_t>& group, const std::vector<int64_t>& bytes_per_peer,
-                                   const std::vector<int64_t>& node_of_cp_rank);
-
-/// Time of one all-to-all, from the moment the last member reaches it until all members finish:
-/// message_latency_s + max(latency of the levels used) + max(max_intra_node_bytes / nvlink bandwidth,
-/// max_inter_node_bytes / network bandwidth). Each GPU's own ports are the only bottleneck (contention-free;
-/// the NVLink and NIC ports of one GPU work in parallel), so this is the NCCL all-to-all time with bus factor
-/// (A−1)/A applied through bytes_per_peer. A group of one member moves nothing and takes 0.
-/// @return ps.
-TimePs all_to_all_ps(const AllToAllTraffic& traffic, const ClusterSpec& cluster);
 
 }  // namespace hcpsim::sim

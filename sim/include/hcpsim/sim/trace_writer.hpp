@@ -7,7 +7,6 @@
 #include <string>
 
 #include "hcpsim/sim/simulator.hpp"
-#include "hcpsim/sim/step.hpp"
 
 namespace hcpsim::sim {
 
@@ -44,22 +43,6 @@ std::string summary_json(const SimResult& result);
 /// Writes summary_json(result) to `path` (temporary file, then rename).
 /// @throws InputError (located at `path`) if the file cannot be written, with the OS reason and a fix.
 void write_summary_json(const std::string& path, const SimResult& result);
-
-/// summary_json(result) plus "calibration" (GpuSpec::calibration, when non-empty) and, when `step` is given, a
-/// "step" object with every StepResult field: times in ps (step_time_ps, pipeline_ps, dp_*_ps, …),
-/// model_tflops_per_gpu (TFLOP/s, megatron_causal convention; model_flops_convention names it),
-/// model_tflops_per_gpu_full_attention, mfu, tokens_per_s and memory_per_gpu_*_bytes (total, by category,
-/// capacity, headroom) and fits.
-std::string summary_json(const SimResult& result, const StepResult* step, const std::string& calibration);
-
-/// Writes summary_json(result, step, calibration) to `path` (temporary file, then rename).
-/// @throws InputError (located at `path`) if the file cannot be written.
-void write_summary_json(const std::string& path, const SimResult& result, const StepResult* step,
-                        const std::string& calibration);
-
-/// `text` with the XML special characters & < > " replaced by entities (for attributes and text of the SVG and
-/// JUnit writers).
-std::string xml_escape(const std::string& text);
 
 /// Per-link CSV: header "link,from,to,class,bandwidth_bytes_per_s,bytes,busy_ps,flows,utilisation", one row per
 /// directed link in id order; utilisation = bytes / (bandwidth · total time). Doubles printed with {:.17g}.

@@ -1,0 +1,143 @@
+#pragma once
+/// Value types of a scenario file (schema_version 1). Field names follow Megatron-Core / Megatron-Bridge.
+/// Loading lives in scenario_loader.hpp, rules in validation.hpp.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/core/types.hpp"
+
+namespace hcpsim {
+
+/// Attention shapes of the model (Megatron TransformerConfig names). Head counts are global (before TP).
+struct ModelConfig {
+  int64_t num_attention_heads = 0;   ///< H (query heads)
+  int64_t num_query_groups = 0;      ///< Hkv (KV heads); defaults to num_attention_heads (MHA)
+  int64_t kv_channels = 0;           ///< dk, head dim of Q and K
+  int64_t kv_channels_v = 0;         ///< dv, head dim of V; defaults to kv_channels
+  int64_t seq_length = 0;            ///< S, global tokens per sample
+  int64_t micro_batch_size = 1;      ///< b
+  int64_t num_layers = 1;
+  /// h; default num_attention_heads·kv_channels (Megatron's kv_channels = hidden_size / heads). Used by the
+  /// whole-step model (GEMM shapes, parameter count, activation memory).
+  std::optional<int64_t> hidden_size;
+  /// MLP width; default 4·hidden_size (Megatron TransformerConfig default).
+  std::optional<int64_t> ffn_hidden_size;
+  /// Samples per optimizer step; default micro_batch_size·data_parallel_size (Megatron's default).
+  std::optional<int64_t> global_batch_size;
+  /// Vocabulary size (before Megatron's padding to a multiple of 128·TP); required by the whole-step model.
+  std::optional<int64_t> vocab_size;
+  /// Gated MLP (SwiGLU, Megatron --swiglu): three GEMMs of hidden × ffn instead of two.
+  bool gated_linear_unit = false;
+  /// Separate output-layer weights (Megatron --untie-embeddings-and-output-weights); else tied to the embedding.
+  bool untie_embeddings_and_output_weights = false;
+  AttnMaskType attn_mask_type = AttnMaskType::causal;
+  QkvFormat qkv_format = QkvFormat::sbhd;  ///< Megatron hands TE sbhd by default
+  std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent or [-1,-1] = none
+  bool attention_bias = false;       ///< TE core-attention bias (attn_bias_type != no_bias)
+  Dtype params_dtype = Dtype::bf16;
+
+  /// True when a sliding window is actually set (not absent and not [-1, -1]).
+  [[nodiscard]] bool has_sliding_window() const;
+  /// hidden_size, or num_attention_heads·kv_channels when absent.
+  [[nodiscard]] int64_t hidden() const;
+  /// ffn_hidden_size, or 4·hidden() when absent (Megatron TransformerConfig default).
+  [[nodiscard]] int64_t ffn_hidden() const;
+};
+
+/// Parallel layout (Megatron names). cp_comm_type holds one value, or one per layer.
+struct ParallelConfig {
+  int64_t tensor_model_parallel_size = 1;
+  int64_t pipeline_model_parallel_size = 1;
+  int64_t context_parallel_size = 1;
+  std::optional<int64_t> data_parallel_size;  ///< default: whatever fills the cluster
+  std::vector<CpCommType> cp_comm_type{CpCommType::p2p};
+  std::optional<std::vector<int64_t>> hierarchical_context_parallel_sizes;  ///< [A, P]
+  std::string order = "tp-cp-ep-dp-pp";
+  bool use_decentralized_pg = false;
+  std::optional<std::string> te_version;  ///< e.g. "2.4" or "1.11.0"
+  /// Megatron --sequence-parallel: norms/dropout sharded over TP along the sequence, TP all-reduces replaced by
+  /// all-gather + reduce-scatter. Requires tensor_model_parallel_size > 1.
+  bool sequence_parallel = false;
+  /// Interleaved 1F1B model chunks per pipeline stage (Megatron --virtual-pipeline-model-parallel-size).
+  std::optional<int64_t> virtual_pipeline_model_parallel_size;
+  /// Megatron --use-distributed-optimizer: optimizer states and fp32 master weights sharded over DP·CP.
+  bool use_distributed_optimizer = false;
+  /// Megatron --overlap-grad-reduce: the DP gradient reduction runs bucket by bucket during the last micro-batch's
+  /// backward (default false, Megatron's default: it runs after the backward, fully exposed).
+  bool overlap_grad_reduce = false;
+  /// Megatron --overlap-param-gather: the distributed optimizer's parameter all-gather runs during the next
+  /// forward (default false: exposed before it).
+  bool overlap_param_gather = false;
+
+  /// The distinct comm types, in first-use order (a per-layer list may repeat them).
+  [[nodiscard]] std::vector<CpCommType> distinct_cp_comm_types() const;
+};
+
+/// Megatron --recompute-granularity (plus none = no recomputation).
+enum class RecomputeGranularity { none, selective, full };
+std::string to_string(RecomputeGranularity g);
+
+/// Training-step knobs of the whole-step model (section `training:`).
+struct TrainingConfig {
+  /// none: keep every activation; selective: recompute core attention (Megatron's selective recompute,
+  /// what FlashAttention/TE does anyway); full: store only each layer's input and rerun its forward in backward
+  /// (Megatron --recompute-method uniform over all layers of a stage).
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
+  /// Transformer Engine FP8 (Megatron --fp8-format): the linear layers' GEMMs run at the GPU's FP8 peak;
+  /// attention, weights and optimizer states stay as without FP8.
+  bool fp8 = false;
+  /// Memory each GPU loses to the framework (CUDA context, NCCL buffers, allocator fragmentation), bytes.
+  /// Source: assumption, 3 GB: a CUDA context with cuBLAS/cuDNN workspaces takes ~0.5–1 GB and NCCL 0.5–1 GB per
+  /// communicator set; PyTorch's caching allocator commonly leaves 5–10% of an 80 GB device fragmented.
+  double framework_overhead_bytes = 3e9;
+};
+
+/// How the CPU/GPU oracles generate inputs and at which precision they run.
+struct OracleSpec {
+  uint64_t seed = 1234;
+  /// Precision the oracle emulates (fp64, fp32, bf16, fp16); default fp32. Never taken from params_dtype.
+  Dtype dtype = Dtype::fp32;
+  std::string input_distribution = "clamped_normal";  ///< clamped_normal | normal | uniform | adversarial
+  /// "all", or a positive integer N: check only the first N q-heads of each a2a member (and their KV heads);
+  /// N is capped at H/A and rounded up to a multiple of H/Hkv by the verifier.
+  std::string heads = "all";
+  std::optional<std::string> inject;  ///< a fault injector name (fault_injection.hpp), e.g. "stale_kv_backward"
+};
+
+/// Golden expectations (the `expect:` block). Only what this version checks is modelled.
+struct ExpectSpec {
+  std::optional<int> validate_exit_code;
+  std::optional<std::string> validate_error;  ///< substring of the expected error message
+  std::optional<std::string> verify_result;   ///< "pass" | "fail"
+  /// Upper bounds on the relative L2 error per tensor ("out", "lse", "dq", "dk", "dv").
+  std::map<std::string, double> verify_max_rel_l2;
+  /// Exact simulator goldens (integer picoseconds, bytes, counts) by field name, e.g. "forward_ps".
+  std::map<std::string, int64_t> simulate;
+  bool present = false;  ///< the file has an `expect:` block
+};
+
+/// A whole scenario plus where each value came from (for error messages).
+struct Scenario {
+  int schema_version = 1;
+  std::string name;
+  ModelConfig model;
+  ParallelConfig parallel;
+  ClusterSpec cluster;
+  TrainingConfig training;
+  OracleSpec oracle;
+  ExpectSpec expect;
+  std::string source_path;  ///< file the scenario was read from ("" for one built in code)
+  /// dotted key path → where its value was set (file position or override).
+  std::map<std::string, SourceLoc> locations;
+
+  /// Location of `key`, or of its nearest parent that has one, or of the file.
+  [[nodiscard]] SourceLoc loc(const std::string& key) const;
+};
+
+}  // namespace hcpsim

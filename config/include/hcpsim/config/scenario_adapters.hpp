@@ -1,0 +1,18 @@
+#pragma once
+/// Adapters from a Scenario to the inputs of core's schedule builders (an AttentionShape and a CpLayout), so
+/// that core never sees a Scenario.
+
+#include "hcpsim/config/scenario.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/schedule.hpp"
+
+namespace hcpsim {
+
+/// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size).
+AttentionShape attention_shape(const Scenario& scenario);
+
+/// The CP layout a comm type uses: p2p → [1, cp], a2a → [cp, 1], a2a+p2p → hierarchical sizes.
+/// @throws InputError if a2a+p2p has no hierarchical sizes (validation normally catches this first).
+CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
+
+}  // namespace hcpsim

@@ -1,0 +1,31 @@
+#pragma once
+/// Configuration rules of Megatron-Core, Megatron-Bridge and Transformer Engine, checked in hcpsim's words.
+/// Source: HCP_ALGORITHM.md §8 (TE attn_forward_func_with_cp, Megatron arguments.py, Bridge config.py).
+
+#include <string>
+#include <vector>
+
+#include "hcpsim/config/scenario.hpp"
+
+namespace hcpsim {
+
+/// What a command needs from the scenario.
+enum class ValidationScope {
+  attention,  ///< shapes and CP rules only (the CPU oracle ignores the cluster)
+  placement,  ///< also: the cluster holds TP·CP·DP·PP GPUs (validate, simulate, multi-GPU runs)
+};
+
+/// Legal-but-poor choices (exit 0), in a stable order.
+struct ValidationReport {
+  std::vector<std::string> warnings;
+  int64_t data_parallel_size = 1;  ///< resolved DP (given, or filling the cluster; 1 for attention scope)
+};
+
+/// Checks every rule; raises on the first violation in a fixed order (model, parallel, cluster).
+/// @throws InputError naming the file:line:col of the key (or the override), the key and the fix.
+ValidationReport validate_scenario(const Scenario& scenario, ValidationScope scope);
+
+/// Parses "major.minor[.patch]" into a comparable triple; std::nullopt if malformed.
+std::vector<int> parse_version(const std::string& text);
+
+}  // namespace hcpsim

@@ -1,0 +1,46 @@
+#include "hcpsim/config/scenario.hpp"
+
+#include <algorithm>
+
+namespace hcpsim {
+
+bool ModelConfig::has_sliding_window() const {
+  if (!window_size) return false;
+  return std::any_of(window_size->begin(), window_size->end(), [](int64_t w) { return w >= 0; });
+}
+
+int64_t ModelConfig::hidden() const { return hidden_size ? *hidden_size : num_attention_heads * kv_channels; }
+
+int64_t ModelConfig::ffn_hidden() const { return ffn_hidden_size ? *ffn_hidden_size : 4 * hidden(); }
+
+std::string to_string(RecomputeGranularity g) {
+  switch (g) {
+    case RecomputeGranularity::none: return "none";
+    case RecomputeGranularity::selective: return "selective";
+    case RecomputeGranularity::full: return "full";
+  }
+  return "none";
+}
+
+std::vector<CpCommType> ParallelConfig::distinct_cp_comm_types() const {
+  std::vector<CpCommType> out;
+  for (CpCommType t : cp_comm_type)
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  return out;
+}
+
+SourceLoc Scenario::loc(const std::string& key) const {
+  std::string k = key;
+  while (!k.empty()) {
+    auto it = locations.find(k);
+    if (it != locations.end()) return it->second;
+    auto dot = k.rfind('.');
+    if (dot == std::string::npos) break;
+    k.resize(dot);
+  }
+  SourceLoc file_only;
+  file_only.file = source_path;
+  return file_only;
+}
+
+}  // namespace hcpsim

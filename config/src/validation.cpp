@@ -1,0 +1,361 @@
+#include "hcpsim/config/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "hcpsim/core/cp_layout.hpp"
+
+namespace hcpsim {
+
+std::vector<int> parse_version(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (part.empty() || part.size() > 6) return {};
+    for (char ch : part)
+      if (ch < '0' || ch > '9') return {};
+    out.push_back(std::stoi(part));
+  }
+  if (out.size() < 2 || out.size() > 3) return {};
+  while (out.size() < 3) out.push_back(0);
+  return out;
+}
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+std::string fmt_double(double v) {
+  std::ostringstream os;
+  os.precision(3);
+  os << v;
+  return os.str();
+}
+
+/// First TE release that has a cp_comm_type. Source: HCP_ALGORITHM.md §8.5 version matrix.
+std::vector<int> min_te_version(CpCommType t) {
+  switch (t) {
+    case CpCommType::p2p: return {1, 0, 0};         // 479dbb73a (#362)
+    case CpCommType::all_gather: return {1, 10, 0};  // 304078568 (#1060)
+    case CpCommType::a2a: return {1, 11, 0};         // 40dda924a (#1160)
+    case CpCommType::a2a_p2p: return {1, 12, 0};     // c24a4c416 (#1209); Megatron asserts >= 1.12.0
+  }
+  return {0, 0, 0};
+}
+
+// Bounds that keep every size, byte count and FLOP count of a schedule exact in int64 / double arithmetic.
+// They are far beyond any real model or cluster (2^20 GPUs per parallel dimension, 2^34 tokens).
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+constexpr int64_t kMaxSeqLength = int64_t{1} << 34;
+// Largest attention tensor, b·S·H·max(dk, dv) elements: 2^50 keeps every byte count (×8 B) exact in int64.
+constexpr double kMaxTensorElements = 1125899906842624.0;  // 2^50
+// Largest full-attention forward FLOP count: at 1 PFLOP/s on one GPU this is 10^6 s, so simulated times stay far
+// below the int64 picosecond range (9.2·10^6 s).
+constexpr double kMaxAttentionFlops = 1e21;
+
+class Validator {
+ public:
+  Validator(const Scenario& s, ValidationScope scope) : s_(s), scope_(scope) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem, const std::string& fix) const {
+    throw InputError(s_.loc(key), key, problem, fix);
+  }
+
+  /// Like fail(), for a rule between several keys: the location is the first of `keys` set by a command-line
+  /// override (the change the user just made), else the location of `key`.
+  [[noreturn]] void fail_between(const std::string& key, const std::vector<std::string>& keys,
+                                 const std::string& problem, const std::string& fix) const {
+    for (const auto& k : keys) {
+      const SourceLoc l = s_.loc(k);
+      if (!l.override_text.empty()) throw InputError(l, key, problem, fix);
+    }
+    fail(key, problem, fix);
+  }
+
+  void positive(const std::string& key, int64_t v, int64_t max = kMaxSize) const {
+    if (v < 1) fail(key, "must be at least 1, got " + str(v), "set a positive value");
+    if (v > max) fail(key, str(v) + " is larger than hcpsim models (at most " + str(max) + ")", "use a realistic value");
+  }
+
+  ValidationReport run() {
+    check_model();
+    check_parallel();
+    if (scope_ == ValidationScope::placement) check_cluster();
+    return report_;
+  }
+
+ private:
+  void check_model() {
+    const ModelConfig& m = s_.model;
+    positive("model.num_attention_heads", m.num_attention_heads);
+    positive("model.num_query_groups", m.num_query_groups);
+    positive("model.kv_channels", m.kv_channels);
+    positive("model.kv_channels_v", m.kv_channels_v);
+    positive("model.seq_length", m.seq_length, kMaxSeqLength);
+    positive("model.micro_batch_size", m.micro_batch_size);
+    positive("model.num_layers", m.num_layers);
+    const double elements = static_cast<double>(m.micro_batch_size) * static_cast<double>(m.seq_length) *
+                            static_cast<double>(m.num_attention_heads) *
+                            static_cast<double>(std::max(m.kv_channels, m.kv_channels_v));
+    if (elements > kMaxTensorElements)
+      fail("model.seq_length",
+           "the attention tensors would have " + fmt_double(elements) + " elements, more than hcpsim represents (2^50)",
+           "use a smaller seq_length, micro_batch_size, head count or head dim");
+    const double flops = 2.0 * static_cast<double>(m.kv_channels + m.kv_channels_v) * static_cast<double>(m.seq_length) *
+                         static_cast<double>(m.seq_length) * static_cast<double>(m.num_attention_heads) *
+                         static_cast<double>(m.micro_batch_size);
+    if (flops > kMaxAttentionFlops)
+      fail("model.seq_length", "one attention layer would need " + fmt_double(flops) + " FLOPs, more than 1e21",
+           "use a smaller seq_length or micro_batch_size");
+    if (m.num_attention_heads % m.num_query_groups != 0)
+      fail("model.num_query_groups",
+           "num_attention_heads " + str(m.num_attention_heads) + " is not divisible by num_query_groups " +
+               str(m.num_query_groups) + " (each KV head must serve a whole group of query heads)",
+           "use a divisor of " + str(m.num_attention_heads));
+    for (const auto& [key, v] : {std::pair<const char*, std::optional<int64_t>>{"model.hidden_size", m.hidden_size},
+                                 {"model.ffn_hidden_size", m.ffn_hidden_size},
+                                 {"model.global_batch_size", m.global_batch_size},
+                                 {"model.vocab_size", m.vocab_size}})
+      if (v) positive(key, *v, int64_t{1} << 30);
+    if (m.qkv_format == QkvFormat::thd)
+      fail("model.qkv_format",
+           "thd (packed sequences) is not modelled yet by hcpsim (TE supports it with a2a+p2p only on main after v2.18)",
+           "use qkv_format: bshd or sbhd");
+  }
+
+  /// A legal split to suggest: the largest a2a size A < cp that divides cp and the KV heads per TP rank and keeps
+  /// TP·A inside one node (a2a on NVLink, ring across groups), as the Megatron-Bridge HCP guide recommends.
+  std::string suggest_sizes() const {
+    const int64_t cp = s_.parallel.context_parallel_size, tp = s_.parallel.tensor_model_parallel_size;
+    const int64_t hkv = s_.model.num_query_groups / std::max<int64_t>(tp, 1);
+    for (int64_t a = cp - 1; a >= 2; --a)
+      if (cp % a == 0 && hkv % a == 0 && tp * a <= s_.cluster.gpus_per_node)
+        return ", e.g. [" + str(a) + ", " + str(cp / a) + "] (a2a over " + str(a) +
+               " GPUs of a node, p2p ring over " + str(cp / a) + " groups)";
+    return "";
+  }
+
+  void check_parallel() {
+    const ParallelConfig& p = s_.parallel;
+    const ModelConfig& m = s_.model;
+    positive("parallel.tensor_model_parallel_size", p.tensor_model_parallel_size);
+    positive("parallel.pipeline_model_parallel_size", p.pipeline_model_parallel_size);
+    positive("parallel.context_parallel_size", p.context_parallel_size);
+    if (p.data_parallel_size) positive("parallel.data_parallel_size", *p.data_parallel_size);
+    if (!is_valid_parallel_order(p.order))
+      fail("parallel.order", "'" + p.order + "' is not a '-'-separated order of tp, cp, ep, dp, pp",
+           "use the Megatron default 'tp-cp-ep-dp-pp'");
+    const int64_t tp = p.tensor_model_parallel_size, cp = p.context_parallel_size;
+    if (m.num_attention_heads % tp != 0 || m.num_query_groups % tp != 0)
+      fail("parallel.tensor_model_parallel_size",
+           "tensor_model_parallel_size " + str(tp) + " must divide num_attention_heads " +
+               str(m.num_attention_heads) + " and num_query_groups " + str(m.num_query_groups),
+           "choose a TP size that divides both head counts");
+    const size_t n_types = p.cp_comm_type.size();
+    if (n_types != 1 && static_cast<int64_t>(n_types) != m.num_layers)
+      fail("parallel.cp_comm_type",
+           "a per-layer list must have one entry per layer: " + str(static_cast<int64_t>(n_types)) +
+               " entries for num_layers " + str(m.num_layers),
+           "give one value, or exactly num_layers values");
+    bool uses_hier = false;
+    for (CpCommType t : p.cp_comm_type) uses_hier = uses_hier || t == CpCommType::a2a_p2p;
+    const auto& sizes = p.hierarchical_context_parallel_sizes;
+    const std::string sizes_key = "parallel.hierarchical_context_parallel_sizes";
+    if (uses_hier && !sizes)
+      fail("parallel.cp_comm_type",
+           "cp_comm_type a2a+p2p needs hierarchical_context_parallel_sizes; without them Megatron builds no "
+           "hierarchical groups, TE receives cp_group=None and training silently runs WITHOUT context parallelism "
+           "(each rank attends only to its own chunks)",
+           "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size " + str(cp) +
+               suggest_sizes());
+    if (!uses_hier && sizes)
+      fail(sizes_key,
+           "hierarchical_context_parallel_sizes is only used by cp_comm_type a2a+p2p, but cp_comm_type is " +
+               to_string(p.cp_comm_type.front()),
+           "remove hierarchical_context_parallel_sizes, or set cp_comm_type: a2a+p2p");
+    if (sizes) {
+      if (sizes->size() != 2)
+        fail(sizes_key, "expected two sizes [A, P] (a2a level, p2p level), got " + str(static_cast<int64_t>(sizes->size())),
+             "write [A, P] with A*P = context_parallel_size");
+      int64_t prod = 1;
+      for (int64_t v : *sizes) {
+        if (v < 1) fail(sizes_key, "every size must be at least 1, got " + str(v), "use positive sizes");
+        if (v > kMaxSize) fail(sizes_key, "size " + str(v) + " is larger than hcpsim models", "use a realistic value");
+        prod *= v;  // two factors ≤ 2^20: exact
+      }
+      if (prod != cp)
+        fail_between(sizes_key, {sizes_key, "parallel.context_parallel_size"},
+             str((*sizes)[0]) + "*" + str((*sizes)[1]) + " = " + str(prod) + " != context_parallel_size " + str(cp),
+             "choose [A, P] with A*P = " + str(cp) + " (e.g. [" + str(cp >= 2 ? cp / 2 : 1) + ", " +
+                 str(cp >= 2 ? 2 : 1) + "]), or change context_parallel_size to " + str(prod));
+      if (p.use_decentralized_pg)
+        fail("parallel.use_decentralized_pg",
+             "decentralized process groups do not support hierarchical_context_parallel_sizes (Megatron-Bridge raises "
+             "NotImplementedError)",
+             "set use_decentralized_pg: false");
+    }
+    if (cp > 1 && m.seq_length % (2 * cp) != 0)
+      fail_between("model.seq_length", {"model.seq_length", "parallel.context_parallel_size"},
+           "seq_length " + str(m.seq_length) + " is not divisible by 2*context_parallel_size = " + str(2 * cp) +
+               " (the load-balanced split cuts the sequence into 2*cp chunks)",
+           "pad the sequence to a multiple of " + str(2 * cp) + ", e.g. " +
+               str((m.seq_length + 2 * cp - 1) / (2 * cp) * (2 * cp)));
+    std::vector<int> te;
+    if (p.te_version) {
+      te = parse_version(*p.te_version);
+      if (te.empty())
+        fail("parallel.te_version", "'" + *p.te_version + "' is not a version", "write e.g. te_version: \"2.4\"");
+    }
+    const int64_t h_tp = m.num_attention_heads / tp, hkv_tp = m.num_query_groups / tp;
+    for (CpCommType t : p.distinct_cp_comm_types()) {
+      if (cp > 1 && (t == CpCommType::a2a || t == CpCommType::a2a_p2p)) {
+        const int64_t a = t == CpCommType::a2a ? cp : (*sizes)[0];
+        const std::string what = t == CpCommType::a2a ? "context_parallel_size" : "the a2a size A";
+        const std::string key = t == CpCommType::a2a ? "parallel.context_parallel_size" : sizes_key;
+        if (h_tp % a != 0 || hkv_tp % a != 0) {
+          std::string problem = "heads per TP rank (num_attention_heads/TP = " + str(h_tp) +
+                                ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " + what +
+                                " = " + str(a) + " (Ulysses scatters heads)";
+          if (hkv_tp == 1) problem += "; with one KV head per TP rank (MQA) no a2a size >= 2 is possible";
+          fail_between(key,
+                       {key, "model.num_attention_heads", "model.num_query_groups",
+                        "parallel.tensor_model_parallel_size", "parallel.context_parallel_size"},
+                       problem,
+               t == CpCommType::a2a ? "use cp_comm_type a2a+p2p with an a2a size that divides " + str(hkv_tp) +
+                                          ", or p2p"
+                                    : "choose A dividing " + str(hkv_tp) + " (and " + str(h_tp) + "), or use p2p");
+        }
+      }
+      if (m.has_sliding_window() && (t == CpCommType::p2p || t == CpCommType::a2a_p2p))
+        fail("model.window_size",
+             "sliding window attention is not supported with cp_comm_type " + to_string(t) +
+                 " (TE supports it with a2a and all_gather)",
+             "use cp_comm_type a2a or all_gather, or window_size: [-1, -1]");
+      if (m.attention_bias && t != CpCommType::p2p && cp > 1)
+        fail("model.attention_bias",
+             "attention bias is not supported with cp_comm_type " + to_string(t) +
+                 " (TE supports core-attention bias with context parallelism only for p2p)",
+             "use cp_comm_type p2p, or attention_bias: false");
+      if (!te.empty() && cp > 1 && te < min_te_version(t)) {
+        const auto need = min_te_version(t);
+        fail("parallel.te_version",
+             "cp_comm_type " + to_string(t) + " needs Transformer Engine >= " + str(need[0]) + "." + str(need[1]) +
+                 ", got " + *p.te_version,
+             "upgrade Transformer Engine to " + str(need[0]) + "." + str(need[1]) + " or newer");
+      }
+    }
+    // Whole-step rules. Source: Megatron-LM megatron/training/arguments.py validate_args.
+    const int64_t pp = p.pipeline_model_parallel_size;
+    if (m.num_layers % pp != 0)
+      fail_between("model.num_layers", {"model.num_layers", "parallel.pipeline_model_parallel_size"},
+                   "num_layers " + str(m.num_layers) + " is not divisible by pipeline_model_parallel_size " + str(pp),
+                   "use a multiple of " + str(pp) + " layers (uneven stages are not modelled)");
+    if (p.virtual_pipeline_model_parallel_size) {
+      const int64_t v = *p.virtual_pipeline_model_parallel_size;
+      positive("parallel.virtual_pipeline_model_parallel_size", v);
+      if (v > 1 && pp < 2)
+        fail("parallel.virtual_pipeline_model_parallel_size",
+             "the interleaved schedule needs pipeline_model_parallel_size > 1, got " + str(pp),
+             "remove virtual_pipeline_model_parallel_size or set pipeline_model_parallel_size >= 2");
+      if (m.num_layers % (pp * v) != 0)
+        fail_between("parallel.virtual_pipeline_model_parallel_size",
+                     {"parallel.virtual_pipeline_model_parallel_size", "model.num_layers"},
+                     "num_layers " + str(m.num_layers) + " is not divisible by pipeline x virtual stages = " +
+                         str(pp * v),
+                     "choose virtual_pipeline_model_parallel_size dividing " + str(m.num_layers / pp));
+    }
+    if (m.ffn_hidden() % tp != 0)
+      fail_between("model.ffn_hidden_size", {"model.ffn_hidden_size", "parallel.tensor_model_parallel_size"},
+                   "ffn_hidden_size " + str(m.ffn_hidden()) + " is not divisible by tensor_model_parallel_size " +
+                       str(tp) + " (the MLP's column-parallel GEMM splits it)",
+                   "use a tensor_model_parallel_size dividing " + str(m.ffn_hidden()));
+    if (p.sequence_parallel && tp == 1)
+      report_.warnings.push_back(
+          "sequence_parallel with tensor_model_parallel_size 1: Megatron turns sequence parallelism off (nothing to "
+          "shard over)");
+    if (sizes && cp > 1) {
+      if ((*sizes)[0] == 1)
+        report_.warnings.push_back(
+            "hierarchical_context_parallel_sizes [1, " + str((*sizes)[1]) +
+            "]: the a2a level has size 1, so TE falls back to plain p2p over the p2p group");
+      if ((*sizes)[1] == 1)
+        report_.warnings.push_back("hierarchical_context_parallel_sizes [" + str((*sizes)[0]) +
+                                   ", 1]: the p2p level has size 1, so TE falls back to plain a2a");
+    }
+  }
+
+  void check_cluster() {
+    const ParallelConfig& p = s_.parallel;
+    const ClusterSpec& c = s_.cluster;
+    positive("cluster.nodes", c.nodes);
+    positive("cluster.gpus_per_node", c.gpus_per_node, 1024);
+    const int64_t world = c.world_size();  // ≤ 2^30
+    // Each factor ≤ 2^20, so the product of three fits in int64.
+    const int64_t model_ranks = p.tensor_model_parallel_size * p.context_parallel_size * p.pipeline_model_parallel_size;
+    int64_t dp = 1;
+    if (p.data_parallel_size) {
+      dp = *p.data_parallel_size;
+      if (model_ranks > world || dp > world / model_ranks)
+        fail("parallel.data_parallel_size",
+             "TP*CP*DP*PP = " + fmt_double(static_cast<double>(model_ranks) * static_cast<double>(dp)) +
+                 " GPUs, but the cluster has " + str(c.nodes) + " x " +
+                 str(c.gpus_per_node) + " = " + str(world),
+             "use at least " +
+                 fmt_double(std::ceil(static_cast<double>(model_ranks) * static_cast<double>(dp) /
+                                      static_cast<double>(c.gpus_per_node))) +
+                 " nodes, or smaller parallel sizes");
+    } else {
+      if (model_ranks > world)
+        fail("cluster.nodes",
+             "TP*CP*PP = " + str(model_ranks) + " GPUs, but the cluster has " + str(c.nodes) + " x " +
+                 str(c.gpus_per_node) + " = " + str(world),
+             "set cluster.nodes to at least " + str((model_ranks + c.gpus_per_node - 1) / c.gpus_per_node));
+      if (world % model_ranks != 0)
+        fail("cluster.nodes",
+             "the cluster's " + str(world) + " GPUs are not a multiple of TP*CP*PP = " + str(model_ranks) +
+                 ", so data_parallel_size cannot fill it",
+             "set parallel.data_parallel_size explicitly, or change cluster.nodes");
+      dp = world / model_ranks;
+    }
+    report_.data_parallel_size = dp;
+    if (s_.model.global_batch_size && *s_.model.global_batch_size % (s_.model.micro_batch_size * dp) != 0)
+      fail_between("model.global_batch_size",
+                   {"model.global_batch_size", "model.micro_batch_size", "parallel.data_parallel_size", "cluster.nodes"},
+                   "global_batch_size " + str(*s_.model.global_batch_size) +
+                       " is not divisible by micro_batch_size x data_parallel_size = " +
+                       str(s_.model.micro_batch_size) + " x " + str(dp) + " (Megatron asserts this)",
+                   "use a multiple of " + str(s_.model.micro_batch_size * dp));
+    if (s_.training.fp8 && c.gpu.peak_fp8_flops_per_s <= 0)
+      fail("training.fp8", "the GPU " + c.gpu.name + " has no FP8 tensor-core rate",
+           "set training.fp8: false, or give cluster.gpu.peak_fp8_TFLOP_per_s");
+    // Where the a2a groups land: a block of TP*A consecutive global ranks (default order).
+    const int64_t tp = p.tensor_model_parallel_size;
+    for (CpCommType t : p.distinct_cp_comm_types()) {
+      int64_t a = 1;
+      if (t == CpCommType::a2a) a = p.context_parallel_size;
+      if (t == CpCommType::a2a_p2p) a = (*p.hierarchical_context_parallel_sizes)[0];
+      if (a > 1 && (tp * a > c.gpus_per_node || c.gpus_per_node % (tp * a) != 0))
+        report_.warnings.push_back(
+            "cp_comm_type " + to_string(t) + ": TP*A = " + str(tp) + "*" + str(a) + " = " + str(tp * a) +
+            " does not divide the " + str(c.gpus_per_node) +
+            " GPUs per node, so some a2a groups span nodes and the all-to-all crosses the network; prefer TP*A "
+            "dividing " + str(c.gpus_per_node));
+    }
+  }
+
+  const Scenario& s_;
+  ValidationScope scope_;
+  ValidationReport report_;
+};
+
+}  // namespace
+
+ValidationReport validate_scenario(const Scenario& scenario, ValidationScope scope) {
+  return Validator(scenario, scope).run();
+}
+
+}  // namespace hcpsim

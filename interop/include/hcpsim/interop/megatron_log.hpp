@@ -1,0 +1,111 @@
+#pragma once
+/// Reading a Megatron-LM training log and checking what it reports about hierarchical context parallelism and
+/// throughput. Formats (learned from Megatron-LM, never copied):
+///  - megatron/training/arguments.py validate_args prints, on rank 0,
+///    `using world size: W, data-parallel size: D, context-parallel size: C, hierarchical context-parallel sizes: H`
+///    directly followed (no separator) by `tensor-model-parallel size: T, ..., pipeline-model-parallel size: P, ...`;
+///    H is Python's repr (`None` or `[8, 2]`). Older releases print only world, data, tensor and pipeline sizes.
+///  - arguments.py _print_args prints `------------------------ arguments ------------------------`, one
+///    `  name ....... value` line per argument (dots pad the name to 48 characters; values are Python's str()),
+///    and `-------------------- end of arguments ---------------------`.
+///  - megatron/training/training.py training_log prints per logged iteration
+///    ` [date time] iteration N/ M | ... | throughput per GPU (TFLOP/s/GPU): X | ...` (with --log-throughput).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hcpsim/interop/megatron_import.hpp"
+
+namespace hcpsim {
+
+/// The parallel sizes of the `using world size: ...` line.
+struct WorldSizeReport {
+  int line = 0;  ///< 1-based
+  int64_t world_size = 0;
+  int64_t data_parallel_size = 0;
+  std::optional<int64_t> context_parallel_size;            ///< absent in releases before CP
+  bool reports_hierarchical = false;                       ///< the line has a hierarchical sizes field
+  std::optional<std::vector<int64_t>> hierarchical_sizes;  ///< absent when the field reads None
+  int64_t tensor_model_parallel_size = 1;
+  int64_t pipeline_model_parallel_size = 1;
+};
+
+/// One iteration line that reports throughput.
+struct ThroughputReport {
+  int line = 0;
+  int64_t iteration = 0;
+  double tflops_per_gpu = 0;  ///< TFLOP/s per GPU as Megatron printed it (model FLOPs / iteration time)
+  std::optional<double> elapsed_ms;             ///< `elapsed time per iteration (ms): X` of the same line
+  std::optional<int64_t> global_batch_size;     ///< `global batch size: N` of the same line
+};
+
+/// What hcpsim reads from a training log.
+struct MegatronLog {
+  std::string path;                      ///< as the user named it
+  std::optional<WorldSizeReport> world;  ///< the first world-size line
+  std::vector<MegatronArg> arguments;    ///< the arguments block (names as printed; values as printed)
+  int arguments_begin_line = 0;          ///< 0 when the log has no arguments block
+  int arguments_end_line = 0;
+  std::vector<ThroughputReport> throughput;
+  std::optional<std::string> gpu_name;  ///< "H100" / "H200" / "A100" / "B200" when a line names the GPU
+  int gpu_line = 0;
+  /// The tokenizer's vocabulary, from "> padded vocab (size: N) with K dummy tokens (new size: M)" (the N; Megatron
+  /// pads it again itself). Absent when no such line.
+  std::optional<int64_t> padded_vocab_size;
+};
+
+/// Parses a training log held in memory.
+/// @param bytes         the file contents
+/// @param display_name  the path for messages
+/// @throws InputError naming the file and what is missing when it is empty, binary (a NUL byte, or more than 1%
+/// control bytes other than tab, CR, LF, form feed and ANSI escape), has neither an arguments block nor a
+/// world-size line (truncated, or not a Megatron log), or stops inside the arguments block.
+MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name);
+
+/// A problem the log shows, with its evidence line (0 = the file as a whole).
+struct LogFinding {
+  int line = 0;
+  std::string message;
+};
+
+/// The dense bf16 peak a check compares against, and where it came from.
+struct GpuPeak {
+  double tflops = 0;    ///< TFLOP/s per GPU (1e12 FLOP/s)
+  std::string source;   ///< e.g. "H100-SXM5-80GB, from --gpu H100", or the stated assumption
+  bool assumed = false; ///< true when no scenario, option or log line named the GPU
+};
+
+/// Maps a GPU or preset name to a cluster preset name: "H100" / "h100" / "H100-SXM5-80GB" → "dgx-h100", likewise
+/// H200, A100, B200, and a preset name to itself. std::nullopt for anything else.
+std::optional<std::string> preset_of_gpu_name(const std::string& name);
+
+/// (a) Hierarchical CP as configured versus as reported: a2a+p2p without hierarchical_context_parallel_sizes (the
+/// legacy code then builds no hierarchical groups and training silently runs without CP), and hierarchical
+/// sizes in the arguments that the world-size line does not show (None, or a context-parallel size of 1 or
+/// another value). Evidence lines: the cp_comm_type / hierarchical sizes arguments and the world-size line.
+/// @param args  the log's arguments block, interpreted (interpret_megatron_args with log_block = true)
+std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std::optional<MegatronConfig>& args);
+
+/// Factor by which a reported TFLOP/s per GPU may exceed the whole-step model's prediction before it is a finding.
+/// Source: assumption: a roofline step model is expected within ±30% of a healthy run; 1.5x leaves margin, so
+/// only a FLOP count that does not match the work done (e.g. CP switched off) is flagged.
+constexpr double kThroughputModelFactor = 1.5;
+
+/// Factor of the dense bf16 peak allowed when the run uses FP8 (TE fp8 GEMMs).
+/// Source: NVIDIA H100 SXM datasheet: 1979 TFLOP/s dense FP8 vs 989.4 dense BF16 (2x; same ratio on A100 int8,
+/// H200, B200).
+constexpr double kFp8PeakFactor = 2.0;
+
+/// (b) Reported throughput above the GPU's peak: one finding at the first offending iteration, naming how many
+/// iterations exceed `peak.tflops` (times kFp8PeakFactor when `fp8`) and the maximum.
+std::vector<LogFinding> check_throughput_peak(const MegatronLog& log, const GpuPeak& peak, bool fp8);
+
+/// (b) Reported throughput versus the whole-step model: one finding at the first iteration reporting more than
+/// `factor` x `predicted_tflops_per_gpu`. Empty when the prediction is absent (the caller says it was not checked).
+std::vector<LogFinding> check_throughput_vs_model(const MegatronLog& log,
+                                                  std::optional<double> predicted_tflops_per_gpu,
+                                                  double factor = kThroughputModelFactor);
+
+}  // namespace hcpsim

@@ -1,0 +1,360 @@
+#include "hcpsim/interop/megatron_log.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <regex>
+#include <sstream>
+
+#include "hcpsim/config/cluster_spec.hpp"
+
+namespace hcpsim {
+namespace {
+
+std::string display(const std::string& name) { return name == "-" ? "<stdin>" : name; }
+
+// Source: assumption: a text log holds only tabs, CR/LF, form feeds and ANSI colour escapes among the control
+// bytes; more than 1% other control bytes (or any NUL) means a binary file.
+constexpr double kMaxControlByteFraction = 0.01;
+// Bytes inspected for the binary test: enough to see past any text header of a binary format.
+constexpr size_t kBinaryProbeBytes = 65536;
+
+std::string fmt1(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::optional<int64_t> field(const std::string& line, const std::string& key) {
+  // The key must not be the tail of a longer key ("encoder-tensor-model-parallel size").
+  size_t pos = 0;
+  while ((pos = line.find(key + ": ", pos)) != std::string::npos) {
+    if (pos == 0 || line[pos - 1] != '-') {
+      size_t p = pos + key.size() + 2;
+      size_t e = p;
+      while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
+      if (e > p) return std::stoll(line.substr(p, e - p));
+      return std::nullopt;
+    }
+    pos += key.size();
+  }
+  return std::nullopt;
+}
+
+std::optional<WorldSizeReport> world_line(const std::string& line, int number) {
+  const auto at = line.find("using world size: ");
+  if (at == std::string::npos) return std::nullopt;
+  const std::string s = line.substr(at);
+  WorldSizeReport r;
+  r.line = number;
+  auto w = field(s, "using world size");
+  auto d = field(s, "data-parallel size");
+  if (!w || !d) return std::nullopt;
+  r.world_size = *w;
+  r.data_parallel_size = *d;
+  r.context_parallel_size = field(s, "context-parallel size");
+  if (auto t = field(s, "tensor-model-parallel size")) r.tensor_model_parallel_size = *t;
+  if (auto p = field(s, "pipeline-model-parallel size")) r.pipeline_model_parallel_size = *p;
+  const std::string hkey = "hierarchical context-parallel sizes: ";
+  const auto h = s.find(hkey);
+  if (h != std::string::npos) {
+    r.reports_hierarchical = true;
+    const std::string rest = s.substr(h + hkey.size());
+    if (!rest.empty() && rest[0] == '[') {
+      const auto close = rest.find(']');
+      if (close != std::string::npos) {
+        std::vector<int64_t> sizes;
+        std::stringstream in(rest.substr(1, close - 1));
+        std::string item;
+        while (std::getline(in, item, ',')) {
+          try {
+            sizes.push_back(std::stoll(item));
+          } catch (const std::exception&) {
+            sizes.clear();
+            break;
+          }
+        }
+        if (!sizes.empty()) r.hierarchical_sizes = sizes;
+      }
+    }
+  }
+  return r;
+}
+
+/// `  name ....... value` (dots may be absent for names of 48+ characters).
+bool argument_line(const std::string& line, int number, MegatronArg& out) {
+  static const std::regex re(R"((?:^|\s)([A-Za-z_][A-Za-z0-9_]*) (\.*) ?(.*)$)");
+  std::smatch m;
+  if (!std::regex_search(line, m, re)) return false;
+  if (m[2].length() == 0 && m[3].length() == 0) return false;
+  out.name = m[1].str();
+  out.flag = out.name;
+  std::string v = m[3].str();
+  while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
+  out.values = {v};
+  out.line = number;
+  out.column = static_cast<int>(m.position(1)) + 1;
+  return true;
+}
+
+std::optional<ThroughputReport> throughput_line(const std::string& line, int number) {
+  const std::string key = "throughput per GPU (TFLOP/s/GPU): ";
+  const auto at = line.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  ThroughputReport r;
+  r.line = number;
+  try {
+    size_t used = 0;
+    r.tflops_per_gpu = std::stod(line.substr(at + key.size()), &used);
+    if (used == 0) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  // Megatron's training_log: "elapsed time per iteration (ms): 7450.2 | ... | global batch size:    64 |".
+  auto number_after = [&](const std::string& k) -> std::optional<double> {
+    const auto pos = line.find(k);
+    if (pos == std::string::npos) return std::nullopt;
+    try {
+      size_t used = 0;
+      const double v = std::stod(line.substr(pos + k.size()), &used);
+      if (used == 0 || !(v > 0)) return std::nullopt;
+      return v;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  r.elapsed_ms = number_after("elapsed time per iteration (ms): ");
+  if (const auto g = number_after("global batch size: ")) r.global_batch_size = static_cast<int64_t>(*g);
+  const auto it = line.find("iteration ");
+  if (it != std::string::npos) {
+    size_t p = it + 10;
+    while (p < line.size() && line[p] == ' ') ++p;
+    size_t e = p;
+    while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
+    if (e > p) r.iteration = std::stoll(line.substr(p, e - p));
+  }
+  return r;
+}
+
+std::optional<std::string> gpu_named(const std::string& line) {
+  for (const char* g : {"H100", "H200", "A100", "B200"}) {
+    const auto at = line.find(g);
+    if (at == std::string::npos) continue;
+    const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(line[at - 1]));
+    const size_t end = at + 4;
+    const bool right = end >= line.size() || !std::isdigit(static_cast<unsigned char>(line[end]));
+    if (left && right) return std::string(g);
+  }
+  return std::nullopt;
+}
+
+void check_text(const std::string& bytes, const std::string& file) {
+  SourceLoc where;
+  where.file = display(file);
+  if (bytes.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(where, "", bytes.empty() ? "empty file" : "the file holds only blank lines",
+                     "pass the text log of a Megatron training run (stdout/stderr of rank 0)");
+  const size_t n = std::min(bytes.size(), kBinaryProbeBytes);
+  size_t control = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == 0)
+      throw InputError(where, "", "binary file (NUL byte at offset " + std::to_string(i) + "), not a text log",
+                       "pass the text log of a Megatron training run (stdout/stderr of rank 0), not a checkpoint, "
+                       "trace or compressed file");
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != 0x1b) ++control;
+  }
+  if (static_cast<double>(control) > kMaxControlByteFraction * static_cast<double>(n))
+    throw InputError(where, "", "binary file (" + std::to_string(control) + " control bytes in the first " +
+                                    std::to_string(n) + "), not a text log",
+                     "pass the text log of a Megatron training run (stdout/stderr of rank 0)");
+}
+
+const MegatronArg* find_arg(const MegatronLog& log, const std::string& name) {
+  const MegatronArg* found = nullptr;
+  for (const auto& a : log.arguments)
+    if (a.name == name) found = &a;
+  return found;
+}
+
+}  // namespace
+
+MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name) {
+  check_text(bytes, display_name);
+  MegatronLog log;
+  log.path = display_name;
+  std::istringstream in(bytes);
+  std::string line;
+  int number = 0;
+  bool in_args = false;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (in_args) {
+      if (line.find("-- end of arguments --") != std::string::npos) {
+        in_args = false;
+        log.arguments_end_line = number;
+        continue;
+      }
+      MegatronArg a;
+      if (argument_line(line, number, a)) log.arguments.push_back(std::move(a));
+      continue;
+    }
+    if (log.arguments_begin_line == 0 && line.find("-- arguments --") != std::string::npos) {
+      in_args = true;
+      log.arguments_begin_line = number;
+      continue;
+    }
+    if (!log.world) log.world = world_line(line, number);
+    if (auto t = throughput_line(line, number)) log.throughput.push_back(*t);
+    if (!log.padded_vocab_size) {
+      const auto at = line.find("padded vocab (size: ");
+      if (at != std::string::npos) {
+        try {
+          log.padded_vocab_size = std::stoll(line.substr(at + 20));
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    if (!log.gpu_name) {
+      if (auto g = gpu_named(line)) {
+        log.gpu_name = g;
+        log.gpu_line = number;
+      }
+    }
+  }
+  SourceLoc where;
+  where.file = display(display_name);
+  if (in_args) {
+    where.line = log.arguments_begin_line;
+    where.column = 1;
+    throw InputError(where, "", "truncated log: the arguments block that starts here has no "
+                                "'-------------------- end of arguments ---------------------' line",
+                     "pass the whole log (the run may have been cut off, or the file copied while being written)");
+  }
+  if (log.arguments_begin_line == 0 && !log.world)
+    throw InputError(where, "",
+                     "truncated or not a Megatron training log: no arguments block "
+                     "('------------------------ arguments ------------------------') and no "
+                     "'using world size: ...' line",
+                     "pass the rank-0 log of a Megatron-LM run from its start (arguments.py prints both "
+                     "before training)");
+  return log;
+}
+
+std::optional<std::string> preset_of_gpu_name(const std::string& name) {
+  std::string n;
+  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& p : cluster_preset_names())
+    if (n == p) return p;
+  for (const char* g : {"h100", "h200", "a100", "b200"}) {
+    if (n.rfind(g, 0) == 0 && (n.size() == 4 || !std::isdigit(static_cast<unsigned char>(n[4]))))
+      return std::string("dgx-") + g;
+    if (n.rfind(std::string("nvidia ") + g, 0) == 0) return std::string("dgx-") + g;
+  }
+  return std::nullopt;
+}
+
+std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std::optional<MegatronConfig>& args) {
+  std::vector<LogFinding> out;
+  const std::string file = display(log.path);
+  const auto& w = log.world;
+  auto where = [&](int line) { return file + ":" + std::to_string(line); };
+  if (args) {
+    const bool a2a_p2p =
+        std::find(args->cp_comm_type.begin(), args->cp_comm_type.end(), "a2a+p2p") != args->cp_comm_type.end();
+    const MegatronArg* type_arg = find_arg(log, "cp_comm_type");
+    const int type_line = type_arg ? type_arg->line : 0;
+    if (a2a_p2p && !args->hierarchical_context_parallel_sizes) {
+      std::string evidence;
+      if (w && w->reports_hierarchical && !w->hierarchical_sizes)
+        evidence = "; the world-size line (" + where(w->line) + ") reports hierarchical context-parallel sizes: None";
+      out.push_back({type_line,
+                     "cp_comm_type a2a+p2p is configured without hierarchical_context_parallel_sizes: Megatron builds "
+                     "no hierarchical groups, TE receives cp_group=None and training silently runs WITHOUT context "
+                     "parallelism (each rank attends only to its own chunks)" + evidence +
+                         "; fix: set --hierarchical-context-parallel-sizes A P with A*P = context_parallel_size " +
+                         std::to_string(args->context_parallel_size)});
+    }
+    if (a2a_p2p && args->hierarchical_context_parallel_sizes && w) {
+      const MegatronArg* sizes_arg = find_arg(log, "hierarchical_context_parallel_sizes");
+      const std::string configured = list_text(*args->hierarchical_context_parallel_sizes) + " (" +
+                                     where(sizes_arg ? sizes_arg->line : type_line) + ")";
+      std::string missing;
+      if (w->reports_hierarchical && !w->hierarchical_sizes) missing = "hierarchical context-parallel sizes: None";
+      else if (w->context_parallel_size && *w->context_parallel_size == 1) missing = "context-parallel size: 1";
+      else if (w->context_parallel_size && *w->context_parallel_size != args->context_parallel_size)
+        missing = "context-parallel size: " + std::to_string(*w->context_parallel_size);
+      else if (w->hierarchical_sizes && *w->hierarchical_sizes != *args->hierarchical_context_parallel_sizes)
+        missing = "hierarchical context-parallel sizes: " + list_text(*w->hierarchical_sizes);
+      if (!missing.empty())
+        out.push_back({w->line, "hierarchical context parallelism is configured (cp_comm_type a2a+p2p, "
+                                "hierarchical_context_parallel_sizes " + configured +
+                                    ") but the world-size line reports " + missing +
+                                    ": the hierarchical groups were not built as configured; fix: check that the "
+                                    "launch passes --hierarchical-context-parallel-sizes to this Megatron version"});
+    }
+    if (w && w->context_parallel_size && args->context_parallel_size > 1 && *w->context_parallel_size == 1 &&
+        !a2a_p2p) {
+      out.push_back({w->line, "context_parallel_size " + std::to_string(args->context_parallel_size) +
+                                  " in the arguments but the world-size line reports context-parallel size: 1"});
+    }
+  }
+  return out;
+}
+
+std::vector<LogFinding> check_throughput_peak(const MegatronLog& log, const GpuPeak& peak, bool fp8) {
+  std::vector<LogFinding> out;
+  const double limit = fp8 ? peak.tflops * kFp8PeakFactor : peak.tflops;
+  const ThroughputReport* first = nullptr;
+  const ThroughputReport* max = nullptr;
+  size_t count = 0;
+  for (const auto& t : log.throughput) {
+    if (t.tflops_per_gpu <= limit) continue;
+    ++count;
+    if (!first) first = &t;
+    if (!max || t.tflops_per_gpu > max->tflops_per_gpu) max = &t;
+  }
+  if (!first) return out;
+  std::string msg = "reported throughput per GPU " + fmt1(first->tflops_per_gpu) + " TFLOP/s (iteration " +
+                    std::to_string(first->iteration) + ") exceeds the dense " + (fp8 ? "FP8" : "bf16") +
+                    " peak of the GPU, " + fmt1(limit) + " TFLOP/s (" + peak.source + ")";
+  msg += "; " + std::to_string(count) + " of " + std::to_string(log.throughput.size()) +
+         " reporting iterations are above it, max " + fmt1(max->tflops_per_gpu) + " at " + display(log.path) + ":" +
+         std::to_string(max->line);
+  msg += ". Megatron counts the FLOPs of the configured model, so the GPUs did less work than configured "
+         "(e.g. attention without context parallelism) or the FLOP count is wrong";
+  out.push_back({first->line, msg});
+  return out;
+}
+
+std::vector<LogFinding> check_throughput_vs_model(const MegatronLog& log,
+                                                  std::optional<double> predicted_tflops_per_gpu, double factor) {
+  std::vector<LogFinding> out;
+  if (!predicted_tflops_per_gpu || *predicted_tflops_per_gpu <= 0) return out;
+  const double limit = factor * *predicted_tflops_per_gpu;
+  size_t count = 0;
+  const ThroughputReport* first = nullptr;
+  for (const auto& t : log.throughput) {
+    if (t.tflops_per_gpu <= limit) continue;
+    ++count;
+    if (!first) first = &t;
+  }
+  if (!first) return out;
+  char factor_text[32];
+  std::snprintf(factor_text, sizeof factor_text, "%.2g", factor);
+  out.push_back({first->line, "reported throughput per GPU " + fmt1(first->tflops_per_gpu) + " TFLOP/s (iteration " +
+                                  std::to_string(first->iteration) + ") is more than " + factor_text +
+                                  "x the whole-step model's " + fmt1(*predicted_tflops_per_gpu) + " TFLOP/s (" +
+                                  std::to_string(count) + " of " + std::to_string(log.throughput.size()) +
+                                  " reporting iterations); the run did less work than configured"});
+  return out;
+}
+
+}  // namespace hcpsim

@@ -1,0 +1,451 @@
+#include "hcpsim/plan/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/sim/topology.hpp"
+#include "hcpsim/config/validation.hpp"
+#include "hcpsim/io/xml.hpp"
+#include "hcpsim/sim/trace_writer.hpp"
+
+namespace hcpsim::sim {
+namespace {
+
+std::string label_of(CpCommType t, int64_t a, int64_t p, int64_t tp) {
+  if (t == CpCommType::a2a_p2p) return fmt::format("a2a+p2p [{},{}] TP{}", a, p, tp);
+  return fmt::format("{} TP{}", to_string(t), tp);
+}
+
+std::string time_text(TimePs ps) {
+  const double s = static_cast<double>(ps) * 1e-12;
+  if (s >= 1) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.3f} us", s * 1e6);
+}
+
+std::string gb_text(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
+
+/// Labels, layout and placement facts of option `t` of a validated scenario (no simulation).
+PlanOption describe(const Scenario& s, CpCommType t, int64_t dp) {
+  PlanOption o;
+  o.cp_comm_type = t;
+  o.tp = s.parallel.tensor_model_parallel_size;
+  o.cp = s.parallel.context_parallel_size;
+  o.data_parallel_size = dp;
+  const CpLayout layout = cp_layout_for(s, t);
+  o.a2a_size = layout.a2a_size();
+  o.p2p_size = layout.p2p_size();
+  o.label = label_of(t, o.a2a_size, o.p2p_size, o.tp);
+  o.has_a2a = o.a2a_size > 1 && (t == CpCommType::a2a || t == CpCommType::a2a_p2p);
+  if (o.has_a2a) {
+    ParallelSizes sizes;
+    sizes.tp = o.tp;
+    sizes.cp = o.cp;
+    sizes.dp = dp;
+    sizes.pp = s.parallel.pipeline_model_parallel_size;
+    const auto place = place_cp_group(s.parallel.order, sizes, s.cluster.gpus_per_node);
+    o.a2a_intra_node = true;
+    for (int64_t p = 0; p < o.p2p_size; ++p) {
+      std::set<int64_t> nodes;
+      for (int64_t g : layout.a2a_group(p)) nodes.insert(place[static_cast<size_t>(g)].node);
+      o.a2a_intra_node = o.a2a_intra_node && nodes.size() == 1;
+    }
+  }
+  return o;
+}
+
+/// The whole step of option `o` (writes step and the per-layer message bytes only).
+void simulate_option_step(const Scenario& s, PlanOption& o) {
+  SimOptions options;
+  options.record_timeline = false;
+  o.step = simulate_step(s, o.cp_comm_type, o.data_parallel_size, Topology::from_cluster(s.cluster), options);
+  for (Phase ph : {Phase::forward, Phase::backward}) {
+    o.intra_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::intra_node).bytes;
+    o.inter_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::inter_node).bytes;
+  }
+}
+
+/// The attention layer alone of option `o`, as `simulate` times it (writes the attention_* fields only).
+void simulate_option_attention(const Scenario& s, PlanOption& o) {
+  const CpCommType t = o.cp_comm_type;
+  const CpLayout layout = cp_layout_for(s, t);
+  const Topology topology = Topology::from_cluster(s.cluster);
+  SimOptions options;
+  options.record_timeline = false;
+  ParallelSizes sizes;
+  sizes.tp = o.tp;
+  sizes.cp = o.cp;
+  sizes.dp = o.data_parallel_size;
+  sizes.pp = s.parallel.pipeline_model_parallel_size;
+  const auto place = place_cp_group(s.parallel.order, sizes, s.cluster.gpus_per_node);
+  std::vector<int64_t> gpus;
+  for (const auto& p : place) gpus.push_back(p.global_rank);
+  const AttentionShape shape = attention_shape(s);
+  SimResult attn;
+  bool done = false;
+  if (symmetry_reduction_blocker(t, o.a2a_size, o.p2p_size, s.cluster, gpus).empty()) {
+    SimOptions reduced = options;
+    reduced.symmetry_reduction = true;
+    attn = simulate(build_schedule_ranks(t, layout, shape, symmetry_representatives(o.a2a_size, o.p2p_size)), s.cluster,
+                    topology, gpus, reduced);
+    done = attn.symmetry_exact;
+  }
+  if (!done) attn = simulate(build_schedule(t, layout, shape), s.cluster, topology, gpus, options);
+  o.attention_forward_ps = attn.forward_ps;
+  o.attention_backward_ps = attn.backward_ps;
+  for (const RankStats& r : attn.ranks) o.attention_exposed_comm_ps = std::max(o.attention_exposed_comm_ps, r.exposed_comm_ps);
+}
+
+/// Runs the two simulations of every option on up to `threads` threads. Every simulation is independent and
+/// writes only its own fields, so the results do not depend on the thread count or on scheduling.
+void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads) {
+  const size_t tasks = 2 * options.size();
+  // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
+  auto cost_rank = [&](size_t option) {
+    const PlanOption& o = options[option];
+    return std::make_tuple(o.cp_comm_type == CpCommType::all_gather ? 0 : 1, -o.p2p_size, option);
+  };
+  std::vector<size_t> order(tasks);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return cost_rank(x / 2) < cost_rank(y / 2); });
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(tasks);
+  auto worker = [&] {
+    for (size_t k = next++; k < tasks; k = next++) {
+      const size_t i = order[k];
+      try {
+        if (i % 2 == 0) simulate_option_step(scenarios[i / 2], options[i / 2]);
+        else simulate_option_attention(scenarios[i / 2], options[i / 2]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t n = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1));
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < n; ++k) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);  // the first failure in task order
+}
+
+std::string explain(const PlanResult& r) {
+  if (r.ranked.empty()) return "no option is legal for this scenario; see the dropped options below";
+  const PlanOption& w = r.ranked[0];
+  const StepResult& ws = w.step;
+  if (r.objective == PlanRequest::Objective::memory) {
+    if (r.ranked.size() == 1)
+      return fmt::format("{} is the only legal option: {} per GPU, {} per iteration", w.label,
+                         gb_text(ws.memory.total_bytes), time_text(ws.step_ps));
+    const PlanOption& ru = r.ranked[1];
+    return fmt::format("{} needs the least memory per GPU, {} ({} activations), against {} for the runner-up {}; "
+                       "it takes {} per iteration",
+                       w.label, gb_text(ws.memory.total_bytes), gb_text(ws.memory.activations_bytes),
+                       gb_text(ru.step.memory.total_bytes), ru.label, time_text(ws.step_ps));
+  }
+  std::string head = fmt::format("{} wins with {} per iteration ({:.1f} model TFLOP/s per GPU, {} per GPU{})",
+                                 w.label, time_text(ws.step_ps), ws.model_tflops_per_gpu,
+                                 gb_text(ws.memory.total_bytes), ws.memory.fits ? "" : ", but nothing fits");
+  // A faster option that does not fit explains the choice best.
+  for (const auto& o : r.ranked)
+    if (!o.step.memory.fits && o.step.step_ps < ws.step_ps && ws.memory.fits)
+      return head + fmt::format("; the faster {} ({}) does not fit: it needs {} of {}", o.label,
+                                time_text(o.step.step_ps), gb_text(o.step.memory.total_bytes),
+                                gb_text(o.step.memory.capacity_bytes));
+  if (r.ranked.size() == 1) return head + "; it is the only legal option";
+  const PlanOption& ru = r.ranked[1];
+  const double pct = 100.0 * static_cast<double>(ru.step.step_ps - ws.step_ps) / static_cast<double>(ws.step_ps);
+  // Below 1% the two are a tie within what the cost model can tell apart (assumed efficiencies, no jitter).
+  const std::string slower = pct < 1.0 ? fmt::format("is only {:.1f}% slower, a tie within the model's accuracy", pct)
+                                       : fmt::format("is {:.1f}% slower", pct);
+  const bool network = ru.inter_node_bytes_per_layer > 0 || w.inter_node_bytes_per_layer > 0;
+  const std::string bytes = network ? fmt::format(" ({} against {} cross the network per layer)",
+                                                  gb_text(static_cast<double>(ru.inter_node_bytes_per_layer)),
+                                                  gb_text(static_cast<double>(w.inter_node_bytes_per_layer)))
+                                    : std::string(" (all of it on NVLink)");
+  if (ru.step.layer_exposed_comm_ps > ws.layer_exposed_comm_ps)
+    return head + fmt::format("; the runner-up {} {}: its layer exposes {} of communication against {}{}", ru.label,
+                              slower, time_text(ru.step.layer_exposed_comm_ps), time_text(ws.layer_exposed_comm_ps),
+                              bytes);
+  return head + fmt::format("; the runner-up {} {}: its layer computes for longer ({} against {} forward + backward) "
+                            "although it exposes no more communication",
+                            ru.label, slower, time_text(ru.step.layer_forward_ps + ru.step.layer_backward_ps),
+                            time_text(ws.layer_forward_ps + ws.layer_backward_ps));
+}
+
+/// A "nice" axis step (1, 2 or 5 × 10^k) giving about four intervals up to `vmax`.
+double nice_step(double vmax) {
+  const double raw = vmax / 4;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+}  // namespace
+
+double DiffRow::relative() const {
+  if (a == b) return 0;
+  return a == 0 ? std::numeric_limits<double>::infinity() : std::fabs(b - a) / std::fabs(a);
+}
+
+PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
+  parameter_counts(scenario);  // the whole step needs model.vocab_size: fail before any work
+  const SourceLoc cmd{};
+  if (request.cp && request.gpus)
+    throw InputError(cmd, "--cp", "--cp and --gpus both given", "give one: --cp N fixes CP, --gpus N fixes TP*CP*PP");
+  if (request.cp && *request.cp < 1) throw InputError(cmd, "--cp", "must be at least 1", "give a positive CP size");
+  if (request.gpus && *request.gpus < 1) throw InputError(cmd, "--gpus", "must be at least 1", "give a positive count");
+  std::vector<int64_t> tps = request.tp;
+  if (tps.empty()) tps.push_back(scenario.parallel.tensor_model_parallel_size);
+  for (int64_t t : tps)
+    if (t < 1) throw InputError(cmd, "--tp", "every TP size must be at least 1", "give e.g. --tp 1,2,4");
+  std::sort(tps.begin(), tps.end());
+  tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
+
+  PlanResult result;
+  result.objective = request.objective;
+  // One global batch for every option, so step times compare the same work: the scenario's, or else
+  // micro_batch_size x the least common multiple of the options' data-parallel sizes (each divides it).
+  int64_t dp_lcm = 1;
+  for (int64_t tp : tps) {
+    const int64_t model_gpus = request.gpus ? *request.gpus
+                                            : tp * request.cp.value_or(scenario.parallel.context_parallel_size) *
+                                                  scenario.parallel.pipeline_model_parallel_size;
+    if (request.gpus && *request.gpus % (tp * scenario.parallel.pipeline_model_parallel_size) != 0) continue;
+    int64_t world = scenario.cluster.world_size();
+    if (request.gpus && scenario.cluster.topology.vertices.empty())
+      world = std::max(world, (model_gpus + scenario.cluster.gpus_per_node - 1) / scenario.cluster.gpus_per_node *
+                                  scenario.cluster.gpus_per_node);
+    const int64_t dp = scenario.parallel.data_parallel_size.value_or(model_gpus > 0 && world % model_gpus == 0
+                                                                          ? std::max<int64_t>(1, world / model_gpus)
+                                                                          : 1);
+    dp_lcm = std::lcm(dp_lcm, dp);
+  }
+  result.global_batch_size = scenario.model.global_batch_size.value_or(scenario.model.micro_batch_size * dp_lcm);
+  const int64_t pp = scenario.parallel.pipeline_model_parallel_size;
+  bool any_cp = false;
+  std::vector<Scenario> legal;  // one per entry of result.ranked, before ranking
+  for (int64_t tp : tps) {
+    int64_t cp = request.cp.value_or(scenario.parallel.context_parallel_size);
+    if (request.gpus) {
+      if (*request.gpus % (tp * pp) != 0) {
+        PlanOption d;
+        d.tp = tp;
+        d.label = fmt::format("TP{}", tp);
+        d.dropped_reason = fmt::format("--gpus {} is not divisible by TP*PP = {}", *request.gpus, tp * pp);
+        result.dropped.push_back(d);
+        continue;
+      }
+      cp = *request.gpus / (tp * pp);
+    }
+    any_cp = true;
+    std::vector<std::pair<CpCommType, int64_t>> candidates;  // (type, A)
+    candidates.emplace_back(CpCommType::p2p, 1);
+    if (cp > 1) {
+      candidates.emplace_back(CpCommType::a2a, cp);
+      candidates.emplace_back(CpCommType::all_gather, 1);
+      for (int64_t a = 1; a <= cp; ++a)
+        if (cp % a == 0) candidates.emplace_back(CpCommType::a2a_p2p, a);
+    }
+    for (const auto& [type, a] : candidates) {
+      PlanOption o;
+      o.cp_comm_type = type;
+      o.tp = tp;
+      o.cp = cp;
+      o.a2a_size = type == CpCommType::a2a ? cp : a;
+      o.p2p_size = type == CpCommType::a2a ? 1 : (type == CpCommType::a2a_p2p ? cp / a : cp);
+      o.label = label_of(type, o.a2a_size, o.p2p_size, tp);
+      if (type == CpCommType::a2a_p2p && (a == 1 || a == cp)) {
+        o.dropped_reason = a == 1 ? "[1, CP] runs as plain p2p in TE (see the p2p option)"
+                                  : "[CP, 1] runs as plain a2a in TE (see the a2a option)";
+        result.dropped.push_back(o);
+        continue;
+      }
+      Scenario c = scenario;
+      c.model.global_batch_size = result.global_batch_size;
+      c.parallel.tensor_model_parallel_size = tp;
+      c.parallel.context_parallel_size = cp;
+      c.parallel.cp_comm_type = {type};
+      c.parallel.hierarchical_context_parallel_sizes.reset();
+      if (type == CpCommType::a2a_p2p) c.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{a, cp / a};
+      if (request.gpus && c.cluster.topology.vertices.empty())
+        c.cluster.nodes = std::max(c.cluster.nodes, (*request.gpus + c.cluster.gpus_per_node - 1) / c.cluster.gpus_per_node);
+      ValidationReport report;
+      try {
+        report = validate_scenario(c, ValidationScope::placement);
+      } catch (const InputError& e) {
+        o.dropped_reason = e.key() + ": " + e.problem();
+        result.dropped.push_back(o);
+        continue;
+      }
+      legal.push_back(c);
+      result.ranked.push_back(describe(c, type, report.data_parallel_size));
+    }
+  }
+  simulate_options(legal, result.ranked, request.threads > 0 ? request.threads
+                                                               : static_cast<int>(std::thread::hardware_concurrency()));
+  if (!any_cp)
+    throw InputError(cmd, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
+                     "give a GPU count divisible by TP*PP");
+  result.nothing_fits = std::none_of(result.ranked.begin(), result.ranked.end(),
+                                     [](const PlanOption& o) { return o.step.memory.fits; });
+  auto key = [&](const PlanOption& o) {
+    if (request.objective == PlanRequest::Objective::memory)
+      return std::make_tuple(0, o.step.memory.total_bytes, static_cast<double>(o.step.step_ps), o.label);
+    return std::make_tuple(o.step.memory.fits ? 0 : 1, static_cast<double>(o.step.step_ps), o.step.memory.total_bytes,
+                           o.label);
+  };
+  std::sort(result.ranked.begin(), result.ranked.end(),
+            [&](const PlanOption& x, const PlanOption& y) { return key(x) < key(y); });
+  for (size_t i = 0; i < result.ranked.size(); ++i) result.ranked[i].rank = static_cast<int>(i + 1);
+  result.explanation = explain(result);
+  return result;
+}
+
+std::string plan_svg(const PlanResult& r, const std::string& title) {
+  const double bar_w = 18, gap = 34, left = 70, top = 90, plot_h = 260;
+  const double group_w = 3 * bar_w + gap;
+  const double width = std::max(640.0, left + 20 + std::max<double>(1, static_cast<double>(r.ranked.size())) * group_w);
+  const double height = top + plot_h + 120;
+  double vmax = 0;
+  for (const auto& o : r.ranked)
+    vmax = std::max({vmax, static_cast<double>(o.step.layer_forward_ps), static_cast<double>(o.step.layer_backward_ps),
+                     static_cast<double>(o.step.layer_exposed_comm_ps)});
+  vmax = vmax > 0 ? vmax * 1e-9 : 1;  // ms
+  const double tick = nice_step(vmax);
+  const int ticks = static_cast<int>(std::ceil(vmax / tick - 1e-9));
+  vmax = tick * ticks;
+  std::string svg;
+  svg += fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
+      "width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" font-family=\"sans-serif\">\n",
+      width, height, width, height);
+  svg += fmt::format("<title>{}</title>\n", xml_escape(title));
+  svg += "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  svg += fmt::format("<text x=\"{:.0f}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n", left,
+                     xml_escape(title));
+  svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"11\" fill=\"#444444\">bars: one layer of one "
+                     "micro-batch; above each group: rank, time per iteration, model TFLOP/s per GPU, memory per GPU "
+                     "(red: does not fit)</text>\n",
+                     left, top + plot_h + 108);
+  const char* colors[3] = {"#4c72b0", "#dd8452", "#c44e52"};
+  const char* names[3] = {"layer forward (ms)", "layer backward (ms)", "exposed comm per layer (ms)"};
+  for (int i = 0; i < 3; ++i) {
+    const double x = left + i * 190.0;
+    svg += fmt::format("<rect x=\"{:.0f}\" y=\"34\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+                       "<text x=\"{:.0f}\" y=\"45\" font-size=\"12\">{}</text>\n",
+                       x, colors[i], x + 16, names[i]);
+  }
+  // Axis and grid: 4 ticks.
+  svg += fmt::format("<line x1=\"{0:.0f}\" y1=\"{1:.0f}\" x2=\"{0:.0f}\" y2=\"{2:.0f}\" stroke=\"black\"/>\n", left, top,
+                     top + plot_h);
+  svg += fmt::format("<line x1=\"{0:.0f}\" y1=\"{1:.0f}\" x2=\"{2:.0f}\" y2=\"{1:.0f}\" stroke=\"black\"/>\n", left,
+                     top + plot_h, width - 10);
+  for (int t = 0; t <= ticks; ++t) {
+    const double y = top + plot_h - plot_h * t / static_cast<double>(ticks);
+    svg += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:g}</text>\n", left - 6,
+                       y + 4, tick * t);
+    if (t > 0)
+      svg += fmt::format("<line x1=\"{:.0f}\" y1=\"{:.1f}\" x2=\"{:.0f}\" y2=\"{:.1f}\" stroke=\"#dddddd\"/>\n", left, y,
+                         width - 10, y);
+  }
+  svg += fmt::format("<text x=\"14\" y=\"{:.0f}\" font-size=\"12\" transform=\"rotate(-90 14 {:.0f})\" "
+                     "text-anchor=\"middle\">ms per layer</text>\n",
+                     top + plot_h / 2, top + plot_h / 2);
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const PlanOption& o = r.ranked[i];
+    const double gx = left + 12 + static_cast<double>(i) * group_w;
+    const double v[3] = {static_cast<double>(o.step.layer_forward_ps) * 1e-9,
+                         static_cast<double>(o.step.layer_backward_ps) * 1e-9,
+                         static_cast<double>(o.step.layer_exposed_comm_ps) * 1e-9};
+    for (int b = 0; b < 3; ++b) {
+      const double h = plot_h * v[b] / vmax;
+      svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.1f}\" fill=\"{}\"/>\n",
+                         gx + b * bar_w, top + plot_h - h, bar_w - 2, h, colors[b]);
+    }
+    const double cx = gx + 1.5 * bar_w;
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\">#{} {:.2f} s/iter</text>\n",
+                       cx, top - 22, o.rank, static_cast<double>(o.step.step_ps) * 1e-12);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">"
+                       "{:.0f} TFLOP/s {:.0f} GB</text>\n",
+                       cx, top - 10, o.step.memory.fits ? "black" : "#c00000", o.step.model_tflops_per_gpu,
+                       o.step.memory.total_bytes / 1e9);
+    svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.0f}\" font-size=\"10\" text-anchor=\"end\" "
+                       "transform=\"rotate(-40 {0:.1f} {1:.0f})\" fill=\"{2}\">{3}{4}</text>\n",
+                       cx, top + plot_h + 14, o.step.memory.fits ? "black" : "#c00000", xml_escape(o.label),
+                       o.step.memory.fits ? "" : " (does not fit)");
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
+  std::vector<DiffRow> rows;
+  auto t = [&](const std::string& group, const std::string& name, TimePs x, TimePs y) {
+    rows.push_back({group, name, "s", static_cast<double>(x) * 1e-12, static_cast<double>(y) * 1e-12});
+  };
+  const StepResult &sa = a.step, &sb = b.step;
+  t("time", "step time", sa.step_ps, sb.step_ps);
+  t("time", "pipeline", sa.pipeline_ps, sb.pipeline_ps);
+  t("time", "layer forward", sa.layer_forward_ps, sb.layer_forward_ps);
+  t("time", "layer backward", sa.layer_backward_ps, sb.layer_backward_ps);
+  t("time", "output layer fwd+bwd", sa.output_layer_forward_ps + sa.output_layer_backward_ps,
+    sb.output_layer_forward_ps + sb.output_layer_backward_ps);
+  t("time", "attention forward", a.attention_forward_ps, b.attention_forward_ps);
+  t("time", "attention backward", a.attention_backward_ps, b.attention_backward_ps);
+  t("time", "optimizer step", sa.optimizer_ps, sb.optimizer_ps);
+  t("comm", "layer exposed comm", sa.layer_exposed_comm_ps, sb.layer_exposed_comm_ps);
+  t("comm", "attention exposed comm", a.attention_exposed_comm_ps, b.attention_exposed_comm_ps);
+  t("comm", "DP grad reduce exposed", sa.dp_grad_reduce_exposed_ps, sb.dp_grad_reduce_exposed_ps);
+  t("comm", "DP param gather exposed", sa.dp_param_gather_exposed_ps, sb.dp_param_gather_exposed_ps);
+  rows.push_back({"time", "model TFLOP/s per GPU", "TFLOP/s", sa.model_tflops_per_gpu, sb.model_tflops_per_gpu});
+  auto m = [&](const std::string& name, double x, double y) { rows.push_back({"memory", "memory: " + name, "GB", x, y}); };
+  m("total", sa.memory.total_bytes, sb.memory.total_bytes);
+  m("weights", sa.memory.weights_bytes, sb.memory.weights_bytes);
+  m("gradients", sa.memory.gradients_bytes, sb.memory.gradients_bytes);
+  m("optimizer", sa.memory.optimizer_bytes, sb.memory.optimizer_bytes);
+  m("activations", sa.memory.activations_bytes, sb.memory.activations_bytes);
+  m("logits + loss", sa.memory.output_layer_activations_bytes, sb.memory.output_layer_activations_bytes);
+  m("CP attention + TP buffers", sa.memory.cp_attention_buffers_bytes, sb.memory.cp_attention_buffers_bytes);
+  m("framework overhead", sa.memory.framework_overhead_bytes, sb.memory.framework_overhead_bytes);
+  for (Phase ph : {Phase::forward, Phase::backward})
+    for (LinkLevel lv : {LinkLevel::intra_node, LinkLevel::inter_node}) {
+      const auto& x = sa.layer.message_totals(ph, lv);
+      const auto& y = sb.layer.message_totals(ph, lv);
+      const std::string base = "layer messages " + to_string(ph) + " " + to_string(lv);
+      rows.push_back({"messages", base + " count", "count", static_cast<double>(x.count), static_cast<double>(y.count)});
+      rows.push_back({"messages", base + " bytes", "B", static_cast<double>(x.bytes), static_cast<double>(y.bytes)});
+    }
+  std::stable_sort(rows.begin(), rows.end(), [](const DiffRow& x, const DiffRow& y) {
+    if (x.relative() != y.relative()) return x.relative() > y.relative();
+    return std::tie(x.group, x.name) < std::tie(y.group, y.name);
+  });
+  return rows;
+}
+
+PlanOption evaluate_scenario(const Scenario& scenario) {
+  parameter_counts(scenario);
+  const ValidationReport report = validate_scenario(scenario, ValidationScope::placement);
+  PlanOption o = describe(scenario, scenario.parallel.cp_comm_type.front(), report.data_parallel_size);
+  simulate_option_step(scenario, o);
+  simulate_option_attention(scenario, o);
+  return o;
+}
+
+}  // namespace hcpsim::sim

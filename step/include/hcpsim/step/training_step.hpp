@@ -1,0 +1,85 @@
+#pragma once
+/// The whole training step: the simulated layer (core/layer_builder.hpp: GEMMs, norms, TP collectives and the CP
+/// attention schedule on every GPU of one TP × CP slice, timed by simulate()), composed into an iteration with
+/// documented closed forms for what one layer does not contain: the output layer and loss, pipeline
+/// parallelism (1F1B bubble), the distributed optimizer's data-parallel collectives and the optimizer step.
+/// Memory per GPU comes from core/training_model.hpp plus the transient buffers the simulator tracked.
+///
+/// Composition (all times per GPU of the slowest stage):
+///   stage_microbatch = L_stage · (layer_forward + layer_backward) + output layer (fwd + bwd)
+///                      + [PP > 1: 2 · activation message between stages]
+///   pipeline        = (m + (PP − 1)/V) · stage_microbatch          (Narayanan et al. 2021, arXiv:2104.04473 §2.2)
+///   step            = pipeline + exposed DP grad reduce-scatter + exposed DP param all-gather + optimizer step
+/// with m = global_batch_size / (micro_batch_size · DP) micro-batches and V virtual stages. The DP collectives
+/// run over the DP·CP ranks that hold the same weights (Megatron's data-parallel group with context parallelism)
+/// as NCCL rings: (n − 1) steps of (latency + bytes/n / bandwidth of the slowest level the ring crosses). With
+/// parallel.overlap_grad_reduce the grad reduce-scatter overlaps the last micro-batch's backward bucket by bucket:
+/// exposed = max(T/L_stage, T − (L_stage − 1) · layer_backward); with parallel.overlap_param_gather the param
+/// all-gather likewise overlaps the first forward; without them (Megatron's defaults) they are fully exposed. Without the distributed optimizer the grads are all-reduced (2× the reduce-scatter) and
+/// nothing is gathered. Limits: the DP traffic is not simulated on the shared links (it can contend with CP
+/// traffic on the NICs in reality), pipeline stages are assumed balanced, and the output layer is timed by
+/// the cost model outside the simulation.
+
+#include <cstdint>
+#include <string>
+
+#include "hcpsim/config/scenario.hpp"
+#include "hcpsim/sim/topology.hpp"
+#include "hcpsim/step/training_model.hpp"
+#include "hcpsim/sim/simulator.hpp"
+
+namespace hcpsim::sim {
+
+/// Everything the whole-step model reports for one cp_comm_type.
+struct StepResult {
+  CpCommType cp_comm_type = CpCommType::p2p;
+  int64_t a2a_size = 1, p2p_size = 1;
+  int64_t data_parallel_size = 1;
+  int64_t world_size = 1;              ///< TP·CP·DP·PP GPUs used
+  int64_t global_batch_size = 1;       ///< samples per iteration
+  int64_t num_microbatches = 1;        ///< m
+  int64_t layers_per_stage = 1;        ///< L_stage = num_layers / PP
+  int64_t virtual_stages = 1;          ///< V
+  SimResult layer;                     ///< the simulated layer (one micro-batch, all TP·CP ranks)
+  TimePs layer_forward_ps = 0;         ///< layer.forward_ps
+  TimePs layer_backward_ps = 0;        ///< layer.total_ps − layer.forward_ps (recompute included)
+  TimePs layer_exposed_comm_ps = 0;    ///< max over ranks of RankStats::exposed_comm_ps of the layer
+  TimePs output_layer_forward_ps = 0;  ///< logits GEMM + loss + embedding lookup, cost model
+  TimePs output_layer_backward_ps = 0;
+  TimePs pp_message_ps = 0;            ///< one activation message between stages (0 when PP = 1)
+  TimePs stage_microbatch_ps = 0;
+  double pipeline_bubble_fraction = 0; ///< (PP − 1) / (V · m)
+  TimePs pipeline_ps = 0;
+  TimePs dp_grad_reduce_ps = 0;        ///< whole reduce-scatter (or all-reduce) of this GPU's gradients
+  TimePs dp_grad_reduce_exposed_ps = 0;
+  TimePs dp_param_gather_ps = 0;       ///< whole all-gather of updated parameters (distributed optimizer)
+  TimePs dp_param_gather_exposed_ps = 0;
+  TimePs optimizer_ps = 0;             ///< Adam update of this GPU's shard (memory-bound)
+  TimePs step_ps = 0;                  ///< time per iteration
+  double tokens_per_s = 0;             ///< global_batch_size · seq_length / step
+  double model_flops = 0;              ///< megatron_model_flops, FlopsConvention::megatron_causal
+  double model_flops_full_attention = 0;  ///< FlopsConvention::megatron_full_attention
+  double model_tflops_per_gpu = 0;     ///< model_flops / (step_s · world_size) / 1e12 (megatron_causal)
+  double model_tflops_per_gpu_full_attention = 0;
+  double mfu = 0;                      ///< model_flops / (step_s · world_size · peak_bf16)
+  double executed_flops_per_gpu = 0;   ///< FLOPs one GPU executes per iteration (recompute and masks included)
+  MemoryBreakdown memory;
+};
+
+/// Simulates the whole training step of `scenario` with `cp_comm_type`.
+/// @param scenario validated with ValidationScope::placement; model.vocab_size must be set.
+/// @param data_parallel_size the resolved DP (ValidationReport::data_parallel_size).
+/// @param topology Topology::from_cluster(scenario.cluster), with every GPU of layer_rank_gpus().
+/// @param options modelling choices of the layer simulation (symmetry_reduction is ignored: TP ranks break it).
+/// @throws InputError when model.vocab_size is missing (training_model.hpp).
+StepResult simulate_step(const Scenario& scenario, CpCommType cp_comm_type, int64_t data_parallel_size,
+                         const Topology& topology, SimOptions options = {});
+
+/// Time of an NCCL ring collective step sequence: (n − 1) · (message_latency + level latency) +
+/// (n − 1)/n · bytes / bandwidth, the level being inter_node when the members span nodes. A reduce-scatter or
+/// all-gather of `bytes` (the full buffer on each GPU); an all-reduce is two of them.
+/// Source: NCCL ring algorithm, busbw = algbw · (n − 1)/n (nccl-tests PERFORMANCE.md).
+/// @param members ≥ 1 GPUs; @param spans_nodes whether they sit on more than one node. @return ps.
+TimePs ring_collective_ps(int64_t members, double bytes, bool spans_nodes, const ClusterSpec& cluster);
+
+}  // namespace hcpsim::sim

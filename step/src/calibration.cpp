@@ -1,0 +1,321 @@
+#include "hcpsim/step/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/core/types.hpp"
+#include "hcpsim/sim/cost_model.hpp"
+
+namespace hcpsim::sim {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, int64_t line, const std::string& key, const std::string& problem,
+                       const std::string& fix) {
+  SourceLoc l;
+  l.file = path;
+  l.line = static_cast<int>(line);
+  throw InputError(l, key, problem, fix);
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::stringstream ss(line);
+  while (std::getline(ss, cell, ',')) {
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
+    size_t b = 0;
+    while (b < cell.size() && cell[b] == ' ') ++b;
+    out.push_back(cell.substr(b));
+  }
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+bool is_elementwise_kind(const std::string& k) {
+  return k == "elementwise" || k == "copy" || k == "lse_merge" || k == "out_correction";
+}
+
+std::string g17(double v) { return fmt::format("{:.17g}", v); }
+
+}  // namespace
+
+std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, 0, "", "cannot open the measured CSV", "check the path");
+  std::string line;
+  int64_t line_no = 0;
+  std::map<std::string, size_t> col;
+  std::vector<MeasuredOp> rows;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find('\0') != std::string::npos)
+      fail(path, line_no, "", "binary data in the measured CSV",
+           "give a per-op CSV with the header op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s");
+    if (line.empty() || line[0] == '#') continue;
+    const auto cells = split(line);
+    if (col.empty()) {
+      for (size_t i = 0; i < cells.size(); ++i) col[cells[i]] = i;
+      for (const char* need : {"op_kind", "measured_s"})
+        if (!col.count(need))
+          fail(path, line_no, need, std::string("the header has no '") + need + "' column",
+               "start the file with a header such as op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,"
+               "measured_s");
+      continue;
+    }
+    auto cell = [&](const char* name) -> std::string {
+      const auto it = col.find(name);
+      return it == col.end() || it->second >= cells.size() ? std::string() : cells[it->second];
+    };
+    auto integer = [&](const char* name) -> int64_t {
+      const std::string c = cell(name);
+      if (c.empty()) return 0;
+      try {
+        size_t used = 0;
+        const long long v = std::stoll(c, &used);
+        if (used != c.size() || v < 0) throw std::invalid_argument(c);
+        return v;
+      } catch (const std::exception&) {
+        fail(path, line_no, name, "'" + c + "' is not a non-negative integer", "write a plain integer");
+      }
+    };
+    auto real = [&](const char* name) -> double {
+      const std::string c = cell(name);
+      if (c.empty()) return 0;
+      try {
+        size_t used = 0;
+        const double v = std::stod(c, &used);
+        if (used != c.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(c);
+        return v;
+      } catch (const std::exception&) {
+        fail(path, line_no, name, "'" + c + "' is not a finite non-negative number", "write e.g. 1.25e-05");
+      }
+    };
+    MeasuredOp op;
+    op.line = line_no;
+    op.op_kind = cell("op_kind");
+    static const char* const kKinds[] = {"attn_fwd_block", "attn_bwd_block", "gemm", "elementwise", "copy",
+                                         "lse_merge", "out_correction", "send_recv", "all_to_all", "all_gather",
+                                         "reduce_scatter", "alloc", "free"};
+    if (std::find(std::begin(kKinds), std::end(kKinds), op.op_kind) == std::end(kKinds))
+      fail(path, line_no, "op_kind", "unknown op_kind '" + op.op_kind + "'",
+           "use an op kind of the schedule IR: attn_fwd_block, attn_bwd_block, gemm, elementwise, copy, lse_merge, "
+           "out_correction (fitted) or send_recv, all_to_all, all_gather, reduce_scatter, alloc, free (skipped)");
+    if (op.op_kind == "alloc" || op.op_kind == "free") continue;  // take no device time
+    if (!cell("dtype").empty()) op.dtype = cell("dtype");
+    op.head_dim = integer("head_dim");
+    op.q_rows = integer("q_rows");
+    op.kv_rows = integer("kv_rows");
+    const std::string c = cell("causal");
+    op.causal = c == "1" || c == "true" || c == "True";
+    op.m = integer("m");
+    op.n = integer("n");
+    op.k = integer("k");
+    op.bytes = integer("bytes");
+    op.flops = real("flops");
+    op.measured_s = real("measured_s");
+    if (op.measured_s <= 0) fail(path, line_no, "measured_s", "must be > 0", "give the measured duration in seconds");
+    rows.push_back(op);
+  }
+  if (col.empty())
+    fail(path, 0, "", "the measured CSV is empty",
+         "give a per-op CSV with the header op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s");
+  if (rows.empty()) fail(path, 0, "", "the measured CSV has a header but no rows", "measure at least one op");
+  return rows;
+}
+
+CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpec& base, const std::string& csv_path) {
+  CalibrationFit fit;
+  fit.gpu = base;
+  GpuSpec& g = fit.gpu;
+
+  // 1. Memory-bound kernels: t = a + bytes · s, least squares (s = 1 / bandwidth).
+  std::vector<std::pair<double, double>> pts;
+  std::set<int64_t> sizes;
+  for (const auto& r : rows)
+    if (is_elementwise_kind(r.op_kind)) {
+      pts.emplace_back(static_cast<double>(r.bytes), r.measured_s);
+      sizes.insert(r.bytes);
+    }
+  if (sizes.size() >= 2) {
+    double mx = 0, my = 0;
+    for (const auto& [x, y] : pts) {
+      mx += x;
+      my += y;
+    }
+    mx /= static_cast<double>(pts.size());
+    my /= static_cast<double>(pts.size());
+    double sxy = 0, sxx = 0;
+    for (const auto& [x, y] : pts) {
+      sxy += (x - mx) * (y - my);
+      sxx += (x - mx) * (x - mx);
+    }
+    const double slope = sxy / sxx, intercept = my - slope * mx;
+    if (slope > 0 && intercept >= 0) {
+      g.hbm_bandwidth_bytes_per_s = 1 / slope;
+      g.kernel_launch_overhead_s = intercept;
+      fit.fitted_elementwise = true;
+      fit.rows_used += static_cast<int64_t>(pts.size());
+    } else {
+      fit.notes.push_back("elementwise fit gave a non-physical line (slope or intercept < 0); kept the base "
+                          "kernel_launch_overhead and hbm_bandwidth");
+    }
+  } else {
+    fit.notes.push_back("fewer than 2 distinct elementwise sizes; kept the base kernel_launch_overhead and hbm_bandwidth");
+  }
+
+  // 2. GEMMs.
+  std::vector<double> gemm_eff;
+  for (const auto& r : rows) {
+    if (r.op_kind != "gemm") continue;
+    const bool fp8 = r.dtype == "fp8";
+    double peak = 0;
+    if (fp8) {
+      if (g.peak_fp8_flops_per_s <= 0)
+        fail(csv_path, r.line, "dtype", "an fp8 GEMM, but the GPU " + g.name + " has no FP8 peak",
+             "pass --gpu with an FP8-capable GPU (H100, H200, B200)");
+      peak = g.peak_fp8_flops_per_s;
+    } else {
+      const auto d = parse_dtype(r.dtype);
+      if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32, fp64 or fp8");
+      peak = g.peak_bf16_flops_per_s * peak_fraction(*d);
+    }
+    const double flops = r.flops > 0 ? r.flops : 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
+    if (flops <= 0) fail(csv_path, r.line, "flops", "a gemm row needs flops or m, n, k", "fill the flops column");
+    const double busy = r.measured_s - g.kernel_launch_overhead_s;
+    if (busy <= 0) continue;
+    gemm_eff.push_back(std::min(1.0, flops / (busy * peak)));
+  }
+  if (!gemm_eff.empty()) {
+    g.gemm_efficiency = median(gemm_eff);
+    fit.fitted_gemm = true;
+    fit.rows_used += static_cast<int64_t>(gemm_eff.size());
+  } else {
+    fit.notes.push_back("no gemm rows; kept the base gemm_efficiency");
+  }
+
+  // 3. Attention tables.
+  for (const bool forward : {true, false}) {
+    const std::string kind = forward ? "attn_fwd_block" : "attn_bwd_block";
+    std::map<std::tuple<bool, int64_t, int64_t, int64_t>, std::vector<double>> points;  // causal, hd, q, kv
+    for (const auto& r : rows) {
+      if (r.op_kind != kind) continue;
+      if (r.head_dim < 1 || r.q_rows < 1 || r.kv_rows < 1 || r.flops <= 0)
+        fail(csv_path, r.line, "head_dim", "an attention row needs head_dim, q_rows, kv_rows and flops",
+             "fill those columns");
+      const auto d = parse_dtype(r.dtype);
+      if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32 or fp64");
+      const double eff = r.flops / (r.measured_s * g.peak_bf16_flops_per_s * peak_fraction(*d));
+      points[{r.causal, r.head_dim, r.q_rows, r.kv_rows}].push_back(std::min(1.0, eff));
+      ++fit.rows_used;
+    }
+    if (points.empty()) {
+      fit.notes.push_back("no " + kind + " rows; kept the base " + (forward ? "forward" : "backward") + " efficiency");
+      continue;
+    }
+    std::map<std::pair<bool, int64_t>, std::pair<std::set<int64_t>, std::set<int64_t>>> grids;
+    for (const auto& [key, v] : points) {
+      auto& gr = grids[{std::get<0>(key), std::get<1>(key)}];
+      gr.first.insert(std::get<2>(key));
+      gr.second.insert(std::get<3>(key));
+    }
+    std::vector<EfficiencyPoint> table;
+    for (const auto& [gk, axes] : grids) {
+      for (int64_t q : axes.first) {
+        for (int64_t kv : axes.second) {
+          const auto it = points.find({gk.first, gk.second, q, kv});
+          double eff = 0;
+          if (it != points.end()) {
+            eff = median(it->second);
+            ++fit.attention_points;
+          } else {
+            double best = 1e300;
+            for (const auto& [pk, pv] : points) {
+              if (std::get<0>(pk) != gk.first || std::get<1>(pk) != gk.second) continue;
+              const double dq = std::log2(static_cast<double>(std::get<2>(pk))) - std::log2(static_cast<double>(q));
+              const double dkv = std::log2(static_cast<double>(std::get<3>(pk))) - std::log2(static_cast<double>(kv));
+              const double dist = dq * dq + dkv * dkv;
+              if (dist < best) {  // map order = (q, kv) ascending, so ties keep the smaller q, then kv
+                best = dist;
+                eff = median(pv);
+              }
+            }
+            ++fit.filled_points;
+          }
+          table.push_back(EfficiencyPoint{gk.second, q, kv, gk.first, eff});
+        }
+      }
+    }
+    (forward ? g.attn_fwd_table : g.attn_bwd_table) = std::move(table);
+  }
+  for (const auto& r : rows)
+    if (!is_elementwise_kind(r.op_kind) && r.op_kind != "gemm" && r.op_kind != "attn_fwd_block" &&
+        r.op_kind != "attn_bwd_block")
+      ++fit.rows_skipped;
+  if (fit.rows_used == 0)
+    fail(csv_path, 0, "op_kind",
+         "no row can be fitted (only communication rows, or elementwise rows of a single size)",
+         "measure attention blocks, GEMMs or elementwise kernels of at least two sizes");
+  std::set<int64_t> head_dims;
+  for (const auto& p : g.attn_fwd_table) head_dims.insert(p.head_dim);
+  for (const auto& p : g.attn_bwd_table) head_dims.insert(p.head_dim);
+  if (!head_dims.empty()) {
+    std::string list;
+    for (int64_t d : head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    fit.notes.push_back("attention tables cover head_dim " + list +
+                        "; blocks of another head dim use the nearest one (linear between two)");
+  }
+  g.calibration = "calibrated from " + csv_path;
+  return fit;
+}
+
+std::string calibration_yaml(const CalibrationFit& fit, const std::string& csv_path) {
+  const GpuSpec& g = fit.gpu;
+  std::string out;
+  out += "# hcpsim calibration: compute cost model fitted from measured per-op times.\n";
+  out += fmt::format("# rows used {}, skipped {} (communication), attention points {} measured + {} filled from a "
+                     "neighbour\n",
+                     fit.rows_used, fit.rows_skipped, fit.attention_points, fit.filled_points);
+  for (const auto& n : fit.notes) out += "# note: " + n + "\n";
+  out += "# Include it in a scenario with: cluster: {preset: ..., gpu: {calibration: THIS_FILE}}\n";
+  out += fmt::format("source: \"{}\"\n", csv_path);
+  out += "gpu:\n";
+  out += fmt::format("  name: \"{}\"\n", g.name);
+  out += fmt::format("  peak_bf16_TFLOP_per_s: {}\n", g17(g.peak_bf16_flops_per_s / 1e12));
+  if (g.peak_fp8_flops_per_s > 0) out += fmt::format("  peak_fp8_TFLOP_per_s: {}\n", g17(g.peak_fp8_flops_per_s / 1e12));
+  out += fmt::format("  memory_GB: {}\n", g17(g.memory_bytes / 1e9));
+  out += fmt::format("  hbm_bandwidth_GB_per_s: {}\n", g17(g.hbm_bandwidth_bytes_per_s / 1e9));
+  out += fmt::format("  kernel_launch_overhead_us: {}\n", g17(g.kernel_launch_overhead_s * 1e6));
+  out += fmt::format("  compute_slowdown_during_comm: {}\n", g17(g.compute_slowdown_during_comm));
+  out += fmt::format("  gemm_efficiency: {}\n", g17(g.gemm_efficiency));
+  out += fmt::format("  attn_fwd_efficiency: {}\n", g17(g.attn_fwd_efficiency));
+  out += fmt::format("  attn_bwd_efficiency: {}\n", g17(g.attn_bwd_efficiency));
+  for (const bool forward : {true, false}) {
+    const auto& t = forward ? g.attn_fwd_table : g.attn_bwd_table;
+    out += forward ? "  attn_fwd_table:" : "  attn_bwd_table:";
+    if (t.empty()) {
+      out += " []\n";
+      continue;
+    }
+    out += "\n";
+    for (const auto& p : t)
+      out += fmt::format("    - {{head_dim: {}, q_rows: {}, kv_rows: {}, causal: {}, efficiency: {}}}\n", p.head_dim,
+                         p.q_rows, p.kv_rows, p.causal ? "true" : "false", g17(p.efficiency));
+  }
+  return out;
+}
+
+}  // namespace hcpsim::sim

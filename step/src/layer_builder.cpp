@@ -1,0 +1,301 @@
+#include "hcpsim/step/layer_builder.hpp"
+
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+
+namespace hcpsim {
+namespace {
+
+// Tags of the layer's TP collectives: above every tag an attention builder uses, so keys never collide.
+constexpr int64_t kLayerTagBase = int64_t{1} << 40;
+// Added to the tags of the recomputed attention forward, so its messages are distinct from the first forward's.
+constexpr int64_t kRecomputeTagOffset = int64_t{1} << 39;
+
+/// Builds the program of one (tp_rank, cp_rank).
+class LayerRankBuilder {
+ public:
+  LayerRankBuilder(const Scenario& s, const RankProgram& attention, int64_t tp_rank, int64_t cp_rank)
+      : s_(s), attn_(attention), tp_(s.parallel.tensor_model_parallel_size), tp_rank_(tp_rank), cp_rank_(cp_rank) {
+    prog_.cp_rank = layer_rank(tp_rank, cp_rank, tp_);
+    prog_.buffers = attention.buffers;
+    prog_.inputs = attention.inputs;
+    prog_.outputs = attention.outputs;
+    live_.assign(prog_.buffers.size(), 0);
+    for (const auto& b : attention.inputs) live_[static_cast<size_t>(b.buffer)] = 1;
+    for (int64_t t = 0; t < tp_; ++t) tp_group_.push_back(layer_rank(t, cp_rank, tp_));
+    primary_.assign(attention.ops.size(), -1);
+    e_ = dtype_size_bytes(s.model.params_dtype);
+  }
+
+  RankProgram build() {
+    const ModelConfig& m = s_.model;
+    const bool sp = s_.parallel.sequence_parallel && tp_ > 1;
+    const bool fp8 = s_.training.fp8;
+    const int64_t t = m.micro_batch_size * m.seq_length / s_.parallel.context_parallel_size;  // tokens per GPU
+    const int64_t tn = sp ? (t + tp_ - 1) / tp_ : t;  // tokens in the norm regions
+    const int64_t h = m.hidden(), ffn_tp = m.ffn_hidden() / tp_;
+    const int64_t qkv_tp = (m.num_attention_heads * m.kv_channels + m.num_query_groups * (m.kv_channels + m.kv_channels_v)) / tp_;
+    const int64_t proj_tp = m.num_attention_heads * m.kv_channels_v / tp_;
+    const int64_t fc1_tp = (m.gated_linear_unit ? 2 : 1) * ffn_tp;
+    const int64_t rope_elems = t * (m.num_attention_heads + m.num_query_groups) * m.kv_channels / tp_;
+    const auto F = Phase::forward, B = Phase::backward;
+    const auto recompute = s_.training.recompute_granularity;
+
+    size_t first_bwd = attn_.ops.size();
+    for (size_t i = 0; i < attn_.ops.size(); ++i)
+      if (attn_.ops[i].phase == Phase::backward) {
+        first_bwd = i;
+        break;
+      }
+    for (size_t i = first_bwd; i < attn_.ops.size(); ++i)
+      HCPSIM_ASSERT(attn_.ops[i].phase == Phase::backward, "attention schedule interleaves forward and backward ops");
+
+    // The layer's forward; `phase` and `prefix` distinguish the full recompute copy.
+    auto forward = [&](Phase phase, const std::string& prefix, OpIndex after, bool recompute_copy) {
+      OpIndex x = elementwise(2 * tn * h, tn * h, phase, deps_of(after), prefix + "input norm");
+      if (sp) x = all_gather(t * h, phase, {x}, prefix + "SP all-gather (attention input)");
+      x = gemm(t, qkv_tp, h, fp8, phase, {x}, prefix + "QKV projection");
+      x = elementwise(2 * rope_elems, rope_elems, phase, {x}, prefix + "rotary embedding");
+      const std::vector<OpIndex> attn_ops =
+          splice(0, first_bwd, x, recompute_copy ? kRecomputeTagOffset : 0, recompute_copy, prefix);
+      x = gemm(t, h, proj_tp, fp8, phase, attn_ops, prefix + "output projection");
+      x = tp_reduce(t * h, phase, x, sp, prefix + "attention output");
+      x = elementwise(3 * tn * h + 2 * tn * h, tn * h, phase, {x}, prefix + "residual + pre-MLP norm");
+      if (sp) x = all_gather(t * h, phase, {x}, prefix + "SP all-gather (MLP input)");
+      x = gemm(t, fc1_tp, h, fp8, phase, {x}, prefix + "MLP fc1");
+      x = elementwise(fc1_tp * t + ffn_tp * t, ffn_tp * t, phase, {x},
+                      prefix + (m.gated_linear_unit ? "SwiGLU" : "activation"));
+      x = gemm(t, h, ffn_tp, fp8, phase, {x}, prefix + "MLP fc2");
+      x = tp_reduce(t * h, phase, x, sp, prefix + "MLP output");
+      return elementwise(3 * tn * h, tn * h, phase, {x}, prefix + "residual add");
+    };
+
+    const OpIndex fwd_end = forward(F, "", -1, false);
+    OpIndex x = fwd_end;
+    if (recompute == RecomputeGranularity::full) x = forward(B, "recompute ", x, true);
+
+    // Backward of the MLP block.
+    if (sp) x = all_gather(t * h, B, {x}, "SP all-gather (MLP output grad)");
+    x = gemm(t, ffn_tp, h, fp8, B, deps_of(x), "MLP fc2 dgrad");
+    OpIndex w = gemm(ffn_tp, h, t, fp8, B, {x}, "MLP fc2 wgrad");
+    x = elementwise(fc1_tp * t * 2 + ffn_tp * t, fc1_tp * t, B, {x}, m.gated_linear_unit ? "SwiGLU backward" : "activation backward");
+    x = gemm(t, h, fc1_tp, fp8, B, {x}, "MLP fc1 dgrad");
+    OpIndex c = tp_reduce(t * h, B, x, sp, "MLP input grad");
+    w = gemm(fc1_tp, h, t, fp8, B, {x, w}, "MLP fc1 wgrad");
+    x = elementwise(5 * tn * h, tn * h, B, {c, w}, "pre-MLP norm backward + residual");
+    // Backward of the attention block.
+    if (sp) x = all_gather(t * h, B, {x}, "SP all-gather (attention output grad)");
+    x = gemm(t, proj_tp, h, fp8, B, deps_of(x), "output projection dgrad");
+    w = gemm(proj_tp, h, t, fp8, B, {x}, "output projection wgrad");
+    if (recompute == RecomputeGranularity::selective) {
+      const auto again = splice(0, first_bwd, x, kRecomputeTagOffset, true, "recompute ");
+      // One zero-byte kernel waits for the whole recomputed forward, so the backward depends on one op.
+      x = elementwise(0, 0, B, again.empty() ? deps_of(x) : again, "recompute done");
+    }
+    const std::vector<OpIndex> attn_bwd = splice(first_bwd, attn_.ops.size(), x, 0, false, "");
+    x = elementwise(2 * rope_elems, rope_elems, B, attn_bwd, "rotary embedding backward");
+    x = gemm(t, h, qkv_tp, fp8, B, {x}, "QKV dgrad");
+    c = tp_reduce(t * h, B, x, sp, "attention input grad");
+    w = gemm(qkv_tp, h, t, fp8, B, {x, w}, "QKV wgrad");
+    elementwise(5 * tn * h, tn * h, B, {c, w}, "input norm backward + residual");
+    return std::move(prog_);
+  }
+
+ private:
+  static std::vector<OpIndex> deps_of(OpIndex i) { return i < 0 ? std::vector<OpIndex>{} : std::vector<OpIndex>{i}; }
+
+  OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
+              double flops, int64_t bytes) {
+    Op op;
+    op.payload = std::move(payload);
+    op.phase = phase;
+    op.stream = stream;
+    op.deps = std::move(deps);
+    op.label = std::move(label);
+    op.flops = flops;
+    op.bytes = bytes;
+    prog_.ops.push_back(std::move(op));
+    return static_cast<OpIndex>(prog_.ops.size() - 1);
+  }
+
+  OpIndex gemm(int64_t mm, int64_t nn, int64_t kk, bool fp8, Phase phase, std::vector<OpIndex> deps, std::string label) {
+    const double flops = 2.0 * static_cast<double>(mm) * static_cast<double>(nn) * static_cast<double>(kk);
+    const int64_t bytes = (mm * kk + kk * nn + mm * nn) * e_;
+    return add(GemmOp{mm, nn, kk, fp8}, phase, Stream::compute, std::move(deps), std::move(label), flops, bytes);
+  }
+
+  /// A memory-bound kernel moving `elements_moved` elements (read + written).
+  OpIndex elementwise(int64_t elements_moved, int64_t elements, Phase phase, std::vector<OpIndex> deps,
+                      std::string label) {
+    return add(ElementwiseOp{elements}, phase, Stream::compute, std::move(deps), std::move(label), 0,
+               elements_moved * e_);
+  }
+
+  BufferId buffer(const std::string& name, int64_t rows, int64_t width) {
+    BufferDecl d;
+    d.name = name + "#" + std::to_string(prog_.buffers.size());
+    d.batch = 1;
+    d.rows = rows;
+    d.heads = 1;
+    d.width = width;
+    d.dtype = s_.model.params_dtype;
+    prog_.buffers.push_back(d);
+    live_.push_back(0);
+    return static_cast<BufferId>(prog_.buffers.size() - 1);
+  }
+
+  std::vector<int64_t> identity_order() const {
+    std::vector<int64_t> o(static_cast<size_t>(2 * tp_));
+    std::iota(o.begin(), o.end(), 0);
+    return o;
+  }
+
+  /// A TP collective over a tensor of `elements` elements (the full, unsharded size). gather: shard → full.
+  OpIndex collective(int64_t elements, bool gather, Phase phase, std::vector<OpIndex> deps, const std::string& label) {
+    const int64_t width = (elements + tp_ - 1) / tp_;
+    const BufferId shard = buffer(label + ".shard", 1, width);
+    const BufferId full = buffer(label + ".full", tp_, width);
+    const BufferId in = gather ? shard : full, out = gather ? full : shard;
+    add(AllocOp{in}, phase, Stream::comm, deps, "alloc " + label, 0, 0);
+    add(AllocOp{out}, phase, Stream::comm, {}, "alloc " + label, 0, 0);
+    const int64_t tag = next_tag_++;
+    OpIndex op;
+    if (gather)
+      op = add(AllGatherOp{tp_group_, identity_order(), in, out, tag}, phase, Stream::comm, std::move(deps), label, 0,
+               prog_.buffers[static_cast<size_t>(in)].size_bytes());
+    else
+      op = add(ReduceScatterOp{tp_group_, identity_order(), in, out, tag}, phase, Stream::comm, std::move(deps), label,
+               0, prog_.buffers[static_cast<size_t>(in)].size_bytes());
+    add(FreeOp{in}, phase, Stream::comm, {}, "free " + label, 0, 0);
+    add(FreeOp{out}, phase, Stream::comm, {}, "free " + label, 0, 0);
+    return op;
+  }
+
+  OpIndex all_gather(int64_t elements, Phase phase, std::vector<OpIndex> deps, const std::string& label) {
+    return collective(elements, true, phase, std::move(deps), label);
+  }
+
+  /// The TP reduction after a row-parallel GEMM (forward) or of a column-parallel GEMM's input grad
+  /// (backward): reduce-scatter with SP, all-reduce (reduce-scatter + all-gather, NCCL's ring algorithm)
+  /// without; nothing for TP = 1.
+  OpIndex tp_reduce(int64_t elements, Phase phase, OpIndex after, bool sp, const std::string& what) {
+    if (tp_ == 1) return after;
+    if (sp) return collective(elements, false, phase, {after}, "SP reduce-scatter (" + what + ")");
+    const OpIndex rs = collective(elements, false, phase, {after}, "TP all-reduce (" + what + ") reduce-scatter");
+    return collective(elements, true, phase, {rs}, "TP all-reduce (" + what + ") all-gather");
+  }
+
+  int64_t remap(int64_t cp_peer) const { return cp_peer < 0 ? cp_peer : layer_rank(tp_rank_, cp_peer, tp_); }
+  std::vector<int64_t> remap(const std::vector<int64_t>& group) const {
+    std::vector<int64_t> out;
+    for (int64_t g : group) out.push_back(remap(g));
+    return out;
+  }
+
+  /// Copies attention ops [begin, end) into the program with peers and groups moved to this TP rank's CP
+  /// group, every copied op also depending on `anchor`. recompute_copy: a second forward (phase backward,
+  /// tags offset, allocs of buffers that are still live skipped). Returns the new indices of the copied
+  /// non-memory ops (what the next layer op waits for).
+  std::vector<OpIndex> splice(size_t begin, size_t end, OpIndex anchor, int64_t tag_offset, bool recompute_copy,
+                              const std::string& prefix) {
+    std::vector<OpIndex> local(attn_.ops.size(), -1);
+    std::vector<OpIndex>& map = recompute_copy ? local : primary_;
+    std::vector<OpIndex> work;
+    for (size_t i = begin; i < end; ++i) {
+      Op op = attn_.ops[i];
+      if (const auto* a = std::get_if<AllocOp>(&op.payload)) {
+        if (live_[static_cast<size_t>(a->buffer)]) {
+          HCPSIM_ASSERT(recompute_copy, "attention schedule allocates a live buffer");
+          map[i] = anchor;
+          continue;
+        }
+        live_[static_cast<size_t>(a->buffer)] = 1;
+      } else if (const auto* f = std::get_if<FreeOp>(&op.payload)) {
+        live_[static_cast<size_t>(f->buffer)] = 0;
+      }
+      std::visit(
+          [&](auto& p) {
+            using T = std::decay_t<decltype(p)>;
+            if constexpr (std::is_same_v<T, SendRecvOp>) {
+              p.send_peer = remap(p.send_peer);
+              p.recv_peer = remap(p.recv_peer);
+              if (p.send_peer >= 0) p.send_tag += tag_offset;
+              if (p.recv_peer >= 0) p.recv_tag += tag_offset;
+            } else if constexpr (std::is_same_v<T, AllToAllOp> || std::is_same_v<T, AllGatherOp> ||
+                                 std::is_same_v<T, ReduceScatterOp>) {
+              p.group = remap(p.group);
+              p.tag += tag_offset;
+            }
+          },
+          op.payload);
+      std::vector<OpIndex> deps;
+      for (OpIndex d : op.deps) {
+        const OpIndex nd = map[static_cast<size_t>(d)] >= 0 ? map[static_cast<size_t>(d)] : primary_[static_cast<size_t>(d)];
+        HCPSIM_ASSERT(nd >= 0, "attention op depends on an op that was not placed");
+        deps.push_back(nd);
+      }
+      if (anchor >= 0) deps.push_back(anchor);
+      op.deps = std::move(deps);
+      if (recompute_copy) {
+        op.phase = Phase::backward;
+        op.label = prefix + op.label;
+      }
+      const bool memory = op.kind() == OpKind::alloc || op.kind() == OpKind::free;
+      prog_.ops.push_back(std::move(op));
+      map[i] = static_cast<OpIndex>(prog_.ops.size() - 1);
+      if (!memory) work.push_back(map[i]);
+    }
+    return work;
+  }
+
+  const Scenario& s_;
+  const RankProgram& attn_;
+  int64_t tp_, tp_rank_, cp_rank_;
+  RankProgram prog_;
+  std::vector<char> live_;
+  std::vector<int64_t> tp_group_;
+  std::vector<OpIndex> primary_;
+  int64_t next_tag_ = kLayerTagBase;
+  int e_ = 2;
+};
+
+}  // namespace
+
+int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp) { return cp_rank * tp + tp_rank; }
+
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type) {
+  const int64_t tp = scenario.parallel.tensor_model_parallel_size;
+  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
+  const Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
+  Schedule out;
+  out.cp_comm_type = attention.cp_comm_type;
+  out.a2a_size = attention.a2a_size;
+  out.p2p_size = attention.p2p_size;
+  out.tp_size = tp;
+  out.shape = attention.shape;
+  for (int64_t c = 0; c < layout.cp_size(); ++c)
+    for (int64_t t = 0; t < tp; ++t)
+      out.ranks.push_back(LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build());
+  out.check_invariants();
+  return out;
+}
+
+std::vector<int64_t> layer_rank_gpus(const Scenario& scenario, int64_t data_parallel_size) {
+  const ParallelConfig& p = scenario.parallel;
+  ParallelSizes sizes;
+  sizes.tp = p.tensor_model_parallel_size;
+  sizes.cp = p.context_parallel_size;
+  sizes.dp = data_parallel_size;
+  sizes.pp = p.pipeline_model_parallel_size;
+  std::vector<int64_t> gpus;
+  for (int64_t c = 0; c < sizes.cp; ++c)
+    for (int64_t t = 0; t < sizes.tp; ++t) gpus.push_back(global_rank(p.order, sizes, t, c, 0, 0));
+  return gpus;
+}
+
+}  // namespace hcpsim

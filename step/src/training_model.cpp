@@ -1,0 +1,148 @@
+#include "hcpsim/step/training_model.hpp"
+
+#include <algorithm>
+
+#include "hcpsim/core/error.hpp"
+
+namespace hcpsim {
+namespace {
+
+// Source: Megatron-LM --make-vocab-size-divisible-by default 128.
+constexpr int64_t kVocabDivisor = 128;
+// Source: Megatron-LM docs (distributed optimizer): fp32 main gradients (4 B) and Adam's fp32 master weights,
+// first and second moments (4 + 4 + 4 B) per parameter.
+constexpr double kGradBytesPerParam = 4;
+constexpr double kOptimizerBytesPerParam = 12;
+// softmax_lse is fp32 (TE flash attention).
+constexpr double kLseBytes = 4;
+// The loss takes the logits in fp32 (Megatron vocab_parallel_cross_entropy upcasts to float).
+constexpr double kFp32Bytes = 4;
+
+int64_t require_vocab(const Scenario& s) {
+  if (!s.model.vocab_size)
+    throw InputError(s.loc("model"), "model.vocab_size",
+                     "the whole-step model needs the vocabulary size (embedding, logits, parameter count)",
+                     "add 'model.vocab_size: <tokens>', e.g. 128256 for Llama 3");
+  return *s.model.vocab_size;
+}
+
+}  // namespace
+
+int64_t padded_vocab_size(int64_t vocab_size, int64_t tp) {
+  const int64_t multiple = kVocabDivisor * tp;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::string to_string(FlopsConvention c) {
+  return c == FlopsConvention::megatron_causal ? "megatron_causal" : "megatron_full_attention";
+}
+
+ParameterCounts parameter_counts(const Scenario& s) {
+  const ModelConfig& m = s.model;
+  const double h = static_cast<double>(m.hidden());
+  const double ffn = static_cast<double>(m.ffn_hidden());
+  const double H = static_cast<double>(m.num_attention_heads), Hkv = static_cast<double>(m.num_query_groups);
+  const double dk = static_cast<double>(m.kv_channels), dv = static_cast<double>(m.kv_channels_v);
+  ParameterCounts p;
+  p.padded_vocab = padded_vocab_size(require_vocab(s), s.parallel.tensor_model_parallel_size);
+  p.attention_per_layer = h * (H * dk + Hkv * (dk + dv)) + H * dv * h;
+  p.mlp_per_layer = (m.gated_linear_unit ? 3.0 : 2.0) * h * ffn;
+  p.norms_per_layer = 2 * h;
+  p.embedding = static_cast<double>(p.padded_vocab) * h;
+  p.output_layer = m.untie_embeddings_and_output_weights ? p.embedding : 0;
+  p.final_norm = h;
+  p.total = static_cast<double>(m.num_layers) * (p.attention_per_layer + p.mlp_per_layer + p.norms_per_layer) +
+            p.embedding + p.output_layer + p.final_norm;
+  return p;
+}
+
+double megatron_model_flops(const Scenario& s, int64_t global_batch_size, FlopsConvention convention) {
+  const ModelConfig& m = s.model;
+  const double B = static_cast<double>(global_batch_size), S = static_cast<double>(m.seq_length);
+  const double L = static_cast<double>(m.num_layers), h = static_cast<double>(m.hidden());
+  const double H = static_cast<double>(m.num_attention_heads), Hkv = static_cast<double>(m.num_query_groups);
+  const double q_ratio = static_cast<double>(m.kv_channels) * H / h;
+  const double vpad = static_cast<double>(padded_vocab_size(require_vocab(s), s.parallel.tensor_model_parallel_size));
+  const double gated = m.gated_linear_unit ? 1.5 : 1.0;
+  const double causal_factor =
+      convention == FlopsConvention::megatron_causal && m.attn_mask_type == AttnMaskType::causal ? 0.5 : 1.0;
+  const double expansion = 3 * 2 * 2;
+  return expansion * B * S * L * h * h *
+         ((1 + Hkv / H + causal_factor * S / h) * q_ratio + static_cast<double>(m.ffn_hidden()) / h * gated +
+          vpad / (2 * L * h));
+}
+
+double activation_bytes_per_layer(const Scenario& s) {
+  const ModelConfig& m = s.model;
+  const ParallelConfig& p = s.parallel;
+  const double e = dtype_size_bytes(m.params_dtype);
+  const double t = static_cast<double>(m.micro_batch_size) * static_cast<double>(m.seq_length) /
+                   static_cast<double>(p.context_parallel_size);
+  const double tp = static_cast<double>(p.tensor_model_parallel_size);
+  const bool sp = p.sequence_parallel && p.tensor_model_parallel_size > 1;
+  const double h = static_cast<double>(m.hidden()), ffn = static_cast<double>(m.ffn_hidden());
+  const double H = static_cast<double>(m.num_attention_heads), Hkv = static_cast<double>(m.num_query_groups);
+  const double dk = static_cast<double>(m.kv_channels), dv = static_cast<double>(m.kv_channels_v);
+  const double norm_region = t * h * e / (sp ? tp : 1.0);
+  if (s.training.recompute_granularity == RecomputeGranularity::full) return norm_region;
+  const double attention = 2 * norm_region                        // input norm input, QKV GEMM input
+                           + t * (H * dk + Hkv * (dk + dv)) * e / tp  // Q, K, V
+                           + t * H * dv * e / tp                  // attention output (= projection input)
+                           + t * H * kLseBytes / tp;              // softmax_lse
+  const double mlp = 2 * norm_region                              // pre-MLP norm input, fc1 input
+                     + t * (m.gated_linear_unit ? 2.0 : 1.0) * ffn * e / tp  // fc1 output
+                     + t * ffn * e / tp;                          // activation output (= fc2 input)
+  return attention + mlp;
+}
+
+MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, int64_t num_microbatches,
+                               double cp_attention_buffer_bytes) {
+  const ModelConfig& m = s.model;
+  const ParallelConfig& p = s.parallel;
+  const ParameterCounts pc = parameter_counts(s);
+  const double tp = static_cast<double>(p.tensor_model_parallel_size);
+  const int64_t pp = p.pipeline_model_parallel_size;
+  const double layers_per_stage = static_cast<double>(m.num_layers / pp);
+  const double layer_params = (pc.attention_per_layer + pc.mlp_per_layer) / tp + pc.norms_per_layer;
+  // First stage: embedding; last stage: output layer (or, with PP > 1 and tied weights, a copy of the
+  // embedding, Megatron's shared embedding) and the final norm. PP = 1: both on one stage.
+  const double first = layers_per_stage * layer_params + pc.embedding / tp;
+  const double last_extra = (pp == 1 ? pc.output_layer : (m.untie_embeddings_and_output_weights ? pc.output_layer
+                                                                                                    : pc.embedding)) /
+                                tp +
+                            pc.final_norm;
+  const double last = layers_per_stage * layer_params + last_extra;
+  MemoryBreakdown mb;
+  mb.parameters_per_gpu = pp == 1 ? first + last_extra : std::max(first, last);
+  mb.weights_bytes = mb.parameters_per_gpu * dtype_size_bytes(m.params_dtype);
+  mb.gradients_bytes = mb.parameters_per_gpu * kGradBytesPerParam;
+  const double shards =
+      p.use_distributed_optimizer ? static_cast<double>(data_parallel_size * p.context_parallel_size) : 1.0;
+  mb.optimizer_bytes = mb.parameters_per_gpu * kOptimizerBytesPerParam / shards;
+
+  mb.activations_per_layer_bytes = activation_bytes_per_layer(s);
+  const int64_t v = p.virtual_pipeline_model_parallel_size.value_or(1);
+  double in_flight = static_cast<double>(std::min<int64_t>(pp, std::max<int64_t>(num_microbatches, 1)));
+  if (pp > 1 && v > 1) in_flight *= 1 + static_cast<double>(pp - 1) / static_cast<double>(pp * v);
+  mb.in_flight_microbatches = in_flight;
+  mb.activations_bytes = mb.activations_per_layer_bytes * layers_per_stage * in_flight;
+  if (s.training.recompute_granularity == RecomputeGranularity::full) {
+    Scenario none = s;
+    none.training.recompute_granularity = RecomputeGranularity::none;
+    mb.activations_bytes += activation_bytes_per_layer(none);  // the layer being recomputed
+  }
+  const double tokens = static_cast<double>(m.micro_batch_size) * static_cast<double>(m.seq_length) /
+                        static_cast<double>(p.context_parallel_size);
+  const double logits = tokens * static_cast<double>(pc.padded_vocab) / tp;
+  mb.output_layer_activations_bytes = logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes);
+  mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;
+  mb.framework_overhead_bytes = s.training.framework_overhead_bytes;
+  mb.total_bytes = mb.weights_bytes + mb.gradients_bytes + mb.optimizer_bytes + mb.activations_bytes +
+                   mb.output_layer_activations_bytes + mb.cp_attention_buffers_bytes + mb.framework_overhead_bytes;
+  mb.capacity_bytes = s.cluster.gpu.memory_bytes;
+  mb.headroom_bytes = mb.capacity_bytes - mb.total_bytes;
+  mb.fits = mb.headroom_bytes >= 0;
+  return mb;
+}
+
+}  // namespace hcpsim

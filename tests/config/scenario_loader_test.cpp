@@ -1,0 +1,138 @@
+#include "catch_compat.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+
+using namespace hcpsim;
+
+namespace {
+
+std::string load_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_scenario_text(text, "s.yaml", overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kMinimal = R"(schema_version: 1
+model:
+  num_attention_heads: 32
+  num_query_groups: 8
+  kv_channels: 64
+  seq_length: 8192
+parallel:
+  context_parallel_size: 4
+  cp_comm_type: a2a+p2p
+  hierarchical_context_parallel_sizes: [2, 2]
+)";
+
+}  // namespace
+
+TEST_CASE("core: a minimal scenario loads with Megatron defaults", "[core][loader]") {
+  const auto s = load_scenario_text(kMinimal, "dir/minimal.yaml");
+  REQUIRE(s.name == "minimal");
+  REQUIRE(s.model.kv_channels_v == 64);
+  REQUIRE(s.model.micro_batch_size == 1);
+  REQUIRE(s.model.attn_mask_type == AttnMaskType::causal);
+  REQUIRE(s.model.qkv_format == QkvFormat::sbhd);
+  REQUIRE(s.parallel.order == "tp-cp-ep-dp-pp");
+  REQUIRE(s.parallel.cp_comm_type == std::vector<CpCommType>{CpCommType::a2a_p2p});
+  REQUIRE(*s.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{2, 2});
+  REQUIRE(s.cluster.preset == "dgx-h100");
+  REQUIRE(s.cluster.gpus_per_node == 8);
+  REQUIRE(s.cluster.nvlink.bandwidth_bytes_per_s == 450e9);
+  REQUIRE(s.loc("model.seq_length").to_string() == "dir/minimal.yaml:6:3");
+  REQUIRE(s.loc("model.no_such_key").to_string() == "dir/minimal.yaml:2:1");
+}
+
+TEST_CASE("core: unknown keys are errors with a did-you-mean", "[core][loader]") {
+  std::string text = kMinimal;
+  text.replace(text.find("kv_channels:"), 12, "kv_chanels:");
+  const auto msg = load_error(text);
+  REQUIRE(msg == "s.yaml:5:3: model.kv_chanels: unknown key 'kv_chanels'; fix: did you mean 'model.kv_channels'?");
+  const auto msg2 = load_error(std::string(kMinimal) + "zzz: 1\n");
+  REQUIRE(msg2.find("s.yaml:11:1: zzz: unknown key 'zzz'; fix: remove it; keys allowed under '<top level>'") == 0);
+}
+
+TEST_CASE("core: type errors and bad values name file:line:col, key and fix", "[core][loader]") {
+  std::string text = kMinimal;
+  text.replace(text.find("8192"), 4, "lots");
+  REQUIRE(load_error(text) ==
+          "s.yaml:6:15: model.seq_length: expected an integer, got 'lots'; fix: write a whole number, e.g. "
+          "'model.seq_length: 8'");
+  std::string t2 = kMinimal;
+  t2.replace(t2.find("a2a+p2p"), 7, "ring");
+  REQUIRE(load_error(t2).find("s.yaml:9:17: parallel.cp_comm_type: unknown value 'ring'; fix: use one of: p2p, a2a, "
+                              "a2a+p2p, all_gather") == 0);
+  REQUIRE(load_error("schema_version: 2\n").find("schema_version: version 2 is not supported") != std::string::npos);
+  REQUIRE(load_error("model: [1\n").find("not valid YAML") != std::string::npos);
+  REQUIRE(load_error("").find("the scenario file is empty") != std::string::npos);
+  REQUIRE(load_error("schema_version: 1\nparallel: {}\n").find("model: missing section") != std::string::npos);
+  REQUIRE(load_error(std::string(kMinimal) + "cluster: {preset: dgx-h900}\n")
+              .find("cluster.preset: unknown preset 'dgx-h900'; fix: use one of: dgx-a100, dgx-b200, dgx-h100, "
+                    "dgx-h200") != std::string::npos);
+}
+
+TEST_CASE("core: overrides apply before validation and errors name the override", "[core][loader]") {
+  const auto s = load_scenario_text(kMinimal, "s.yaml",
+                                    {"model.seq_length=131072", "parallel.hierarchical_context_parallel_sizes=[4,1]",
+                                     "cluster.nodes=4", "cluster.preset=dgx-b200"});
+  REQUIRE(s.model.seq_length == 131072);
+  REQUIRE(*s.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{4, 1});
+  REQUIRE(s.cluster.nodes == 4);
+  REQUIRE(s.cluster.nvlink.bandwidth_bytes_per_s == 900e9);
+  REQUIRE(s.loc("model.seq_length").to_string() == "override 'model.seq_length=131072'");
+  REQUIRE(load_error(kMinimal, {"model.seq_length=abc"}) ==
+          "override 'model.seq_length=abc': model.seq_length: expected an integer, got 'abc'; fix: write a whole "
+          "number, e.g. 'model.seq_length: 8'");
+  REQUIRE(load_error(kMinimal, {"model.seq_lenght=8"}).find("override 'model.seq_lenght=8': model.seq_lenght: unknown "
+                                                            "key 'seq_lenght'; fix: did you mean 'model.seq_length'?") == 0);
+  REQUIRE(load_error(kMinimal, {"seq_length"}).find("an override must look like key.path=value") != std::string::npos);
+  REQUIRE(load_error(kMinimal, {"model..x=1"}).find("empty component in key path") != std::string::npos);
+  REQUIRE(load_error(kMinimal, {"model.seq_length.x=1"}).find("'model.seq_length' is not a section") !=
+          std::string::npos);
+  REQUIRE(load_error(kMinimal, {"model.seq_length=[1"}).find("value is not valid YAML") != std::string::npos);
+}
+
+TEST_CASE("core: explicit cluster descriptions need every field", "[core][loader]") {
+  const std::string cl = R"(cluster:
+  nodes: 2
+  gpus_per_node: 4
+  gpu: {name: X, peak_bf16_TFLOP_per_s: 100, memory_GB: 40, hbm_bandwidth_GB_per_s: 1000, attn_fwd_efficiency: 0.5, attn_bwd_efficiency: 0.4}
+  nvlink: {bandwidth_GB_per_s: 100, latency_us: 1}
+  network: {bandwidth_GB_per_s: 10, latency_us: 5}
+  message_latency_us: 2
+)";
+  const auto s = load_scenario_text(std::string(kMinimal) + cl, "s.yaml");
+  REQUIRE(s.cluster.world_size() == 8);
+  REQUIRE(s.cluster.gpu.peak_bf16_flops_per_s == 100e12);
+  REQUIRE(s.cluster.network.latency_s == 5e-6);
+  REQUIRE(s.cluster.message_latency_s == 2e-6);
+  const std::string missing = "cluster:\n  nodes: 2\n  gpus_per_node: 4\n";
+  REQUIRE(load_error(std::string(kMinimal) + missing).find("explicit cluster without 'gpu'") != std::string::npos);
+}
+
+TEST_CASE("core: edit distance", "[core][loader]") {
+  REQUIRE(edit_distance("kitten", "sitting") == 3);
+  REQUIRE(edit_distance("", "abc") == 3);
+  REQUIRE(edit_distance("seq_length", "seq_length") == 0);
+}
+
+TEST_CASE("loader: a section key at the top level is pointed to its section", "[loader]") {
+  const std::string base = "schema_version: 1\nmodel: {num_attention_heads: 8, kv_channels: 64, seq_length: 1024}\n"
+                           "parallel: {context_parallel_size: 2, cp_comm_type: p2p}\n";
+  for (const std::string& o : {std::string("context_parallel_size=8"), std::string("context-parallel-size=8")}) {
+    try {
+      hcpsim::load_scenario_text(base, "s.yaml", {o});
+      FAIL("no error");
+    } catch (const hcpsim::InputError& e) {
+      CHECK(std::string(e.what()).find("did you mean 'parallel.context_parallel_size'?") != std::string::npos);
+    }
+  }
+  try {
+    hcpsim::load_scenario_text(base + "recompute_granularity: full\n", "s.yaml");
+    FAIL("no error");
+  } catch (const hcpsim::InputError& e) {
+    CHECK(std::string(e.what()).find("did you mean 'training.recompute_granularity'?") != std::string::npos);
+  }
+}

@@ -1,0 +1,4 @@
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/validation_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scenario_loader_test.cpp
+)

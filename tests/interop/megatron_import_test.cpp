@@ -1,0 +1,278 @@
+// Megatron command lines, launch scripts and Bridge configs → scenario YAML (core/megatron_import.hpp).
+#include <fstream>
+#include <sstream>
+
+#include "catch_compat.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/interop/megatron_import.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/config/validation.hpp"
+
+using namespace hcpsim;
+
+namespace {
+
+const std::string kFixtures = std::string(HCPSIM_SOURCE_DIR) + "/tests/fixtures/megatron/";
+
+std::string read_fixture(const std::string& name) {
+  std::ifstream in(kFixtures + name, std::ios::binary);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+MegatronConfig import_text(const std::string& script, const std::string& name = "launch.sh") {
+  return interpret_megatron_args(split_megatron_command_line(script, name), name);
+}
+
+const MegatronArg& arg(const std::vector<MegatronArg>& args, const std::string& name) {
+  for (const auto& a : args)
+    if (a.name == name) return a;
+  FAIL("no argument " << name);
+  return args.front();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("import: shell variables, defaults, arithmetic, arrays and continuations resolve", "[import]") {
+  const std::string script =
+      "#!/bin/bash\n"                                    // 1
+      "GPUS_PER_NODE=8\n"                                // 2
+      "export NNODES=${NNODES:-2}\n"                     // 3
+      "CP=4; A=2\n"                                      // 4
+      "P=$((CP / A))\n"                                  // 5
+      "ARGS=(\n"                                         // 6
+      "  --num-layers 16   # a comment\n"                // 7
+      "  --seq-length \"8192\"\n"                        // 8
+      ")\n"                                              // 9
+      "CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nproc-per-node=$GPUS_PER_NODE --nnodes ${NNODES} \\\n"  // 10
+      "  pretrain_gpt.py ${ARGS[@]} \\\n"                // 11
+      "  --context-parallel-size $CP --hierarchical-context-parallel-sizes $A $P \\\n"  // 12
+      "  --num-attention-heads 32 --hidden-size 2048 2>&1 | tee log.txt\n";             // 13
+  const auto args = split_megatron_command_line(script, "launch.sh");
+  REQUIRE(arg(args, "nproc_per_node").values == std::vector<std::string>{"8"});
+  REQUIRE(arg(args, "nproc_per_node").from_launcher);
+  REQUIRE(arg(args, "nnodes").values == std::vector<std::string>{"2"});
+  REQUIRE(arg(args, "num_layers").values == std::vector<std::string>{"16"});
+  REQUIRE(arg(args, "num_layers").line == 7);  // array elements keep the line that wrote them
+  REQUIRE(arg(args, "seq_length").values == std::vector<std::string>{"8192"});
+  REQUIRE(arg(args, "hierarchical_context_parallel_sizes").values == std::vector<std::string>{"2", "2"});
+  REQUIRE(arg(args, "hierarchical_context_parallel_sizes").line == 12);
+  REQUIRE(arg(args, "hierarchical_context_parallel_sizes").column == 31);
+  REQUIRE(arg(args, "num_attention_heads").values == std::vector<std::string>{"32"});  // `2>&1 | tee` dropped
+  REQUIRE_FALSE(arg(args, "num_attention_heads").from_launcher);
+
+  const auto c = interpret_megatron_args(args, "launch.sh");
+  REQUIRE(*c.world_size == 16);
+  REQUIRE(*c.data_parallel_size() == 4);  // 16 / (TP 1 * CP 4 * PP 1)
+  REQUIRE(*c.kv_channels == 64);          // Megatron: hidden_size / num_attention_heads = 2048 / 32
+  REQUIRE(*c.num_query_groups == 32);     // no --group-query-attention: MHA
+  REQUIRE(*c.ffn_hidden_size == 8192);    // 4 * hidden_size
+  REQUIRE(c.params_dtype == "fp32");      // neither --bf16 nor --fp16
+}
+
+TEST_CASE("import: the fixture launch script round-trips to the hand-written scenario", "[import]") {
+  std::vector<std::string> unresolved;
+  const auto args = split_megatron_command_line(read_fixture("llama3_8b_128k_launch.sh"),
+                                                "llama3_8b_128k_launch.sh", &unresolved);
+  const auto cfg = interpret_megatron_args(args, "llama3_8b_128k_launch.sh");
+  // MASTER_ADDR=$(hostname) is reported, and only feeds an ignored launcher option.
+  REQUIRE(unresolved.size() == 1);
+  REQUIRE(unresolved[0] == "llama3_8b_128k_launch.sh:11: cannot resolve command substitution '$(hostname)' (hcpsim "
+                          "does not run commands)");
+  const std::string yaml = scenario_yaml_of(cfg, ScenarioWriteOptions{});
+  const Scenario got = load_scenario_text(yaml, "imported.yaml");
+  const Scenario want = load_scenario(kFixtures + "llama3_8b_128k_expected.yaml");
+  const auto got_report = validate_scenario(got, ValidationScope::placement);
+  const auto want_report = validate_scenario(want, ValidationScope::placement);
+  REQUIRE(got_report.data_parallel_size == 2);
+  REQUIRE(got_report.data_parallel_size == want_report.data_parallel_size);
+
+  const CpLayout lg = cp_layout_for(got, CpCommType::a2a_p2p);
+  const CpLayout lw = cp_layout_for(want, CpCommType::a2a_p2p);
+  REQUIRE(lg.a2a_size() == 8);
+  REQUIRE(lg.p2p_size() == 2);
+  REQUIRE(lg.a2a_size() == lw.a2a_size());
+  REQUIRE(lg.p2p_size() == lw.p2p_size());
+  REQUIRE(lg.chunk_size() == lw.chunk_size());
+
+  REQUIRE(got.name == want.name);
+  REQUIRE(got.model.num_attention_heads == want.model.num_attention_heads);
+  REQUIRE(got.model.num_query_groups == want.model.num_query_groups);
+  REQUIRE(got.model.kv_channels == want.model.kv_channels);
+  REQUIRE(got.model.seq_length == want.model.seq_length);
+  REQUIRE(got.model.micro_batch_size == want.model.micro_batch_size);
+  REQUIRE(got.model.num_layers == want.model.num_layers);
+  REQUIRE(got.model.hidden_size == want.model.hidden_size);
+  REQUIRE(got.model.ffn_hidden_size == want.model.ffn_hidden_size);
+  REQUIRE(got.model.global_batch_size == want.model.global_batch_size);
+  REQUIRE(got.model.vocab_size == want.model.vocab_size);  // both absent: the tokenizer decides
+  REQUIRE(got.model.gated_linear_unit == want.model.gated_linear_unit);
+  REQUIRE(got.model.untie_embeddings_and_output_weights == want.model.untie_embeddings_and_output_weights);
+  REQUIRE(got.model.params_dtype == want.model.params_dtype);
+  REQUIRE(got.parallel.tensor_model_parallel_size == want.parallel.tensor_model_parallel_size);
+  REQUIRE(got.parallel.pipeline_model_parallel_size == want.parallel.pipeline_model_parallel_size);
+  REQUIRE(got.parallel.context_parallel_size == want.parallel.context_parallel_size);
+  REQUIRE(got.parallel.data_parallel_size == want.parallel.data_parallel_size);
+  REQUIRE(got.parallel.cp_comm_type == want.parallel.cp_comm_type);
+  REQUIRE(got.parallel.hierarchical_context_parallel_sizes == want.parallel.hierarchical_context_parallel_sizes);
+  REQUIRE(got.parallel.sequence_parallel == want.parallel.sequence_parallel);
+  REQUIRE(got.parallel.use_distributed_optimizer == want.parallel.use_distributed_optimizer);
+  REQUIRE(got.training.recompute_granularity == want.training.recompute_granularity);
+  REQUIRE(got.training.fp8 == want.training.fp8);
+  REQUIRE(got.cluster.preset == want.cluster.preset);
+  REQUIRE(got.cluster.nodes == want.cluster.nodes);
+  REQUIRE(got.cluster.gpus_per_node == want.cluster.gpus_per_node);
+}
+
+TEST_CASE("import: unmodelled flags are listed in input order, never written", "[import]") {
+  const auto cfg = interpret_megatron_args(
+      split_megatron_command_line(read_fixture("llama3_8b_128k_launch.sh"), "launch.sh"), "launch.sh");
+  const std::vector<std::string> first{"--node_rank 0", "--master_addr $(hostname)", "--master_port 6000",
+                                       "--max-position-embeddings 131072", "--position-embedding-type rope",
+                                       "--rotary-base 500000"};
+  REQUIRE(cfg.ignored.size() >= first.size());
+  REQUIRE(std::vector<std::string>(cfg.ignored.begin(), cfg.ignored.begin() + 6) == first);
+  REQUIRE(cfg.ignored.back() == "--load /checkpoints/llama3_8b_128k");
+  const std::string yaml = scenario_yaml_of(cfg, ScenarioWriteOptions{});
+  REQUIRE(yaml.find("rotary") == std::string::npos);
+  REQUIRE(yaml.find("master") == std::string::npos);
+  // The tokenizer decides the vocabulary: a note, and a comment instead of a value.
+  REQUIRE(yaml.find("  # vocab_size: not set; Megatron takes it from the tokenizer\n") != std::string::npos);
+  bool noted = false;
+  for (const auto& n : cfg.notes) noted = noted || n.find("vocab_size not set") != std::string::npos;
+  REQUIRE(noted);
+  // Same input, same bytes.
+  REQUIRE(scenario_yaml_of(cfg, ScenarioWriteOptions{}) == yaml);
+}
+
+TEST_CASE("import: Megatron's derived values (SwiGLU ffn, virtual pipeline, recompute, fp8, per-layer types)",
+          "[import]") {
+  const auto c = import_text(
+      "python pretrain_gpt.py --num-layers 8 --hidden-size 4096 --num-attention-heads 32 --swiglu "
+      "--seq-length 4096 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+      "--recompute-activations --fp8-format hybrid --fp16 --cp-comm-type p2p p2p a2a a2a p2p p2p a2a allgather\n");
+  REQUIRE(*c.ffn_hidden_size == 10880);  // int(4*4096*2/3 / 64) * 64 = int(170.67) * 64
+  REQUIRE(*c.virtual_pipeline_model_parallel_size == 2);  // (8 layers / PP 2) / 2 per stage
+  REQUIRE(c.recompute_granularity == "selective");
+  REQUIRE(c.fp8);
+  REQUIRE(c.params_dtype == "fp16");
+  REQUIRE(c.cp_comm_type ==
+          std::vector<std::string>{"p2p", "p2p", "a2a", "a2a", "p2p", "p2p", "a2a", "all_gather"});
+  REQUIRE_FALSE(c.world_size.has_value());  // no launcher: world unknown
+  const std::string yaml = scenario_yaml_of(c, ScenarioWriteOptions{});
+  REQUIRE(yaml.find("  cp_comm_type: [p2p, p2p, a2a, a2a, p2p, p2p, a2a, all_gather]") != std::string::npos);
+  REQUIRE(yaml.find("  virtual_pipeline_model_parallel_size: 2") != std::string::npos);
+  REQUIRE(yaml.find("  data_parallel_size: 1") != std::string::npos);
+  REQUIRE(yaml.find("  fp8: true") != std::string::npos);
+}
+
+TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
+  auto msg = error_of([] {
+    import_text("torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 pretrain_gpt.py \\\n"
+                "  --num-attention-heads 32 --seq-length 8192 --kv-channels 64\n");
+  });
+  REQUIRE(msg == "launch.sh:1:10: --nnodes: cannot resolve '$SLURM_NNODES' (SLURM_NNODES is not set in the script); "
+                 "fix: set SLURM_NNODES=<value> in the script before the command, or write the value");
+  msg = error_of([] { import_text("torchrun --nproc_per_node 8 pretrain_gpt.py\n  --seq-length 8k\n"); });
+  // A missing backslash ends the command at the new line: pretrain_gpt.py gets no options, so nothing is found.
+  REQUIRE(msg.find("launch.sh: no training command found") == 0);
+  msg = error_of([] { import_text("python pretrain_gpt.py --num-layers 8 --seq-length 8k\n"); });
+  REQUIRE(msg == "launch.sh:1:39: --seq-length: expected an integer, got '8k'; fix: write an integer, e.g. "
+                 "'--seq-length 8'");
+  msg = error_of([] { import_text("echo hello\nls -l\n"); });
+  REQUIRE(msg.find("launch.sh: no training command found") == 0);
+  msg = error_of([] {
+    scenario_yaml_of(import_text("python pretrain_gpt.py --num-layers 8 --hidden-size 64\n"), ScenarioWriteOptions{});
+  });
+  REQUIRE(msg.find("model.num_attention_heads: not set (--num-attention-heads / model.num_attention_heads is "
+                   "missing)") != std::string::npos);
+  msg = error_of([] {
+    (void)import_text("torchrun --nnodes 1 --nproc_per_node 6 pretrain_gpt.py --context-parallel-size 4\n")
+        .data_parallel_size();
+  });
+  REQUIRE(msg == "launch.sh:1:10: parallel.data_parallel_size: world size 6 is not divisible by TP*CP*PP = 1*4*1 = 4; "
+                 "fix: make nnodes*nproc_per_node a multiple of 4, or change the parallel sizes");
+}
+
+TEST_CASE("import: a log's arguments block reads like the command line (Python spellings)", "[import]") {
+  std::vector<MegatronArg> block;
+  int line = 10;
+  auto add = [&](const std::string& name, const std::string& value) {
+    block.push_back({name, name, {value}, line++, 3, false});
+  };
+  add("cp_comm_type", "['p2p', 'a2a+p2p']");
+  add("context_parallel_size", "4");
+  add("fp8", "None");
+  add("group_query_attention", "False");
+  add("hidden_size", "1024");
+  add("hierarchical_context_parallel_sizes", "[2, 2]");
+  add("num_attention_heads", "16");
+  add("num_layers", "2");
+  add("num_query_groups", "1");
+  add("recompute_granularity", "None");
+  add("seq_length", "4096");
+  add("sequence_parallel", "False");
+  add("world_size", "8");
+  add("lr", "0.0003");
+  const auto c = interpret_megatron_args(block, "train.log", true);
+  REQUIRE(c.cp_comm_type == std::vector<std::string>{"p2p", "a2a+p2p"});
+  REQUIRE(*c.hierarchical_context_parallel_sizes == std::vector<int64_t>{2, 2});
+  REQUIRE(*c.num_query_groups == 16);  // group_query_attention False: MHA, whatever num_query_groups says
+  REQUIRE_FALSE(c.fp8);
+  REQUIRE(c.recompute_granularity == "none");
+  REQUIRE(*c.world_size == 8);
+  REQUIRE(*c.data_parallel_size() == 2);
+  REQUIRE(c.ignored.empty());  // a log prints every argument: none is listed as ignored
+  REQUIRE(c.loc_of_scenario_key("parallel.hierarchical_context_parallel_sizes").line == 15);
+  REQUIRE(c.loc_of_scenario_key("parallel.cp_comm_type").line == 10);
+}
+
+TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
+  const auto c = parse_bridge_config(read_fixture("llama3_8b_128k_bridge.yaml"), "bridge.yaml");
+  REQUIRE(*c.num_attention_heads == 32);
+  REQUIRE(*c.num_query_groups == 8);
+  REQUIRE(*c.vocab_size == 128256);
+  REQUIRE(c.tensor_model_parallel_size == 2);
+  REQUIRE(c.context_parallel_size == 8);
+  REQUIRE(*c.hierarchical_context_parallel_sizes == std::vector<int64_t>{4, 2});
+  REQUIRE(c.sequence_parallel);
+  REQUIRE(c.gated_linear_unit);
+  REQUIRE(c.untie_embeddings_and_output_weights);  // share_embeddings_and_output_weights: false
+  REQUIRE(c.use_distributed_optimizer);
+  REQUIRE_FALSE(c.use_decentralized_pg);
+  REQUIRE(c.recompute_granularity == "full");
+  REQUIRE(c.fp8);
+  REQUIRE(c.params_dtype == "bf16");
+  REQUIRE(c.micro_batch_size == 1);
+  REQUIRE(*c.global_batch_size == 32);
+  REQUIRE_FALSE(c.virtual_pipeline_model_parallel_size.has_value());  // null
+  REQUIRE(c.ignored.front() == "model.position_embedding_type: rope");
+  REQUIRE(std::find(c.ignored.begin(), c.ignored.end(), "optimizer.lr: 0.0003") != c.ignored.end());
+  REQUIRE(c.loc_of_scenario_key("parallel.hierarchical_context_parallel_sizes").line == 23);
+
+  MegatronConfig on_two_nodes = c;
+  on_two_nodes.nnodes = 2;
+  on_two_nodes.nproc_per_node = 8;
+  on_two_nodes.world_size = 16;
+  const Scenario s = load_scenario_text(scenario_yaml_of(on_two_nodes, ScenarioWriteOptions{}), "bridge.yaml");
+  REQUIRE(validate_scenario(s, ValidationScope::placement).data_parallel_size == 1);
+  REQUIRE(cp_layout_for(s, CpCommType::a2a_p2p).a2a_size() == 4);
+
+  const auto bad = error_of([] { parse_bridge_config("model:\n  num_attention_heads: many\n", "b.yaml"); });
+  REQUIRE(bad == "b.yaml:2:24: model.num_attention_heads: expected an integer, got 'many'; fix: write a whole number");
+  const auto not_bridge = error_of([] { parse_bridge_config("train:\n  micro_batch_size: 1\n", "b.yaml"); });
+  REQUIRE(not_bridge.find("not a Megatron-Bridge config: no 'model:' section") != std::string::npos);
+}

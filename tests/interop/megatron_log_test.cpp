@@ -1,0 +1,157 @@
+// Megatron training logs: parsing and the HCP / throughput checks (core/megatron_log.hpp).
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "catch_compat.hpp"
+#include "hcpsim/interop/megatron_log.hpp"
+
+using namespace hcpsim;
+
+namespace {
+
+const std::string kFixtures = std::string(HCPSIM_SOURCE_DIR) + "/tests/fixtures/megatron/";
+
+std::string read_fixture(const std::string& name) {
+  std::ifstream in(kFixtures + name, std::ios::binary);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+const std::string kHealthySizes = "hierarchical_context_parallel_sizes ............. [8, 2]";
+
+}  // namespace
+
+TEST_CASE("log: the healthy fixture parses into world line, arguments and throughput", "[log]") {
+  const auto log = parse_megatron_log(read_fixture("log_healthy.txt"), "healthy.txt");
+  REQUIRE(log.world.has_value());
+  REQUIRE(log.world->line == 3);
+  REQUIRE(log.world->world_size == 32);
+  REQUIRE(log.world->data_parallel_size == 2);
+  REQUIRE(*log.world->context_parallel_size == 16);
+  REQUIRE(log.world->reports_hierarchical);
+  // Megatron prints no separator after the sizes: "...sizes: [8, 2]tensor-model-parallel size: 1".
+  REQUIRE(*log.world->hierarchical_sizes == std::vector<int64_t>{8, 2});
+  REQUIRE(log.world->tensor_model_parallel_size == 1);  // not the encoder-tensor-model-parallel size 0
+  REQUIRE(log.arguments_begin_line == 5);
+  REQUIRE(log.arguments_end_line == 73);
+  REQUIRE(log.arguments.size() == 67);
+  REQUIRE(log.throughput.size() == 6);
+  REQUIRE(log.throughput[0].iteration == 10);
+  REQUIRE(log.throughput[0].tflops_per_gpu == 402.3);  // parsed from the same decimal text
+  REQUIRE(*log.gpu_name == "H100");
+  REQUIRE(log.gpu_line == 1);
+
+  const auto args = interpret_megatron_args(log.arguments, "healthy.txt", true);
+  REQUIRE(check_hierarchical_cp(log, args).empty());
+  const GpuPeak h100{989.4, "H100", false};
+  REQUIRE(check_throughput_peak(log, h100, false).empty());
+  REQUIRE(check_throughput_vs_model(log, std::nullopt).empty());
+}
+
+TEST_CASE("log: a2a+p2p without hierarchical sizes and throughput above peak (CP silently off)", "[log]") {
+  const auto log = parse_megatron_log(read_fixture("log_cp_silently_off.txt"), "off.txt");
+  REQUIRE(log.world->reports_hierarchical);
+  REQUIRE_FALSE(log.world->hierarchical_sizes.has_value());  // "sizes: Nonetensor-model-parallel size: 1"
+  REQUIRE_FALSE(log.gpu_name.has_value());
+  const auto args = interpret_megatron_args(log.arguments, "off.txt", true);
+  const auto hcp = check_hierarchical_cp(log, args);
+  REQUIRE(hcp.size() == 1);
+  REQUIRE(hcp[0].line == 14);  // the cp_comm_type argument
+  REQUIRE(hcp[0].message ==
+          "cp_comm_type a2a+p2p is configured without hierarchical_context_parallel_sizes: Megatron builds no "
+          "hierarchical groups, TE receives cp_group=None and training silently runs WITHOUT context parallelism "
+          "(each rank attends only to its own chunks); the world-size line (off.txt:2) reports hierarchical "
+          "context-parallel sizes: None; fix: set --hierarchical-context-parallel-sizes A P with A*P = "
+          "context_parallel_size 16");
+  const GpuPeak h100{989.4, "H100-SXM5-80GB", false};
+  const auto peak = check_throughput_peak(log, h100, false);
+  REQUIRE(peak.size() == 1);
+  REQUIRE(peak[0].line == 91);  // iteration 10, the first above the peak
+  REQUIRE(peak[0].message.rfind("reported throughput per GPU 1094.7 TFLOP/s (iteration 10) exceeds the dense bf16 "
+                                "peak of the GPU, 989.4 TFLOP/s (H100-SXM5-80GB); 6 of 6 reporting iterations are "
+                                "above it, max 1102.5 at off.txt:94.",
+                                0) == 0);
+  // FP8 GEMMs may run at twice the bf16 peak: 1102.5 < 2 * 989.4.
+  REQUIRE(check_throughput_peak(log, h100, true).empty());
+}
+
+TEST_CASE("log: hierarchical sizes configured but the world-size line shows none", "[log]") {
+  const std::string text = replace(read_fixture("log_healthy.txt"), "hierarchical context-parallel sizes: [8, 2]",
+                                   "hierarchical context-parallel sizes: None");
+  const auto log = parse_megatron_log(text, "h.txt");
+  const auto f = check_hierarchical_cp(log, interpret_megatron_args(log.arguments, "h.txt", true));
+  REQUIRE(f.size() == 1);
+  REQUIRE(f[0].line == 3);
+  REQUIRE(f[0].message ==
+          "hierarchical context parallelism is configured (cp_comm_type a2a+p2p, hierarchical_context_parallel_sizes "
+          "[8, 2] (h.txt:28)) but the world-size line reports hierarchical context-parallel sizes: None: the "
+          "hierarchical groups were not built as configured; fix: check that the launch passes "
+          "--hierarchical-context-parallel-sizes to this Megatron version");
+
+  const std::string cp1 = replace(read_fixture("log_healthy.txt"),
+                                  "context-parallel size: 16, hierarchical context-parallel sizes: [8, 2]",
+                                  "context-parallel size: 1, hierarchical context-parallel sizes: [8, 2]");
+  const auto log1 = parse_megatron_log(cp1, "h.txt");
+  const auto f1 = check_hierarchical_cp(log1, interpret_megatron_args(log1.arguments, "h.txt", true));
+  REQUIRE(f1.size() == 1);
+  REQUIRE(f1[0].message.find("but the world-size line reports context-parallel size: 1:") != std::string::npos);
+}
+
+TEST_CASE("log: throughput versus the whole-step model needs a prediction", "[log]") {
+  const auto log = parse_megatron_log(read_fixture("log_healthy.txt"), "healthy.txt");
+  REQUIRE(check_throughput_vs_model(log, std::nullopt).empty());
+  // 412.4 <= 1.5 * 300 = 450: consistent.
+  REQUIRE(check_throughput_vs_model(log, 300.0).empty());
+  // 1.5 * 250 = 375 < 402.3: every one of the 6 iterations is above.
+  const auto f = check_throughput_vs_model(log, 250.0);
+  REQUIRE(f.size() == 1);
+  REQUIRE(f[0].line == 92);
+  REQUIRE(f[0].message == "reported throughput per GPU 402.3 TFLOP/s (iteration 10) is more than 1.5x the "
+                          "whole-step model's 250.0 TFLOP/s (6 of 6 reporting iterations); the run did less work "
+                          "than configured");
+  REQUIRE(check_throughput_vs_model(log, 250.0, 2.0).empty());  // 2 * 250 = 500 > 412.4
+}
+
+TEST_CASE("log: empty, binary and truncated files are InputErrors naming the file and what is missing", "[log]") {
+  REQUIRE(error_of([] { parse_megatron_log("", "e.txt"); }) ==
+          "e.txt: empty file; fix: pass the text log of a Megatron training run (stdout/stderr of rank 0)");
+  std::string binary = "PK\x03\x04";
+  binary += std::string(1, '\0');
+  binary += "\x14\x00\x08";
+  REQUIRE(error_of([&] { parse_megatron_log(binary, "b.bin"); })
+              .rfind("b.bin: binary file (NUL byte at offset 4), not a text log; fix:", 0) == 0);
+  REQUIRE(error_of([] { parse_megatron_log("hello\nworld\n", "t.txt"); })
+              .rfind("t.txt: truncated or not a Megatron training log: no arguments block", 0) == 0);
+  const std::string full = read_fixture("log_healthy.txt");
+  const std::string cut = full.substr(0, full.find("  kv_channels"));
+  REQUIRE(error_of([&] { parse_megatron_log(cut, "cut.txt"); })
+              .rfind("cut.txt:5:1: truncated log: the arguments block that starts here has no", 0) == 0);
+}
+
+TEST_CASE("log: GPU and preset names map to cluster presets", "[log]") {
+  REQUIRE(*preset_of_gpu_name("H100") == "dgx-h100");
+  REQUIRE(*preset_of_gpu_name("h200") == "dgx-h200");
+  REQUIRE(*preset_of_gpu_name("A100-SXM4-80GB") == "dgx-a100");
+  REQUIRE(*preset_of_gpu_name("NVIDIA B200") == "dgx-b200");
+  REQUIRE(*preset_of_gpu_name("dgx-h100") == "dgx-h100");
+  REQUIRE_FALSE(preset_of_gpu_name("H1000").has_value());
+  REQUIRE_FALSE(preset_of_gpu_name("MI300X").has_value());
+}

@@ -1,0 +1,4 @@
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/megatron_import_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/megatron_log_test.cpp
+)

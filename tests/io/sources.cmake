@@ -1,0 +1,3 @@
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/output_file_test.cpp
+)

@@ -1,0 +1,136 @@
+// hcpsim plan / diff as library calls: ranking, ruled-out options, memory rule, diff rows.
+#include <algorithm>
+#include <string>
+
+#include "catch_compat.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/plan/plan.hpp"
+
+using namespace hcpsim;
+using namespace hcpsim::sim;
+
+namespace {
+
+Scenario fixture(const std::string& name, const std::vector<std::string>& overrides = {}) {
+  return load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/tests/fixtures/plan/" + name, overrides);
+}
+
+const PlanOption* find(const std::vector<PlanOption>& v, const std::string& label) {
+  const auto it = std::find_if(v.begin(), v.end(), [&](const PlanOption& o) { return o.label == label; });
+  return it == v.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+TEST_CASE("plan: fast NVLink and a slow network make A = GPUs per node win", "[plan]") {
+  const PlanResult r = plan(fixture("slow_network_cp32.yaml"), PlanRequest{});
+  REQUIRE(r.ranked.size() == 5);  // p2p, all_gather, [2,16], [4,8], [8,4]
+  CHECK(r.ranked[0].label == "a2a+p2p [8,4] TP1");
+  CHECK(r.ranked[0].rank == 1);
+  CHECK(r.ranked[0].a2a_intra_node);
+  CHECK(r.ranked[0].inter_node_bytes_per_layer < find(r.ranked, "p2p TP1")->inter_node_bytes_per_layer);
+  // The more of the ring crosses the network, the slower: [8,4] < [4,8] < [2,16] < p2p.
+  CHECK(find(r.ranked, "a2a+p2p [4,8] TP1")->step.step_ps < find(r.ranked, "a2a+p2p [2,16] TP1")->step.step_ps);
+  CHECK(find(r.ranked, "a2a+p2p [2,16] TP1")->step.step_ps < find(r.ranked, "p2p TP1")->step.step_ps);
+  CHECK(r.explanation.rfind("a2a+p2p [8,4] TP1 wins with", 0) == 0);
+  CHECK(r.explanation.find("exposes") != std::string::npos);
+  // Ruled out, each with its reason: a2a (32 > 8 KV heads), [16,2], and the degenerate [1,32] / [32,1].
+  REQUIRE(r.dropped.size() == 4);
+  CHECK(find(r.dropped, "a2a TP1")->dropped_reason.find("must both be divisible by context_parallel_size = 32") !=
+        std::string::npos);
+  CHECK(find(r.dropped, "a2a+p2p [16,2] TP1")->dropped_reason.find("divisible by the a2a size A = 16") !=
+        std::string::npos);
+  CHECK(find(r.dropped, "a2a+p2p [1,32] TP1")->dropped_reason.find("plain p2p") != std::string::npos);
+  CHECK(find(r.dropped, "a2a+p2p [32,1] TP1")->dropped_reason.find("plain a2a") != std::string::npos);
+  // Deterministic.
+  const PlanResult again = plan(fixture("slow_network_cp32.yaml"), PlanRequest{});
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    CHECK(again.ranked[i].label == r.ranked[i].label);
+    CHECK(again.ranked[i].step.step_ps == r.ranked[i].step.step_ps);
+  }
+}
+
+TEST_CASE("plan: an option that does not fit is never ranked first unless nothing fits", "[plan]") {
+  PlanRequest req;
+  req.tp = {1, 2};
+  const PlanResult free = plan(fixture("tp_sweep_cp16.yaml"), req);
+  const PlanOption* tp1 = find(free.ranked, "a2a+p2p [8,2] TP1");
+  const PlanOption* p2p_tp2 = find(free.ranked, "p2p TP2");
+  REQUIRE(tp1);
+  REQUIRE(p2p_tp2);
+  REQUIRE(tp1->step.step_ps < p2p_tp2->step.step_ps);  // faster, but it needs more memory
+  REQUIRE(tp1->step.memory.total_bytes > 30e9);
+  REQUIRE(p2p_tp2->step.memory.total_bytes < 30e9);
+  CHECK(free.global_batch_size == 16);
+
+  const PlanResult limited = plan(fixture("tp_sweep_cp16.yaml", {"cluster.gpu.memory_GB=30"}), req);
+  CHECK_FALSE(limited.nothing_fits);
+  bool seen_unfit = false;
+  for (const auto& o : limited.ranked) {
+    if (!o.step.memory.fits) seen_unfit = true;
+    CHECK((o.step.memory.fits || seen_unfit));
+    if (seen_unfit) CHECK_FALSE(o.step.memory.fits);  // every fitting option comes first
+  }
+  CHECK(limited.ranked[0].step.memory.fits);
+  CHECK(find(limited.ranked, "a2a+p2p [8,2] TP1")->rank > find(limited.ranked, "p2p TP2")->rank);
+
+  const PlanResult none = plan(fixture("tp_sweep_cp16.yaml", {"cluster.gpu.memory_GB=10"}), req);
+  CHECK(none.nothing_fits);
+  for (size_t i = 1; i < none.ranked.size(); ++i)
+    CHECK(none.ranked[i - 1].step.step_ps <= none.ranked[i].step.step_ps);
+  CHECK(none.explanation.find("but nothing fits") != std::string::npos);
+
+  PlanRequest mem = req;
+  mem.objective = PlanRequest::Objective::memory;
+  const PlanResult by_memory = plan(fixture("tp_sweep_cp16.yaml"), mem);
+  for (size_t i = 1; i < by_memory.ranked.size(); ++i)
+    CHECK(by_memory.ranked[i - 1].step.memory.total_bytes <= by_memory.ranked[i].step.memory.total_bytes);
+  CHECK(by_memory.ranked[0].tp == 2);
+}
+
+TEST_CASE("plan: bad requests and scenarios without a vocabulary are input errors", "[plan]") {
+  PlanRequest both;
+  both.cp = 16;
+  both.gpus = 32;
+  CHECK_THROWS_AS(plan(fixture("tp_sweep_cp16.yaml"), both), InputError);
+  PlanRequest odd;
+  odd.gpus = 15;
+  odd.tp = {2};
+  CHECK_THROWS_AS(plan(fixture("tp_sweep_cp16.yaml"), odd), InputError);
+  try {
+    plan(fixture("tp_sweep_cp16.yaml", {"model.vocab_size=null"}), PlanRequest{});
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.key() == "model.vocab_size");
+  }
+  // --gpus: CP = GPUs / TP for each TP.
+  PlanRequest gpus;
+  gpus.gpus = 16;
+  gpus.tp = {1, 2};
+  const PlanResult g = plan(fixture("tp_sweep_cp16.yaml"), gpus);
+  CHECK(find(g.ranked, "p2p TP1")->cp == 16);
+  CHECK(find(g.ranked, "p2p TP2")->cp == 8);
+}
+
+TEST_CASE("diff: a scenario against itself changes nothing; [A,P] moves bytes between link levels", "[plan]") {
+  const Scenario s = fixture("tp_sweep_cp16.yaml");
+  const PlanOption a = evaluate_scenario(s);
+  const auto same = diff_rows(a, evaluate_scenario(s));
+  REQUIRE(!same.empty());
+  for (const auto& r : same) CHECK(r.relative() == 0);
+
+  // [8,2] keeps the all-to-all inside a node; [2,8] moves the ring onto more inter-node hops: fewer NVLink bytes,
+  // more network bytes.
+  const PlanOption b = evaluate_scenario(fixture("tp_sweep_cp16.yaml", {"parallel.hierarchical_context_parallel_sizes=[2,8]"}));
+  const auto rows = diff_rows(a, b);
+  auto row = [&](const std::string& name) {
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const DiffRow& r) { return r.name == name; });
+    REQUIRE(it != rows.end());
+    return *it;
+  };
+  CHECK(row("layer messages forward inter_node bytes").delta() > 0);
+  CHECK(row("layer messages backward inter_node bytes").delta() > 0);
+  CHECK(row("layer exposed comm").delta() > 0);
+  for (size_t i = 1; i < rows.size(); ++i) CHECK(rows[i - 1].relative() >= rows[i].relative());
+  CHECK(row("memory: weights").relative() == 0);
+}

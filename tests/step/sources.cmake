@@ -1,0 +1,4 @@
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/training_step_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/calibration_test.cpp
+)

@@ -1,0 +1,254 @@
+// Whole training step: parameter count, model FLOPs, memory model, layer schedule (TP collectives, recompute).
+#include <string>
+#include <vector>
+
+#include "catch_compat.hpp"
+#include "hcpsim/step/layer_builder.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/step/training_model.hpp"
+#include "hcpsim/config/validation.hpp"
+#include "hcpsim/sim/cost_model.hpp"
+#include "hcpsim/step/training_step.hpp"
+
+using namespace hcpsim;
+using namespace hcpsim::sim;
+
+namespace {
+
+// A small Llama-like model whose numbers are easy to derive by hand:
+// h = 64, ffn = 256 (gated), H = 4, Hkv = 2, dk = dv = 16, L = 2, V = 1000 (padded to 1024), S = 256.
+const char* kSmall = R"(schema_version: 1
+name: small
+model:
+  num_attention_heads: 4
+  num_query_groups: 2
+  kv_channels: 16
+  hidden_size: 64
+  ffn_hidden_size: 256
+  seq_length: 256
+  micro_batch_size: 1
+  num_layers: 2
+  vocab_size: 1000
+  gated_linear_unit: true
+  global_batch_size: 4
+parallel:
+  context_parallel_size: 2
+  cp_comm_type: p2p
+  use_distributed_optimizer: true
+cluster: {preset: dgx-h100, nodes: 1}
+)";
+
+Scenario small(const std::vector<std::string>& overrides = {}) {
+  Scenario s = load_scenario_text(kSmall, "small.yaml", overrides);
+  validate_scenario(s, ValidationScope::placement);
+  return s;
+}
+
+StepResult step_of(const Scenario& s) {
+  const auto report = validate_scenario(s, ValidationScope::placement);
+  return simulate_step(s, s.parallel.cp_comm_type.front(), report.data_parallel_size, Topology::from_cluster(s.cluster));
+}
+
+}  // namespace
+
+TEST_CASE("step: parameter count of a small model equals the closed form", "[step]") {
+  const ParameterCounts p = parameter_counts(small());
+  CHECK(p.padded_vocab == 1024);                         // 1000 rounded up to a multiple of 128
+  CHECK(p.attention_per_layer == 64.0 * (4 * 16 + 2 * 32) + 4 * 16 * 64);  // 12288
+  CHECK(p.mlp_per_layer == 3.0 * 64 * 256);              // 49152 (gated: three GEMMs)
+  CHECK(p.norms_per_layer == 128);
+  CHECK(p.embedding == 1024.0 * 64);
+  CHECK(p.output_layer == 0);                            // tied
+  CHECK(p.total == 188736);                              // 2·61568 + 65536 + 64
+  const ParameterCounts untied = parameter_counts(small({"model.untie_embeddings_and_output_weights=true"}));
+  CHECK(untied.total == 188736 + 65536);
+  CHECK(padded_vocab_size(128256, 8) == 129024);         // 128256 → multiple of 1024
+}
+
+TEST_CASE("step: a model without vocab_size names the key", "[step]") {
+  Scenario s = small({"model.vocab_size=null"});
+  try {
+    parameter_counts(s);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("model.vocab_size") != std::string::npos);
+  }
+}
+
+TEST_CASE("step: Megatron model FLOPs in both conventions match a hand computation", "[step]") {
+  const Scenario s = small();
+  // 12·B·s·L·h² = 12·4·256·2·4096 = 100663296; bracket: (1 + 2/4 + f·256/64)·1 + (256/64)·1.5 + 1024/(2·2·64).
+  CHECK(megatron_model_flops(s, 4, FlopsConvention::megatron_full_attention) == 100663296.0 * 15.5);
+  CHECK(megatron_model_flops(s, 4, FlopsConvention::megatron_causal) == 100663296.0 * 13.5);
+  // The projections and MLP term equals 6 × the GEMM FLOPs per token: 2·(QKV 64·128 + proj 64·64 + MLP 3·64·256).
+  const double per_token_gemm = 2.0 * (64 * 128 + 64 * 64 + 3 * 64 * 256);
+  const Scenario no_attn = small({"model.attn_mask_type=causal"});
+  const double attention_causal = 12.0 * 4 * 256 * 2 * 4096 * (0.5 * 256 / 64);
+  const double logits = 6.0 * 4 * 256 * 64 * 1024;
+  CHECK(megatron_model_flops(no_attn, 4, FlopsConvention::megatron_causal) ==
+        Approx(6.0 * 4 * 256 * 2 * per_token_gemm / 2 + attention_causal + logits).epsilon(1e-12));
+}
+
+TEST_CASE("step: memory per GPU of a small model equals the closed form", "[step]") {
+  const Scenario s = small();
+  const MemoryBreakdown m = memory_per_gpu(s, 4, 1, 1000);
+  CHECK(m.parameters_per_gpu == 188736);
+  CHECK(m.weights_bytes == 188736.0 * 2);
+  CHECK(m.gradients_bytes == 188736.0 * 4);
+  CHECK(m.optimizer_bytes == 188736.0 * 12 / 8);  // distributed optimizer over DP·CP = 4·2
+  // t = 128 tokens per GPU: attention 2·16384 + 32768 (QKV) + 16384 (out) + 2048 (lse); MLP 2·16384 + 131072 + 65536.
+  CHECK(m.activations_per_layer_bytes == 83968 + 229376);
+  CHECK(m.activations_bytes == 2.0 * 313344);
+  CHECK(m.output_layer_activations_bytes == 128.0 * 1024 * (2 + 4));
+  CHECK(m.cp_attention_buffers_bytes == 1000);
+  CHECK(m.total_bytes == 377472.0 + 754944 + 283104 + 626688 + 786432 + 1000 + 3e9);
+  CHECK(m.fits);
+  const MemoryBreakdown plain = memory_per_gpu(small({"parallel.use_distributed_optimizer=false"}), 4, 1, 0);
+  CHECK(plain.optimizer_bytes == 188736.0 * 12);  // 18 bytes / parameter in all without sharding
+  // Sequence parallelism divides the norm regions by TP; TP divides everything else.
+  const Scenario tp2 = small({"parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"});
+  CHECK(activation_bytes_per_layer(tp2) == 313344.0 / 2);
+  const Scenario tp2_nosp = small({"parallel.tensor_model_parallel_size=2"});
+  CHECK(activation_bytes_per_layer(tp2_nosp) == 313344.0 / 2 + 4 * 16384 / 2);
+  // Pipeline: the first stage holds min(PP, m) micro-batches; interleaving adds (PP−1)/(PP·V).
+  const Scenario pp2 = small({"parallel.pipeline_model_parallel_size=2", "parallel.context_parallel_size=1",
+                              "model.global_batch_size=16", "parallel.virtual_pipeline_model_parallel_size=1"});
+  CHECK(memory_per_gpu(pp2, 4, 4, 0).in_flight_microbatches == 2);
+}
+
+TEST_CASE("step: full recompute lowers activation memory and adds the layer's forward FLOPs", "[step]") {
+  const Scenario none = small();
+  const Scenario full = small({"training.recompute_granularity=full"});
+  const Scenario selective = small({"training.recompute_granularity=selective"});
+  CHECK(activation_bytes_per_layer(full) == 128.0 * 64 * 2);  // only the layer input
+  const MemoryBreakdown mn = memory_per_gpu(none, 4, 1, 0), mf = memory_per_gpu(full, 4, 1, 0);
+  CHECK(mf.activations_bytes == 2 * 16384.0 + 313344);  // two layer inputs + the layer being recomputed
+  CHECK(mf.activations_bytes < mn.activations_bytes);
+
+  const Schedule ln = build_layer_schedule(none, CpCommType::p2p);
+  const Schedule lf = build_layer_schedule(full, CpCommType::p2p);
+  const Schedule ls = build_layer_schedule(selective, CpCommType::p2p);
+  CHECK(lf.total_flops(Phase::forward) == ln.total_flops(Phase::forward));
+  CHECK(lf.total_flops(Phase::backward) == Approx(ln.total_flops(Phase::backward) + ln.total_flops(Phase::forward)).epsilon(1e-14));
+  // Selective recompute reruns only the CP attention forward.
+  const Schedule attn = build_schedule(CpCommType::p2p, cp_layout_for(none, CpCommType::p2p), attention_shape(none));
+  CHECK(ls.total_flops(Phase::backward) ==
+        Approx(ln.total_flops(Phase::backward) + attn.total_flops(Phase::forward)).epsilon(1e-14));
+  // The layer's forward GEMM FLOPs per CP rank: 2·t·(64·128 + 64·64 + 3·64·256), t = 128 tokens, 2 ranks.
+  const double gemm_fwd = 2 * 2.0 * 128 * (64 * 128 + 64 * 64 + 3 * 64 * 256);
+  CHECK(ln.total_flops(Phase::forward) == Approx(gemm_fwd + attn.total_flops(Phase::forward)).epsilon(1e-14));
+  CHECK(ln.total_flops(Phase::backward) == Approx(2 * gemm_fwd + attn.total_flops(Phase::backward)).epsilon(1e-14));
+
+  const StepResult rn = step_of(none), rf = step_of(full);
+  CHECK(rf.layer_backward_ps > rn.layer_backward_ps);
+  CHECK(rf.memory.activations_bytes < rn.memory.activations_bytes);
+  CHECK(rf.model_flops == rn.model_flops);  // model FLOPs do not count recomputation
+}
+
+TEST_CASE("step: a TP=2 layer on one node moves exactly the expected collective bytes", "[step]") {
+  // t·h = 256·64 = 16384 elements of 2 bytes per TP region. An all-reduce (reduce-scatter + all-gather over 2
+  // GPUs) sends 4 messages of 16384 B; with sequence parallelism an all-gather or a reduce-scatter sends 2.
+  for (const bool sp : {false, true}) {
+    const Scenario s = small({"parallel.tensor_model_parallel_size=2", "parallel.context_parallel_size=1",
+                              std::string("parallel.sequence_parallel=") + (sp ? "true" : "false")});
+    const StepResult r = step_of(s);
+    REQUIRE(r.layer.ranks.size() == 2);
+    for (Phase ph : {Phase::forward, Phase::backward}) {
+      CHECK(r.layer.message_totals(ph, LinkLevel::intra_node).count == 8);
+      CHECK(r.layer.message_totals(ph, LinkLevel::intra_node).bytes == 8 * 16384);
+      CHECK(r.layer.message_totals(ph, LinkLevel::inter_node).count == 0);
+    }
+  }
+  // TP = 1: no TP collective at all; only the CP ring's messages.
+  const StepResult r1 = step_of(small());
+  const Schedule attn = build_schedule(CpCommType::p2p, cp_layout_for(small(), CpCommType::p2p), attention_shape(small()));
+  int64_t attn_msgs = 0;
+  for (const auto& rank : attn.ranks)
+    for (const auto& op : rank.ops)
+      if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) attn_msgs += sr->send_peer >= 0 ? 1 : 0;
+  CHECK(r1.layer.message_totals(Phase::forward, LinkLevel::intra_node).count +
+            r1.layer.message_totals(Phase::backward, LinkLevel::intra_node).count ==
+        attn_msgs);
+}
+
+TEST_CASE("step: the iteration composes layers, micro-batches, pipeline bubble and DP collectives", "[step]") {
+  const Scenario s = small();
+  const StepResult r = step_of(s);
+  CHECK(r.world_size == 8);
+  CHECK(r.data_parallel_size == 4);
+  CHECK(r.num_microbatches == 1);
+  CHECK(r.layers_per_stage == 2);
+  CHECK(r.stage_microbatch_ps == 2 * (r.layer_forward_ps + r.layer_backward_ps) + r.output_layer_forward_ps +
+                                     r.output_layer_backward_ps);
+  CHECK(r.pipeline_ps == r.stage_microbatch_ps);
+  CHECK(r.step_ps == r.pipeline_ps + r.dp_grad_reduce_exposed_ps + r.dp_param_gather_exposed_ps + r.optimizer_ps);
+  // DP·CP = 8 GPUs of one node: ring reduce-scatter of 4-byte gradients over NVLink.
+  CHECK(r.dp_grad_reduce_ps == ring_collective_ps(8, 188736.0 * 4, false, s.cluster));
+  CHECK(r.model_tflops_per_gpu == Approx(r.model_flops / (static_cast<double>(r.step_ps) * 1e-12 * 8) / 1e12));
+  CHECK(r.mfu == Approx(r.model_tflops_per_gpu * 1e12 / s.cluster.gpu.peak_bf16_flops_per_s));
+  // Pipeline parallelism: (m + (PP−1)/V) stage times, plus the activation messages between stages.
+  const Scenario pp = small({"parallel.pipeline_model_parallel_size=2", "model.global_batch_size=8"});
+  const StepResult rp = step_of(pp);
+  CHECK(rp.num_microbatches == 4);  // DP = 8/(2·2) = 2
+  CHECK(rp.pipeline_bubble_fraction == 0.25);
+  CHECK(rp.pipeline_ps == static_cast<TimePs>(static_cast<double>(rp.stage_microbatch_ps) * 5 + 0.5));
+  // Determinism: the same scenario gives the same numbers.
+  const StepResult again = step_of(s);
+  CHECK(again.step_ps == r.step_ps);
+  CHECK(again.memory.total_bytes == r.memory.total_bytes);
+}
+
+TEST_CASE("step: scenario keys of the whole step load and their rules hold", "[step]") {
+  const Scenario s = small({"training.fp8=true", "training.framework_overhead_GB=2.5",
+                            "parallel.virtual_pipeline_model_parallel_size=null"});
+  CHECK(s.training.fp8);
+  CHECK(s.training.framework_overhead_bytes == 2.5e9);
+  CHECK(s.model.gated_linear_unit);
+  auto error_of = [](const std::vector<std::string>& o) {
+    try {
+      small(o);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of({"model.global_batch_size=6"}).find("model.global_batch_size") != std::string::npos);
+  CHECK(error_of({"model.global_batch_size=6"}).find("multiple of 4") != std::string::npos);
+  CHECK(error_of({"training.fp8=true", "cluster.preset=dgx-a100"}).find("training.fp8") != std::string::npos);
+  CHECK(error_of({"parallel.virtual_pipeline_model_parallel_size=2"}).find("pipeline_model_parallel_size > 1") !=
+        std::string::npos);
+  CHECK(error_of({"training.recompute_granularity=some"}).find("none, selective, full") != std::string::npos);
+  CHECK(error_of({"parallel.pipeline_model_parallel_size=4", "parallel.context_parallel_size=1"})
+            .find("not divisible by pipeline_model_parallel_size") != std::string::npos);
+  CHECK(error_of({"training.recompute"}).find("key.path=value") != std::string::npos);
+}
+
+TEST_CASE("step: FP8 GEMMs run at the FP8 peak; model FLOPs do not change", "[step]") {
+  // Large enough MLP GEMMs to be compute-bound (t = 4096 tokens, h = 2048, ffn = 8192).
+  const std::vector<std::string> big{"model.hidden_size=2048", "model.ffn_hidden_size=8192", "model.seq_length=8192"};
+  std::vector<std::string> big_fp8 = big;
+  big_fp8.push_back("training.fp8=true");
+  const StepResult bf16 = step_of(small(big));
+  const StepResult fp8 = step_of(small(big_fp8));
+  CHECK(fp8.layer_forward_ps < bf16.layer_forward_ps);
+  CHECK(fp8.model_flops == bf16.model_flops);
+  const Schedule l8 = build_layer_schedule(small({"training.fp8=true"}), CpCommType::p2p);
+  int64_t fp8_gemms = 0, gemms = 0;
+  for (const auto& op : l8.ranks[0].ops)
+    if (const auto* g = std::get_if<GemmOp>(&op.payload)) {
+      ++gemms;
+      fp8_gemms += g->fp8 ? 1 : 0;
+    }
+  CHECK(gemms == 12);  // 4 forward (QKV, projection, fc1, fc2) + 8 backward (dgrad and wgrad of each)
+  CHECK(fp8_gemms == gemms);
+  // gemm_ps: launch + max(flops / (peak · efficiency), bytes / HBM).
+  const GpuSpec& g = small().cluster.gpu;
+  const double flops = 2.0 * 4096 * 4096 * 4096;
+  CHECK(gemm_ps(flops, 0, false, Dtype::bf16, g) ==
+        seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_bf16_flops_per_s * g.gemm_efficiency)));
+  CHECK(gemm_ps(flops, 0, true, Dtype::bf16, g) ==
+        seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_fp8_flops_per_s * g.gemm_efficiency)));
+}
+
