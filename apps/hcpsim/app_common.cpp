@@ -35,15 +35,6 @@ std::string human_time_ps(int64_t ps) {
   return fmt::format("{:.3f} us", s * 1e6);
 }
 
-ParallelSizes sizes_of(const Scenario& s, int64_t dp) {
-  ParallelSizes ps;
-  ps.tp = s.parallel.tensor_model_parallel_size;
-  ps.cp = s.parallel.context_parallel_size;
-  ps.pp = s.parallel.pipeline_model_parallel_size;
-  ps.dp = dp;
-  return ps;
-}
-
 void print_header(const Scenario& s) {
   const auto& m = s.model;
   fmt::print("scenario {} ({})\n", s.name, s.source_path);
@@ -65,7 +56,7 @@ std::string join(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt
 void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
   const auto layout = cp_layout_for(s, type);
   const auto& c = s.cluster;
-  const auto place = place_cp_group(s.parallel.order, sizes_of(s, dp), c.gpus_per_node);
+  const auto place = place_cp_group(s.parallel.order, parallel_sizes(s, dp), c.gpus_per_node);
   auto globals = [&](const std::vector<int64_t>& cps) {
     std::vector<int64_t> g;
     for (int64_t r : cps) g.push_back(place[static_cast<size_t>(r)].global_rank);

@@ -35,8 +35,6 @@ std::string human_bytes(double bytes);
 std::string human_time_ps(int64_t ps);
 /// "[1, 2, 3]".
 std::string join(const std::vector<int64_t>& v);
-/// Megatron parallel sizes of a scenario with the resolved data-parallel size.
-ParallelSizes sizes_of(const Scenario& s, int64_t dp);
 /// Prints the scenario name and model shape line.
 void print_header(const Scenario& s);
 /// Prints each validation warning on its own "warning: " line.

@@ -10,6 +10,7 @@
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/topology.hpp"
+#include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/simulator.hpp"
 #include "hcpsim/step/training_step.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
@@ -91,45 +92,19 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
-  const auto place = place_cp_group(s.parallel.order, sizes_of(s, report.data_parallel_size), cl.gpus_per_node);
-  std::vector<int64_t> gpus;
-  for (const auto& p : place) gpus.push_back(p.global_rank);
-  for (int64_t g : gpus)
-    if (g >= topology.gpu_count())
-      throw InputError(s.locations.count("cluster") ? s.locations.at("cluster") : SourceLoc{}, "cluster",
-                       fmt::format("the topology has {} GPUs but CP rank placement needs GPU {}", topology.gpu_count(), g),
-                       "add GPUs to cluster.topology or reduce the parallel sizes");
+  (void)sim::scenario_cp_gpus(s, report.data_parallel_size, topology);
   print_header(s);
   print_warnings(report);
-  const auto shape = attention_shape(s);
   const int64_t layers = s.model.num_layers;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
     options.record_timeline = !out.trace.empty();  // only the trace needs every op's entry
-    // The symmetry reduction (docs/simulator.md) gives the full simulation's results when it applies; the trace
-    // lists flows in run order, which the reduction changes, so a trace always comes from the full run.
-    const std::string blocker = out.trace.empty()
-                                    ? sim::symmetry_reduction_blocker(t, layout.a2a_size(), layout.p2p_size(), cl, gpus)
-                                    : std::string("--trace needs the full run");
-    sim::SimResult r;
-    if (blocker.empty()) {
-      options.symmetry_reduction = true;
-      const auto reps = build_schedule_ranks(t, layout, shape,
-                                             sim::symmetry_representatives(layout.a2a_size(), layout.p2p_size()));
-      r = sim::simulate(reps, cl, topology, gpus, options);
-    }
-    std::string reduction_note;
-    if (blocker.empty() && r.symmetry_exact) {
-      reduction_note = fmt::format("symmetry reduction: simulated {} representative CP ranks (a2a_rank 0), each "
-                                   "standing for its {} a2a peers; exact",
-                                   r.simulated_ranks, layout.a2a_size());
-    } else {
-      reduction_note = blocker.empty() ? "symmetry reduction not exact here (" + r.symmetry_note + "); full simulation"
-                                       : "full simulation (symmetry reduction does not apply: " + blocker + ")";
-      options.symmetry_reduction = false;
-      r = sim::simulate(build_schedule(t, layout, shape), cl, topology, gpus, options);
-    }
+    // The trace lists flows in run order, which the symmetry reduction changes, so it needs the full run.
+    const auto attention = sim::simulate_attention(s, t, report.data_parallel_size, topology, options,
+                                                   out.trace.empty() ? "" : "--trace needs the full run");
+    const sim::SimResult& r = attention.result;
+    const std::string& reduction_note = attention.note;
     fmt::print("\nsimulate {} [A={}, P={}] on {} x {} ({}), one attention layer per TP rank, flow-level network ({})\n",
                to_string(t), layout.a2a_size(), layout.p2p_size(), cl.nodes, cl.gpus_per_node, cl.gpu.name,
                cl.topology.vertices.empty() ? to_string(cl.fabric.kind) + " fabric" : std::string("explicit topology"));

@@ -6,12 +6,14 @@
 #include <cstring>
 
 #include "app_common.hpp"
+#include "hcpsim/core/fnv_hash.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/fault_injection.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/oracles/verify.hpp"
+#include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/simulator.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 #include "replay.hpp"
@@ -19,20 +21,10 @@
 namespace hcpsim::app {
 namespace {
 
-/// FNV-1a 64-bit over bytes. Source: Fowler–Noll–Vo hash, offset basis 14695981039346656037, prime 1099511628211.
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 14695981039346656037ULL) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 uint64_t hash_tensor(const HostTensor& t, uint64_t h) {
   for (int64_t i = 0; i < t.elements(); ++i) {
     const double v = t.data()[i];
-    h = fnv1a(&v, sizeof v, h);
+    h = fnv1a64(reinterpret_cast<const unsigned char*>(&v), sizeof v, h);
   }
   return h;
 }
@@ -58,7 +50,7 @@ ReplayVerify replay_verify(const Scenario& s, int threads) {
   ReplayVerify out;
   out.pass = run.report.pass;
   for (const auto& e : run.report.tensors) out.rel_l2[e.tensor == "softmax_lse" ? "lse" : e.tensor] = e.rel_l2_err;
-  uint64_t h = 14695981039346656037ULL;
+  uint64_t h = kFnvOffsetBasis;
   for (const HostTensor* t2 : {&run.hcp.out, &run.hcp.softmax_lse, &run.hcp.dq, &run.hcp.dk, &run.hcp.dv})
     h = hash_tensor(*t2, h);
   out.digest = fmt::format("{:016x}", h);
@@ -75,13 +67,10 @@ std::vector<std::string> replay_simulate_fields() {
 ReplaySimulate replay_simulate(const Scenario& s) {
   const auto report = validate_scenario(s, ValidationScope::placement);
   const CpCommType t = buildable_types(s).front();
-  const auto& cl = s.cluster;
-  const Topology topology = Topology::from_cluster(cl);
-  const auto place = place_cp_group(s.parallel.order, sizes_of(s, report.data_parallel_size), cl.gpus_per_node);
-  std::vector<int64_t> gpus;
-  for (const auto& p : place) gpus.push_back(p.global_rank);
-  const auto sched = build_schedule(t, cp_layout_for(s, t), attention_shape(s));
-  const auto r = sim::simulate(sched, cl, topology, gpus, {});
+  // The digest covers the summary's event and flow counts, which only the full run gives.
+  const auto r = sim::simulate_attention(s, t, report.data_parallel_size, Topology::from_cluster(s.cluster), {},
+                                         "the replay digest covers the full run's summary")
+                     .result;
   ReplaySimulate out;
   auto& v = out.values;
   v["forward_ps"] = r.forward_ps;
@@ -103,7 +92,7 @@ ReplaySimulate replay_simulate(const Scenario& s) {
     }
   }
   const std::string summary = sim::summary_json(r);
-  out.digest = fmt::format("{:016x}", fnv1a(summary.data(), summary.size()));
+  out.digest = fmt::format("{:016x}", fnv1a64(summary));
   return out;
 }
 

@@ -40,4 +40,13 @@ CpLayout cp_layout_for(const Scenario& s, CpCommType type) {
   HCPSIM_ASSERT(false, "unknown cp_comm_type");
 }
 
+ParallelSizes parallel_sizes(const Scenario& s, int64_t data_parallel_size) {
+  ParallelSizes sizes;
+  sizes.tp = s.parallel.tensor_model_parallel_size;
+  sizes.cp = s.parallel.context_parallel_size;
+  sizes.pp = s.parallel.pipeline_model_parallel_size;
+  sizes.dp = data_parallel_size;
+  return sizes;
+}
+
 }  // namespace hcpsim

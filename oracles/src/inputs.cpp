@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/fnv_hash.hpp"
 
 namespace hcpsim {
 
@@ -12,9 +13,6 @@ namespace {
 
 /// SplitMix64 increment ("golden gamma", 2^64/φ rounded to odd). Source: Steele, Lea, Flood (OOPSLA 2014).
 constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
-/// FNV-1a 64-bit parameters. Source: Fowler/Noll/Vo, http://www.isthe.com/chongo/tech/comp/fnv/.
-constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ULL;
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 /// 2^-53: one unit of a 53-bit fraction.
 constexpr double kTwoPowMinus53 = 1.0 / 9007199254740992.0;
 /// ln 2 split so that e·kLn2Hi is exact for |e| < 2^21. Source: fdlibm e_log.c (ln2_hi, ln2_lo).
@@ -90,14 +88,7 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t tag_hash(std::string_view tag) {
-  uint64_t h = kFnvOffsetBasis;
-  for (char ch : tag) {
-    h ^= static_cast<uint64_t>(static_cast<unsigned char>(ch));
-    h *= kFnvPrime;
-  }
-  return h;
-}
+uint64_t tag_hash(std::string_view tag) { return fnv1a64(tag); }
 
 uint64_t input_stream(uint64_t seed, std::string_view tag) { return splitmix64(seed ^ splitmix64(tag_hash(tag))); }
 

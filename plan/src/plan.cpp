@@ -1,11 +1,10 @@
 #include "hcpsim/plan/plan.hpp"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <exception>
-#include <thread>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -16,6 +15,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/config/validation.hpp"
 #include "hcpsim/io/xml.hpp"
@@ -80,36 +80,17 @@ void simulate_option_step(const Scenario& s, PlanOption& o) {
 
 /// The attention layer alone of option `o`, as `simulate` times it (writes the attention_* fields only).
 void simulate_option_attention(const Scenario& s, PlanOption& o) {
-  const CpCommType t = o.cp_comm_type;
-  const CpLayout layout = cp_layout_for(s, t);
-  const Topology topology = Topology::from_cluster(s.cluster);
   SimOptions options;
   options.record_timeline = false;
-  ParallelSizes sizes;
-  sizes.tp = o.tp;
-  sizes.cp = o.cp;
-  sizes.dp = o.data_parallel_size;
-  sizes.pp = s.parallel.pipeline_model_parallel_size;
-  const auto place = place_cp_group(s.parallel.order, sizes, s.cluster.gpus_per_node);
-  std::vector<int64_t> gpus;
-  for (const auto& p : place) gpus.push_back(p.global_rank);
-  const AttentionShape shape = attention_shape(s);
-  SimResult attn;
-  bool done = false;
-  if (symmetry_reduction_blocker(t, o.a2a_size, o.p2p_size, s.cluster, gpus).empty()) {
-    SimOptions reduced = options;
-    reduced.symmetry_reduction = true;
-    attn = simulate(build_schedule_ranks(t, layout, shape, symmetry_representatives(o.a2a_size, o.p2p_size)), s.cluster,
-                    topology, gpus, reduced);
-    done = attn.symmetry_exact;
-  }
-  if (!done) attn = simulate(build_schedule(t, layout, shape), s.cluster, topology, gpus, options);
+  const SimResult attn = simulate_attention(s, o.cp_comm_type, o.data_parallel_size, Topology::from_cluster(s.cluster),
+                                            options)
+                             .result;
   o.attention_forward_ps = attn.forward_ps;
   o.attention_backward_ps = attn.backward_ps;
   for (const RankStats& r : attn.ranks) o.attention_exposed_comm_ps = std::max(o.attention_exposed_comm_ps, r.exposed_comm_ps);
 }
 
-/// Runs the two simulations of every option on up to `threads` threads. Every simulation is independent and
+/// Runs the two simulations of every option on up to `threads` OpenMP threads. Every simulation is independent and
 /// writes only its own fields, so the results do not depend on the thread count or on scheduling.
 void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads) {
   const size_t tasks = 2 * options.size();
@@ -122,24 +103,21 @@ void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOp
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return cost_rank(x / 2) < cost_rank(y / 2); });
-  std::atomic<size_t> next{0};
   std::vector<std::exception_ptr> errors(tasks);
-  auto worker = [&] {
-    for (size_t k = next++; k < tasks; k = next++) {
-      const size_t i = order[k];
-      try {
-        if (i % 2 == 0) simulate_option_step(scenarios[i / 2], options[i / 2]);
-        else simulate_option_attention(scenarios[i / 2], options[i / 2]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
+  const int n = static_cast<int>(
+      std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1)));
+  // Dynamic scheduling in `order`, one task at a time: the longest tasks start first. No exception may leave
+  // the parallel region, so each task's is kept and the first in task order rethrown afterwards.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n)
+  for (size_t k = 0; k < tasks; ++k) {
+    const size_t i = order[k];
+    try {
+      if (i % 2 == 0) simulate_option_step(scenarios[i / 2], options[i / 2]);
+      else simulate_option_attention(scenarios[i / 2], options[i / 2]);
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-  };
-  const size_t n = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1));
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < n; ++k) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);  // the first failure in task order
 }
@@ -298,8 +276,7 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
       result.ranked.push_back(describe(c, type, report.data_parallel_size));
     }
   }
-  simulate_options(legal, result.ranked, request.threads > 0 ? request.threads
-                                                               : static_cast<int>(std::thread::hardware_concurrency()));
+  simulate_options(legal, result.ranked, request.threads > 0 ? request.threads : omp_get_num_procs());
   if (!any_cp)
     throw InputError(cmd, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
                      "give a GPU count divisible by TP*PP");

@@ -15,4 +15,8 @@ AttentionShape attention_shape(const Scenario& scenario);
 /// @throws InputError if a2a+p2p has no hierarchical sizes (validation normally catches this first).
 CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
 
+/// Megatron parallel sizes of `scenario` (tp, cp, pp from `parallel`; ep 1) with the resolved data-parallel size
+/// (ValidationReport::data_parallel_size), as place_cp_group() takes them.
+ParallelSizes parallel_sizes(const Scenario& scenario, int64_t data_parallel_size);
+
 }  // namespace hcpsim
