@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "hcpsim/config/megatron_defaults.hpp"
+
 namespace hcpsim {
 
 bool ModelConfig::has_sliding_window() const {
@@ -11,7 +13,10 @@ bool ModelConfig::has_sliding_window() const {
 
 int64_t ModelConfig::hidden() const { return hidden_size ? *hidden_size : num_attention_heads * kv_channels; }
 
-int64_t ModelConfig::ffn_hidden() const { return ffn_hidden_size ? *ffn_hidden_size : 4 * hidden(); }
+int64_t ModelConfig::ffn_hidden() const {
+  return ffn_hidden_size ? *ffn_hidden_size
+                         : default_ffn_hidden_size(hidden(), gated_linear_unit, MegatronConfigSource::megatron_lm_arguments);
+}
 
 std::string to_string(RecomputeGranularity g) {
   switch (g) {

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "hcpsim/config/megatron_defaults.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -850,8 +852,7 @@ class ArgInterpreter {
     }
     cfg_.kv_channels = get_int("kv_channels");
     if (!cfg_.kv_channels && cfg_.hidden_size && cfg_.num_attention_heads && *cfg_.num_attention_heads > 0) {
-      // Source: arguments.py validate_args: kv_channels = hidden_size // num_attention_heads when absent.
-      cfg_.kv_channels = *cfg_.hidden_size / *cfg_.num_attention_heads;
+      cfg_.kv_channels = default_kv_channels(*cfg_.hidden_size, *cfg_.num_attention_heads);
       cfg_.notes.push_back("kv_channels not set: hidden_size / num_attention_heads = " +
                            std::to_string(*cfg_.kv_channels) + " (Megatron's rule)");
     }
@@ -862,8 +863,8 @@ class ArgInterpreter {
     cfg_.gated_linear_unit = get_switch("swiglu");
     cfg_.ffn_hidden_size = get_int("ffn_hidden_size");
     if (!cfg_.ffn_hidden_size && cfg_.hidden_size) {
-      // Source: arguments.py validate_args: 4·hidden, or int(4·hidden·2/3 / 64)·64 with --swiglu.
-      cfg_.ffn_hidden_size = cfg_.gated_linear_unit ? (8 * *cfg_.hidden_size) / 192 * 64 : 4 * *cfg_.hidden_size;
+      cfg_.ffn_hidden_size = default_ffn_hidden_size(*cfg_.hidden_size, cfg_.gated_linear_unit,
+                                                     MegatronConfigSource::megatron_lm_arguments);
       cfg_.notes.push_back("ffn_hidden_size not set: " + std::to_string(*cfg_.ffn_hidden_size) +
                            (cfg_.gated_linear_unit ? " (Megatron's SwiGLU rule int(8*hidden/3/64)*64)"
                                                    : " (Megatron's rule 4*hidden_size)"));
@@ -1325,12 +1326,13 @@ MegatronConfig parse_bridge_config(const std::string& text, const std::string& d
   // Bridge's TransformerConfig: num_query_groups null means MHA; kv_channels null means hidden / heads.
   if (!c.num_query_groups) c.num_query_groups = c.num_attention_heads;
   if (!c.kv_channels && c.hidden_size && c.num_attention_heads && *c.num_attention_heads > 0) {
-    c.kv_channels = *c.hidden_size / *c.num_attention_heads;
+    c.kv_channels = default_kv_channels(*c.hidden_size, *c.num_attention_heads);
     c.notes.push_back("kv_channels not set: hidden_size / num_attention_heads = " + std::to_string(*c.kv_channels) +
                       " (Megatron's rule)");
   }
   if (!c.ffn_hidden_size && c.hidden_size) {
-    c.ffn_hidden_size = 4 * *c.hidden_size;
+    c.ffn_hidden_size =
+        default_ffn_hidden_size(*c.hidden_size, c.gated_linear_unit, MegatronConfigSource::transformer_config);
     c.notes.push_back("ffn_hidden_size not set: 4*hidden_size = " + std::to_string(*c.ffn_hidden_size) +
                       " (TransformerConfig default)");
   }

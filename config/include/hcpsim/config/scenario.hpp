@@ -26,7 +26,8 @@ struct ModelConfig {
   /// h; default num_attention_heads·kv_channels (Megatron's kv_channels = hidden_size / heads). Used by the
   /// whole-step model (GEMM shapes, parameter count, activation memory).
   std::optional<int64_t> hidden_size;
-  /// MLP width; default 4·hidden_size (Megatron TransformerConfig default).
+  /// MLP width; default from Megatron-LM's arguments (megatron_defaults.hpp): 4·hidden_size, or the SwiGLU
+  /// rule int(8·hidden_size/3/64)·64 with gated_linear_unit.
   std::optional<int64_t> ffn_hidden_size;
   /// Samples per optimizer step; default micro_batch_size·data_parallel_size (Megatron's default).
   std::optional<int64_t> global_batch_size;
@@ -46,7 +47,7 @@ struct ModelConfig {
   [[nodiscard]] bool has_sliding_window() const;
   /// hidden_size, or num_attention_heads·kv_channels when absent.
   [[nodiscard]] int64_t hidden() const;
-  /// ffn_hidden_size, or 4·hidden() when absent (Megatron TransformerConfig default).
+  /// ffn_hidden_size, or default_ffn_hidden_size(hidden(), gated_linear_unit, megatron_lm_arguments) when absent.
   [[nodiscard]] int64_t ffn_hidden() const;
 };
 
