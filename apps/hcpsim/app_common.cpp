@@ -199,38 +199,4 @@ std::vector<CpCommType> buildable_types(const Scenario& s) {
   return types;
 }
 
-HeadSelection select_heads(const Scenario& s, const AttentionShape& full, int64_t A) {
-  HeadSelection sel{full, {}, {}};
-  if (s.oracle.heads == "all") return sel;
-  const int64_t per_member = full.heads_q / A;       // H/A
-  const int64_t group = full.heads_q / full.heads_kv;  // H/Hkv
-  int64_t n = std::min<int64_t>(std::stoll(s.oracle.heads), per_member);
-  n = (n + group - 1) / group * group;  // whole KV groups only
-  n = std::min(n, per_member);
-  if (n == per_member) return sel;
-  const int64_t kv_member = full.heads_kv / A;
-  for (int64_t a = 0; a < A; ++a) {
-    for (int64_t hh = 0; hh < n; ++hh) sel.q_heads.push_back(a * per_member + hh);
-    for (int64_t j = 0; j < n / group; ++j) sel.kv_heads.push_back(a * kv_member + j);
-  }
-  sel.shape.heads_q = static_cast<int64_t>(sel.q_heads.size());
-  sel.shape.heads_kv = static_cast<int64_t>(sel.kv_heads.size());
-  return sel;
-}
-
-
-VerifyOptions verify_options(const Scenario& s, const HeadSelection& sel, const AttentionShape& full, Dtype dtype,
-                             int threads) {
-  VerifyOptions opt;
-  opt.seed = s.oracle.seed;
-  opt.input_distribution = s.oracle.input_distribution;
-  opt.dtype = dtype;
-  opt.threads = threads;
-  opt.q_heads = sel.q_heads;
-  opt.kv_heads = sel.kv_heads;
-  opt.full_heads_q = full.heads_q;
-  opt.full_heads_kv = full.heads_kv;
-  return opt;
-}
-
 }  // namespace hcpsim::app

@@ -46,21 +46,6 @@ void print_schedule(const Schedule& s);
 /// The scenario's distinct comm types (every one has a schedule builder, all_gather included).
 std::vector<CpCommType> buildable_types(const Scenario& s);
 
-/// The checked heads of one comm type (oracle.heads): schedule shape and the full-model head of each schedule head.
-struct HeadSelection {
-  AttentionShape shape;
-  std::vector<int64_t> q_heads, kv_heads;  ///< empty = all heads
-};
-
-/// oracle.heads = N: the first N q-heads of each a2a member (capped at H/A, rounded up to whole KV groups) and
-/// their KV heads; "all": every head. @param A the a2a size of the comm type.
-HeadSelection select_heads(const Scenario& s, const AttentionShape& full, int64_t A);
-
-/// The oracle's options for a scenario: seed and input distribution from `oracle`, the head subset of `sel`
-/// within the full problem `full`, and `dtype` / `threads` as the command chose them.
-VerifyOptions verify_options(const Scenario& s, const HeadSelection& sel, const AttentionShape& full, Dtype dtype,
-                             int threads);
-
 /// Subcommand registration: each adds its options and sets `exit_code` from its callback.
 /// Callbacks throw InputError / DeviceError, which main() maps to exit codes.
 CLI::App* add_validate_command(CLI::App& app, int& exit_code);

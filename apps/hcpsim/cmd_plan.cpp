@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "app_common.hpp"
+#include "report/plan_chart.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
@@ -104,7 +105,7 @@ int cmd_plan(const PlanArgs& a) {
     fmt::print("\nwrote {}\n", a.csv);
   }
   if (!a.svg.empty()) {
-    write_output_file(a.svg, sim::plan_svg(r, "hcpsim plan: " + s.name), "plan chart", "--svg");
+    write_output_file(a.svg, plan_svg(r, "hcpsim plan: " + s.name), "plan chart", "--svg");
     fmt::print("wrote {}\n", a.svg);
   }
   return kExitOk;

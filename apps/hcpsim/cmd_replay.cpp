@@ -10,9 +10,9 @@
 #include "app_common.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/io/output_file.hpp"
-#include "hcpsim/io/xml.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 #include "replay.hpp"
+#include "report/junit_report.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -182,30 +182,6 @@ bool update_file(const Outcome& o) {
   return true;
 }
 
-void write_junit(const std::string& path, const std::vector<Outcome>& outcomes) {
-  int failures = 0, skipped = 0;
-  for (const auto& o : outcomes) {
-    failures += o.status == "FAIL";
-    skipped += o.status == "skipped";
-  }
-  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x += fmt::format("<testsuite name=\"hcpsim replay\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
-                   outcomes.size(), failures, skipped);
-  for (const auto& o : outcomes) {
-    x += fmt::format("  <testcase classname=\"hcpsim.replay\" name=\"{}\">", xml_escape(o.path));
-    if (o.status == "FAIL") {
-      std::string msg;
-      for (const auto& f : o.failures) msg += f + "\n";
-      x += fmt::format("<failure message=\"{}\">{}</failure>", xml_escape(o.failures.front()), xml_escape(msg));
-    } else if (o.status == "skipped") {
-      x += "<skipped/>";
-    }
-    x += "</testcase>\n";
-  }
-  x += "</testsuite>\n";
-  write_output_file(path, x, "JUnit file", "--junit");
-}
-
 int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, bool update, bool twice,
                int threads) {
   if (threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
@@ -233,7 +209,11 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
     n_fail += o.status == "FAIL";
     outcomes.push_back(std::move(o));
   }
-  if (!junit.empty()) write_junit(junit, outcomes);
+  if (!junit.empty()) {
+    std::vector<JUnitCase> cases;
+    for (const auto& o : outcomes) cases.push_back(JUnitCase{o.path, o.status, o.failures});
+    write_junit(junit, cases);
+  }
   fmt::print("replay: {} scenarios, {} passed, {} failed{}\n", outcomes.size(), outcomes.size() - static_cast<size_t>(n_fail),
              n_fail, update ? fmt::format(", {} updated", n_updated) : "");
   return n_fail == 0 ? kExitOk : kExitFailed;

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "app_common.hpp"
+#include "gpu_runner.hpp"
 
 namespace hcpsim::app {
 
@@ -35,12 +36,7 @@ int run(int argc, char** argv) {
   }
   if (version) {
     fmt::print("hcpsim {} (x86 level {}, CUDA {})\n", HCPSIM_VERSION_STRING, HCPSIM_X86_LEVEL_STRING,
-#if defined(HCPSIM_HAVE_CUDA)
-               "on"
-#else
-               "off"
-#endif
-    );
+               gpu_backend_built() ? "on" : "off");
     return kExitOk;
   }
   if (exit_code >= 0) return exit_code;

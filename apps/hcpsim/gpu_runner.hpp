@@ -1,6 +1,7 @@
 #pragma once
 // `hcpsim verify --backend gpu`: the GPU backend as a verify runner, and the writers of its measured timeline.
-// Compiled only with the CUDA parts (HCPSIM_HAVE_CUDA); no CUDA type appears here.
+// gpu_runner.cpp implements it with the CUDA parts; without them gpu_runner_stub.cpp throws the no-device error
+// (DeviceError, exit 3) from every function. No CUDA type appears here.
 
 #include <memory>
 #include <string>
@@ -18,6 +19,9 @@ struct GpuVerifyOptions {
 
 /// What the last run of a runner measured, for printing and for --trace / --ops-csv.
 struct GpuRunRecord;
+
+/// True when this binary has the GPU backend (built with the CUDA parts).
+bool gpu_backend_built();
 
 /// Throws DeviceError (exit 3) with the runtime's reason when no CUDA device is usable, or when fewer than
 /// options.devices exist; prints nothing. Called before any CPU work so that a host without a GPU fails fast.

@@ -12,6 +12,7 @@
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/topology.hpp"
+#include "hcpsim/oracles/head_selection.hpp"
 #include "hcpsim/oracles/verify.hpp"
 #include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/simulator.hpp"
@@ -36,7 +37,7 @@ ReplayVerify replay_verify(const Scenario& s, int threads) {
   const CpCommType t = buildable_types(s).front();
   const auto full_shape = attention_shape(s);
   const auto layout = cp_layout_for(s, t);
-  const HeadSelection sel = select_heads(s, full_shape, layout.a2a_size());
+  const HeadSelection sel = select_heads(full_shape, layout.a2a_size(), s.oracle.heads);
   Schedule sched = build_schedule(t, layout, sel.shape);
   if (s.oracle.inject) {
     const auto fault = parse_fault_kind(*s.oracle.inject);
@@ -45,7 +46,7 @@ ReplayVerify replay_verify(const Scenario& s, int threads) {
                        "use one of the names printed by 'hcpsim verify --inject list'");
     sched = inject_fault(sched, *fault);
   }
-  const VerifyOptions opt = verify_options(s, sel, full_shape, s.oracle.dtype, threads);
+  const VerifyOptions opt = verify_options(sel, full_shape, s.oracle.seed, s.oracle.input_distribution, s.oracle.dtype, threads);
   const VerifyRun run = verify_schedule_run(sched, opt);
   ReplayVerify out;
   out.pass = run.report.pass;

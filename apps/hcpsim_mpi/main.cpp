@@ -25,6 +25,7 @@
 #include "hcpsim/gpu/cuda_check.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/gpu/host_replay.hpp"
+#include "hcpsim/oracles/head_selection.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 namespace {
@@ -63,7 +64,7 @@ int run(const Args& args, int world_rank, int world_size) {
                      fmt::format("launch with mpirun -np {} (one process per CP rank)", layout.cp_size()));
   // oracle.heads as in `hcpsim verify`: the same head subset, regenerated at the same global indices.
   const AttentionShape full = attention_shape(s);
-  const app::HeadSelection sel = app::select_heads(s, full, layout.a2a_size());
+  const HeadSelection sel = select_heads(full, layout.a2a_size(), s.oracle.heads);
   const Schedule schedule = build_schedule(type, layout, sel.shape);
 
   int devices = 0;
@@ -79,7 +80,7 @@ int run(const Args& args, int world_rank, int world_size) {
   MPI_Bcast(id.internal, sizeof(id.internal), MPI_BYTE, 0, MPI_COMM_WORLD);
   std::copy(id.internal, id.internal + sizeof(id.internal), o.nccl_unique_id.begin());
 
-  const VerifyOptions vo = app::verify_options(s, sel, full, dtype, 1);
+  const VerifyOptions vo = verify_options(sel, full, s.oracle.seed, s.oracle.input_distribution, dtype, 1);
   AttentionInputs inputs = make_attention_inputs(vo.seed, schedule.shape, vo.input_distribution, vo.q_heads,
                                                  vo.kv_heads, vo.full_heads_q, vo.full_heads_kv);
   const gpu::DeviceRunResult local = gpu::run_schedule_on_device(schedule, inputs, o);

@@ -66,10 +66,6 @@ struct PlanResult {
 /// any TP) or a scenario without model.vocab_size (needed for the whole step).
 PlanResult plan(const Scenario& scenario, const PlanRequest& request);
 
-/// A grouped bar chart of the ranked options (SVG 1.1, self-contained): per option the layer forward, layer
-/// backward and exposed communication per layer (ms), with step time, TFLOP/s per GPU and memory written above
-/// each group and options that do not fit marked. Deterministic text.
-std::string plan_svg(const PlanResult& result, const std::string& title);
 
 /// One compared quantity of `hcpsim diff`.
 struct DiffRow {

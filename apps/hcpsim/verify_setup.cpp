@@ -1,0 +1,154 @@
+#include "verify_setup.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/gpu/host_replay.hpp"
+#include "hcpsim/oracles/verify.hpp"
+
+namespace hcpsim::app {
+
+namespace {
+
+/// The GPU-only options need --backend gpu; with it, the dtype, --devices and --kernels must be ones the GPU
+/// backend runs. @throws InputError naming the option and the fix.
+void check_backend_options(const Scenario& s, const VerifyArgs& args, Dtype dtype) {
+  const bool on_gpu = args.backend == "gpu";
+  if (!on_gpu) {
+    for (const auto& [given, option] : {std::pair{!args.trace_path.empty(), "--trace"},
+                                         std::pair{!args.ops_csv_path.empty(), "--ops-csv"},
+                                         std::pair{args.devices != 1, "--devices"},
+                                         std::pair{args.kernels != "auto", "--kernels"}}) {
+      if (given)
+        throw InputError(SourceLoc{}, option, "only the GPU backend measures devices and kernels",
+                         std::string("add --backend gpu or drop ") + option);
+    }
+  }
+  if (on_gpu) {
+    if (dtype == Dtype::fp64 && args.dtype.empty())
+      throw InputError(s.loc("oracle.dtype"), "oracle.dtype", "the GPU backend computes in fp32, bf16 or fp16, not fp64",
+                       "pass --dtype fp32 (or bf16, fp16), or use --backend cpu for fp64");
+    gpu::check_gpu_dtype(dtype);
+    if (args.devices < 1)
+      throw InputError(SourceLoc{}, "--devices", "must be at least 1", "use --devices 1 (all CP ranks on one GPU)");
+    if (args.kernels != "auto" && args.kernels != "clear")
+      throw InputError(SourceLoc{}, "--kernels", "unknown kernel choice '" + args.kernels + "'",
+                       "use --kernels auto (tensor cores where supported) or clear");
+    if (args.devices >= 2 && args.devices != s.parallel.context_parallel_size)
+      throw InputError(SourceLoc{}, "--devices",
+                       fmt::format("{} GPUs for context_parallel_size {}: NCCL runs one CP rank per GPU", args.devices,
+                                   s.parallel.context_parallel_size),
+                       fmt::format("use --devices {} or --devices 1 (all ranks on one GPU)",
+                                   s.parallel.context_parallel_size));
+  }
+}
+
+}  // namespace
+
+VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
+  VerifySetup v;
+  v.scenario = load_scenario(c.scenario_path, c.overrides);
+  const Scenario& s = v.scenario;
+  if (args.backend != "cpu" && args.backend != "gpu")
+    throw InputError(SourceLoc{}, "--backend", "unknown backend '" + args.backend + "'", "use --backend cpu or gpu");
+  if (args.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  Dtype& dtype = v.dtype;
+  dtype = s.oracle.dtype;
+  if (!args.dtype.empty()) {
+    const auto d = parse_dtype(args.dtype);
+    if (!d) throw InputError(SourceLoc{}, "--dtype", "unknown dtype '" + args.dtype + "'", "use fp64, fp32, bf16 or fp16");
+    dtype = *d;
+  }
+  std::optional<FaultKind>& fault = v.fault;
+  std::string inject_name = !args.inject.empty() ? args.inject : s.oracle.inject.value_or("");
+  if (!inject_name.empty()) {
+    fault = parse_fault_kind(inject_name);
+    if (!fault)
+      throw InputError(args.inject.empty() ? s.loc("oracle.inject") : SourceLoc{}, "--inject",
+                       "unknown fault injector '" + inject_name + "'",
+                       "use one of the names printed by 'hcpsim verify --inject list'");
+  }
+  v.report = validate_scenario(s, ValidationScope::attention);
+  v.on_gpu = args.backend == "gpu";
+  const bool on_gpu = v.on_gpu;
+  check_backend_options(s, args, dtype);
+  check_output_path(args.trace_path, "--trace");
+  check_output_path(args.ops_csv_path, "--ops-csv");
+  if (!args.reference_path.empty()) {
+    v.reference.dump = read_dump(args.reference_path);
+    v.reference.loaded = true;
+  }
+  GpuVerifyOptions& gpu_options = v.gpu_options;
+  gpu_options.devices = args.devices;
+  gpu_options.tensor_cores = args.kernels == "auto";
+  gpu_options.dtype = dtype;
+  if (on_gpu) require_gpu(gpu_options);      // exit 3 before any CPU work on a host without a GPU
+  return v;
+}
+
+/// Checks that a reference dump matches the problem the scenario defines: dtype, seed, input distribution, mask,
+/// softmax scale and tensor shapes (the reference is a function of exactly these).
+void check_reference(const DumpContents& d, const std::string& path, const AttentionShape& shape, Dtype dtype,
+                     uint64_t seed, const std::string& input_distribution) {
+  auto fail = [&](const std::string& what, const std::string& fix) {
+    throw InputError(SourceLoc{path, 0, 0, ""}, "--reference", what, fix);
+  };
+  if (d.dtype != dtype)
+    fail("the dump was made in " + to_string(d.dtype) + ", the run is " + to_string(dtype),
+         "make the reference with 'hcpsim verify ... --dtype " + to_string(dtype) + " --dump FILE' or pass --dtype " +
+             to_string(d.dtype));
+  const auto& q = d.inputs.q.shape();
+  const auto& k = d.inputs.k.shape();
+  if (q[0] != shape.batch || q[1] != shape.seq_length || q[2] != shape.heads_q || q[3] != shape.head_dim_qk ||
+      k[2] != shape.heads_kv)
+    fail(fmt::format("the dump's q is [{}, {}, {}, {}] with {} kv heads, the scenario needs [{}, {}, {}, {}] with {}",
+                     q[0], q[1], q[2], q[3], k[2], shape.batch, shape.seq_length, shape.heads_q, shape.head_dim_qk,
+                     shape.heads_kv),
+         "use a dump of the same scenario, overrides and oracle.heads");
+  const auto it = d.meta_number.find("seed");
+  if (it != d.meta_number.end() && static_cast<uint64_t>(it->second) != seed)
+    fail(fmt::format("the dump was made with seed {}, the scenario's oracle.seed is {}", static_cast<uint64_t>(it->second),
+                     seed),
+         fmt::format("pass oracle.seed={} or use a dump made with seed {}", static_cast<uint64_t>(it->second), seed));
+  const auto dist = d.meta_text.find("input_distribution");
+  if (dist != d.meta_text.end() && dist->second != input_distribution)
+    fail("the dump's inputs are " + dist->second + ", the scenario's oracle.input_distribution is " + input_distribution,
+         "pass oracle.input_distribution=" + dist->second + " or use a dump made with " + input_distribution);
+  const auto causal = d.meta_number.find("causal");
+  if (causal != d.meta_number.end() && (causal->second != 0) != shape.causal)
+    fail(std::string("the dump's reference is ") + (causal->second != 0 ? "causal" : "unmasked") +
+             ", the scenario's attention is " + (shape.causal ? "causal" : "unmasked"),
+         "use a dump made with the same model.attn_mask_type");
+  const auto scale = d.meta_number.find("softmax_scale");
+  const double want_scale = effective_softmax_scale(shape);
+  if (scale != d.meta_number.end() && scale->second > 0 && std::fabs(scale->second - want_scale) > 1e-12 * want_scale)
+    fail(fmt::format("the dump's softmax_scale is {:.17g}, the scenario's is {:.17g}", scale->second, want_scale),
+         "use a dump made with the same kv_channels and softmax scale");
+}
+
+/// Checks that an output path's directory exists, before any work (docs/architecture.md "Conventions").
+void check_output_path(const std::string& path, const char* option) {
+  if (path.empty()) return;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir))
+    throw InputError(SourceLoc{}, option, "directory '" + dir.string() + "' does not exist",
+                     "create it first or choose another path");
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string injector_list() {
+  std::string text;
+  for (FaultKind k : all_fault_kinds()) text += fmt::format("  {:<24} {}\n", to_string(k), describe(k));
+  return text;
+}
+
+}  // namespace hcpsim::app
