@@ -1,0 +1,26 @@
+#pragma once
+/// Writing an imported MegatronConfig as scenario YAML text (schema_version 1).
+
+#include <cstdint>
+#include <string>
+
+#include "hcpsim/interop/megatron_config.hpp"
+
+namespace hcpsim {
+
+/// Options of the scenario written by scenario_yaml_of.
+struct ScenarioWriteOptions {
+  std::string cluster_preset = "dgx-h100";  ///< a cluster_preset() name
+  int64_t gpus_per_node = 8;                ///< the preset's GPUs per node
+  std::string generator;                    ///< first comment line, e.g. "hcpsim import megatron-args"
+};
+
+/// Writes the scenario as YAML (schema_version 1), keys in the README's order, one `# from file:line` comment per
+/// imported value. cluster.nodes = torchrun --nnodes, else ceil(world / gpus_per_node), else the nodes that
+/// TP·CP·PP needs (DP 1, noted); gpus_per_node is written only when --nproc_per_node differs from the preset.
+/// Deterministic: the same config gives byte-identical text.
+/// @throws InputError naming the file and the missing flag when num_attention_heads, seq_length or kv_channels
+/// (or hidden_size) is unknown, or the world size is not divisible by TP·CP·PP.
+std::string scenario_yaml_of(const MegatronConfig& config, const ScenarioWriteOptions& options);
+
+}  // namespace hcpsim

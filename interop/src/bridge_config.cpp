@@ -1,0 +1,319 @@
+// Megatron-Bridge ConfigContainer YAML → MegatronConfig: one reader per section (model, train, ddp/optimizer,
+// dist, tokenizer, mixed_precision); every key hcpsim does not model is listed as ignored.
+// Source: Megatron-Bridge docs/megatron-lm-to-megatron-bridge.md (the flag → config-key mapping).
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <utility>
+
+#include "hcpsim/config/megatron_defaults.hpp"
+#include "hcpsim/interop/megatron_import.hpp"
+#include "input_names.hpp"
+
+namespace hcpsim {
+namespace {
+
+/// Parses the text; @throws InputError at the syntax error's file:line:col, or when there is no `model:` section.
+YAML::Node load_bridge_yaml(const std::string& text, SourceLoc where) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    where.line = e.mark.line + 1;
+    where.column = e.mark.column + 1;
+    throw InputError(where, "", "not valid YAML: " + e.msg, "fix the YAML syntax at this position");
+  }
+  if (!root.IsMap() || !root["model"])
+    throw InputError(where, "model", "not a Megatron-Bridge config: no 'model:' section",
+                     "pass a ConfigContainer YAML (sections model:, train:, ddp:, dist:, ...)");
+  return root;
+}
+
+/// A value as written: the scalar, "null", or a sequence/map in YAML flow style.
+std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  if (n.IsNull()) return std::string("null");
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return std::string(e.c_str());
+}
+
+/// Null in YAML or in the Python spellings a dumped config may hold.
+bool is_null(const YAML::Node& n) {
+  return n.IsNull() || (n.IsScalar() && (n.Scalar() == "null" || n.Scalar() == "None" || n.Scalar() == "~"));
+}
+
+/// Reads the sections of one ConfigContainer into a MegatronConfig, recording each value's line and column under
+/// the Megatron argument name it stands for.
+class BridgeReader {
+ public:
+  BridgeReader(SourceLoc file, MegatronConfig c) : file_(std::move(file)), c_(std::move(c)) {}
+
+  void read(const YAML::Node& root) {
+    for (auto sec = root.begin(); sec != root.end(); ++sec) {
+      const std::string section = sec->first.as<std::string>();
+      const YAML::Node m = sec->second;
+      if (section == "mixed_precision") {
+        read_mixed_precision(m);
+      } else if (!m.IsMap()) {
+        if (!section.empty() && section[0] != '_') ignore(section, m);
+      } else {
+        read_section(section, m);
+      }
+    }
+  }
+
+  /// Applies TransformerConfig's defaults for what the config left unset and returns the result.
+  MegatronConfig finish() {
+    c_.params_dtype = bf16_ ? "bf16" : fp16_ ? "fp16" : "fp32";
+    // Bridge's TransformerConfig: num_query_groups null means MHA; kv_channels null means hidden / heads.
+    if (!c_.num_query_groups) c_.num_query_groups = c_.num_attention_heads;
+    if (!c_.kv_channels && c_.hidden_size && c_.num_attention_heads && *c_.num_attention_heads > 0) {
+      c_.kv_channels = default_kv_channels(*c_.hidden_size, *c_.num_attention_heads);
+      c_.notes.push_back("kv_channels not set: hidden_size / num_attention_heads = " +
+                         std::to_string(*c_.kv_channels) + " (Megatron's rule)");
+    }
+    if (!c_.ffn_hidden_size && c_.hidden_size) {
+      c_.ffn_hidden_size =
+          default_ffn_hidden_size(*c_.hidden_size, c_.gated_linear_unit, MegatronConfigSource::transformer_config);
+      c_.notes.push_back("ffn_hidden_size not set: 4*hidden_size = " + std::to_string(*c_.ffn_hidden_size) +
+                         " (TransformerConfig default)");
+    }
+    if (!c_.vocab_size)
+      c_.notes.push_back("vocab_size not set: it comes from the tokenizer; model.vocab_size is left out");
+    return std::move(c_);
+  }
+
+ private:
+  SourceLoc loc(const YAML::Node& n) const {
+    SourceLoc l = file_;
+    if (n.Mark().line >= 0 && !n.Mark().is_null()) {
+      l.line = n.Mark().line + 1;
+      l.column = n.Mark().column + 1;
+    }
+    return l;
+  }
+
+  /// Records where the Megatron argument `name` was set.
+  void mark(const std::string& name, const YAML::Node& n) {
+    c_.lines[name] = loc(n).line;
+    c_.columns[name] = loc(n).column;
+  }
+
+  int64_t as_int(const YAML::Node& n, const std::string& key) const {
+    const std::string s = n.IsScalar() ? n.Scalar() : "";
+    try {
+      size_t pos = 0;
+      const long long v = std::stoll(s, &pos, 10);
+      if (pos == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    throw InputError(loc(n), key, "expected an integer, got '" + scalar_text(n) + "'", "write a whole number");
+  }
+
+  bool as_bool(const YAML::Node& n, const std::string& key) const {
+    const std::string s = n.IsScalar() ? n.Scalar() : "";
+    if (s == "true" || s == "True") return true;
+    if (s == "false" || s == "False") return false;
+    throw InputError(loc(n), key, "expected true or false, got '" + scalar_text(n) + "'", "write true or false");
+  }
+
+  /// Lists a value (every leaf of a map) as ignored, "key.path: value".
+  void ignore(const std::string& key, const YAML::Node& n) {
+    if (n.IsMap()) {
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        const std::string k = it->first.as<std::string>();
+        if (!k.empty() && k[0] == '_') continue;  // `_target_` and similar Hydra metadata
+        ignore(key + "." + k, it->second);
+      }
+      return;
+    }
+    c_.ignored.push_back(key + ": " + scalar_text(n));
+  }
+
+  /// `mixed_precision:` is a recipe name ("bf16_mixed", ...) or a map of bf16/fp16/fp8 settings.
+  void read_mixed_precision(const YAML::Node& m) {
+    if (m.IsScalar() && !is_null(m)) {
+      // Source: Megatron-Bridge mixed_precision recipes: "bf16_mixed", "fp16_mixed", "bf16_with_fp8_..._mixed".
+      const std::string s = m.Scalar();
+      bf16_ = s.rfind("bf16", 0) == 0;
+      fp16_ = s.rfind("fp16", 0) == 0;
+      if (s.find("fp8") != std::string::npos) c_.fp8 = true;
+      mark("bf16", m);
+      mark("fp16", m);
+      if (c_.fp8) mark("fp8_format", m);
+    } else if (m.IsMap()) {
+      for (auto it = m.begin(); it != m.end(); ++it) {
+        const std::string k = it->first.as<std::string>();
+        if (k == "bf16") bf16_ = as_bool(it->second, "mixed_precision.bf16");
+        else if (k == "fp16") fp16_ = as_bool(it->second, "mixed_precision.fp16");
+        else if (k == "fp8") c_.fp8 = c_.fp8 || !is_null(it->second);
+        else if (!k.empty() && k[0] != '_') ignore("mixed_precision." + k, it->second);
+        if (k == "bf16" || k == "fp16") mark(k, it->second);
+        if (k == "fp8") mark("fp8_format", it->second);
+      }
+    }
+  }
+
+  /// One map section: each key is read by its section's reader or listed as ignored.
+  void read_section(const std::string& section, const YAML::Node& m) {
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const std::string k = it->first.as<std::string>();
+      const std::string key = section + "." + k;
+      const YAML::Node v = it->second;  // a handle: the iterator yields a temporary
+      if (!k.empty() && k[0] == '_') continue;
+      if (!read_key(section, k, key, v)) ignore(key, v);
+    }
+  }
+
+  /// Reads `section.k` (full name `key`); false when hcpsim does not model it.
+  bool read_key(const std::string& section, const std::string& k, const std::string& key, const YAML::Node& v) {
+    if (section == "model") return read_model_key(k, key, v);
+    if (section == "train" && (k == "micro_batch_size" || k == "global_batch_size")) {
+      if (!is_null(v)) {
+        (k == "micro_batch_size" ? c_.micro_batch_size : c_.global_batch_size.emplace()) = as_int(v, key);
+        mark(k, v);
+      }
+      return true;
+    }
+    if ((section == "ddp" || section == "optimizer") && k == "use_distributed_optimizer") {
+      c_.use_distributed_optimizer = c_.use_distributed_optimizer || as_bool(v, key);
+      mark(k, v);
+      return true;
+    }
+    if (section == "ddp" && (k == "overlap_grad_reduce" || k == "overlap_param_gather")) {
+      (k == "overlap_grad_reduce" ? c_.overlap_grad_reduce : c_.overlap_param_gather) = as_bool(v, key);
+      mark(k, v);
+      return true;
+    }
+    if (section == "dist" && k == "use_decentralized_pg") {
+      c_.use_decentralized_pg = as_bool(v, key);
+      mark(k, v);
+      return true;
+    }
+    if (section == "tokenizer" && k == "vocab_size" && !c_.vocab_size && !is_null(v)) {
+      c_.vocab_size = as_int(v, key);
+      mark("vocab_size", v);
+      return true;
+    }
+    return false;
+  }
+
+  /// `model.k` (TransformerConfig / GPTModelProvider names); false when hcpsim does not model it.
+  bool read_model_key(const std::string& k, const std::string& key, const YAML::Node& v) {
+    if (read_model_int(k, key, v)) return true;
+    if (k == "cp_comm_type") {
+      read_cp_comm_type(key, v);
+    } else if (k == "hierarchical_context_parallel_sizes") {
+      mark(k, v);
+      if (!is_null(v)) {
+        if (!v.IsSequence())
+          throw InputError(loc(v), key, "expected a list of integers", "write e.g. '" + k + ": [8, 2]'");
+        std::vector<int64_t> sizes;
+        for (size_t i = 0; i < v.size(); ++i) sizes.push_back(as_int(v[i], key));
+        c_.hierarchical_context_parallel_sizes = sizes;
+      }
+    } else if (k == "sequence_parallel") {
+      c_.sequence_parallel = as_bool(v, key);
+      mark(k, v);
+    } else if (k == "gated_linear_unit") {
+      c_.gated_linear_unit = as_bool(v, key);
+      mark("swiglu", v);
+    } else if (k == "share_embeddings_and_output_weights") {
+      // Source: Bridge mapping: --untie-embeddings-and-output-weights ↔ share_embeddings_and_output_weights=false.
+      c_.untie_embeddings_and_output_weights = !as_bool(v, key);
+      mark("untie_embeddings_and_output_weights", v);
+    } else if (k == "recompute_granularity") {
+      mark(k, v);
+      if (!is_null(v)) {
+        const std::string g = scalar_text(v);
+        if (g != "full" && g != "selective")
+          throw InputError(loc(v), key, "unknown recompute granularity '" + g + "'", "use full, selective or null");
+        c_.recompute_granularity = g;
+      }
+    } else if (k == "fp8") {
+      c_.fp8 = c_.fp8 || !is_null(v);
+      mark("fp8_format", v);
+    } else if (k == "bf16" || k == "fp16") {
+      (k == "bf16" ? bf16_ : fp16_) = as_bool(v, key);
+      mark(k, v);
+    } else if (k == "recompute_method" || k == "recompute_num_layers") {
+      // read (uniform recomputation is what the model assumes); nothing to write
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// The integer sizes of `model:` (null leaves the field unset); false when `k` is not one of them.
+  bool read_model_int(const std::string& k, const std::string& key, const YAML::Node& v) {
+    // Bridge key → Megatron argument name (for line numbers and messages).
+    static const std::map<std::string, std::string> kModelInts{
+        {"num_attention_heads", "num_attention_heads"}, {"num_query_groups", "num_query_groups"},
+        {"kv_channels", "kv_channels"}, {"seq_length", "seq_length"}, {"hidden_size", "hidden_size"},
+        {"ffn_hidden_size", "ffn_hidden_size"}, {"num_layers", "num_layers"}, {"vocab_size", "vocab_size"},
+        {"tensor_model_parallel_size", "tensor_model_parallel_size"},
+        {"pipeline_model_parallel_size", "pipeline_model_parallel_size"},
+        {"virtual_pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size"},
+        {"context_parallel_size", "context_parallel_size"}};
+    auto ints = kModelInts.find(k);
+    if (ints == kModelInts.end()) return false;
+    if (is_null(v)) return true;
+    const int64_t x = as_int(v, key);
+    mark(ints->second, v);
+    if (k == "num_attention_heads") c_.num_attention_heads = x;
+    else if (k == "num_query_groups") c_.num_query_groups = x;
+    else if (k == "kv_channels") c_.kv_channels = x;
+    else if (k == "seq_length") c_.seq_length = x;
+    else if (k == "hidden_size") c_.hidden_size = x;
+    else if (k == "ffn_hidden_size") c_.ffn_hidden_size = x;
+    else if (k == "num_layers") c_.num_layers = x;
+    else if (k == "vocab_size") c_.vocab_size = x;
+    else if (k == "tensor_model_parallel_size") c_.tensor_model_parallel_size = x;
+    else if (k == "pipeline_model_parallel_size") c_.pipeline_model_parallel_size = x;
+    else if (k == "virtual_pipeline_model_parallel_size") c_.virtual_pipeline_model_parallel_size = x;
+    else if (k == "context_parallel_size") c_.context_parallel_size = x;
+    return true;
+  }
+
+  /// `model.cp_comm_type`: one value or one per layer; "allgather" is TE's all_gather.
+  void read_cp_comm_type(const std::string& key, const YAML::Node& v) {
+    mark("cp_comm_type", v);
+    if (is_null(v)) return;
+    std::vector<std::string> items;
+    if (v.IsSequence()) {
+      for (size_t i = 0; i < v.size(); ++i) items.push_back(scalar_text(v[i]));
+    } else {
+      items.push_back(scalar_text(v));
+    }
+    for (auto& x : items) {
+      if (x == "allgather") x = "all_gather";
+      if (x != "p2p" && x != "a2a" && x != "a2a+p2p" && x != "all_gather")
+        throw InputError(loc(v), key, "unknown cp_comm_type '" + x + "'",
+                         "use p2p, a2a, a2a+p2p or allgather (one value, or one per layer)");
+    }
+    c_.cp_comm_type = items;
+  }
+
+  SourceLoc file_;  ///< the input file, no line: the location of a value without a mark
+  MegatronConfig c_;
+  bool bf16_ = false;
+  bool fp16_ = false;
+};
+
+}  // namespace
+
+MegatronConfig parse_bridge_config(const std::string& text, const std::string& display_name) {
+  SourceLoc where;
+  where.file = interop::display(display_name);
+  const YAML::Node root = load_bridge_yaml(text, where);
+
+  MegatronConfig c;
+  c.source_path = display_name;
+  c.name = interop::scenario_name_of(display_name, "bridge_config");
+  BridgeReader reader(where, std::move(c));
+  reader.read(root);
+  return reader.finish();
+}
+
+}  // namespace hcpsim

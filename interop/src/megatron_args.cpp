@@ -1,0 +1,351 @@
+// Megatron-LM arguments → MegatronConfig, as megatron/training/arguments.py reads them: the last occurrence of a
+// flag wins, derived values follow validate_args, and every flag hcpsim does not model is listed as ignored.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "hcpsim/config/megatron_defaults.hpp"
+#include "hcpsim/interop/megatron_import.hpp"
+#include "input_names.hpp"
+#include "shell_lexer.hpp"
+
+namespace hcpsim {
+namespace {
+
+using interop::display;
+using shell::is_name_char;
+
+std::string strip(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+/// A Python repr list "[8, 2]" / "['p2p', 'a2a']" → its items; a plain value → itself.
+std::vector<std::string> python_list(const std::string& text) {
+  const std::string t = strip(text);
+  if (t.size() < 2 || t.front() != '[' || t.back() != ']') return {t};
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(t.substr(1, t.size() - 2));
+  while (std::getline(in, item, ',')) {
+    std::string v = strip(item);
+    if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    if (!v.empty()) out.push_back(v);
+  }
+  return out;
+}
+
+/// Reads one argument list into a MegatronConfig; `log_block` switches to the log's Python spellings (None, True,
+/// lists) and leaves unread arguments out of `ignored`.
+class ArgInterpreter {
+ public:
+  ArgInterpreter(const std::vector<MegatronArg>& args, const std::string& display_name, bool log_block)
+      : file_(display_name), log_(log_block) {
+    for (const auto& a : args) {
+      std::string name = a.name;
+      if (name == "nproc_per_node" || name == "nnodes") {
+        if (!a.from_launcher && !log_) {
+          unread_.push_back(a);
+          continue;
+        }
+      }
+      if (name == "fp8") name = "fp8_format";  // Megatron stores --fp8-format in args.fp8
+      if (!log_ || !is_none(a)) last_[name] = a;  // argparse: the last occurrence wins
+      else last_.erase(name);
+      order_.push_back(a);
+    }
+    cfg_.source_path = display_name;
+  }
+
+  MegatronConfig run() {
+    read_model();
+    read_parallel();
+    read_training();
+    read_launch();
+    if (!log_) {
+      for (const auto& a : order_) {
+        std::string name = a.name == "fp8" ? std::string("fp8_format") : a.name;
+        if (used_.count(name) && last_.count(name) && last_.at(name).line == a.line && last_.at(name).flag == a.flag)
+          continue;
+        std::string text = a.flag;
+        for (const auto& v : a.values) text += " " + v;
+        if (used_.count(name)) text += "  (overridden by a later " + a.flag + ")";
+        cfg_.ignored.push_back(text);
+      }
+      for (const auto& a : unread_) {
+        std::string text = a.flag;
+        for (const auto& v : a.values) text += " " + v;
+        cfg_.ignored.push_back(text + "  (a launcher option after the training script)");
+      }
+    }
+    return std::move(cfg_);
+  }
+
+ private:
+  bool is_none(const MegatronArg& a) const { return a.values.size() == 1 && a.values[0] == "None"; }
+
+  const MegatronArg* get(const std::string& name) {
+    used_.insert(name);
+    auto it = last_.find(name);
+    if (it == last_.end()) return nullptr;
+    cfg_.lines[name] = it->second.line;
+    cfg_.columns[name] = it->second.column;
+    return &it->second;
+  }
+
+  SourceLoc where(const MegatronArg& a) const {
+    SourceLoc l;
+    l.file = display(file_);
+    l.line = a.line;
+    l.column = a.line > 0 ? std::max(a.column, 1) : 0;
+    return l;
+  }
+
+  std::string joined(const MegatronArg& a) const {
+    std::string s;
+    for (const auto& v : a.values) s += (s.empty() ? "" : " ") + v;
+    return s;
+  }
+
+  [[noreturn]] void bad_value(const MegatronArg& a, const std::string& expected) const {
+    const std::string v = joined(a);
+    const auto dollar = v.find_first_of("$`");
+    if (dollar != std::string::npos) {
+      std::string var;
+      size_t k = dollar + 1;
+      if (k < v.size() && v[k] == '{') ++k;
+      while (k < v.size() && is_name_char(v[k])) var += v[k++];
+      throw InputError(where(a), a.flag,
+                       "cannot resolve '" + v + "'" + (var.empty() ? "" : " (" + var + " is not set in the script)"),
+                       var.empty() ? "write the value itself instead of the shell expression"
+                                   : "set " + var + "=<value> in the script before the command, or write the value");
+    }
+    throw InputError(where(a), a.flag, "expected " + expected + ", got '" + v + "'",
+                     "write " + expected + ", e.g. '" + a.flag + " 8'");
+  }
+
+  std::optional<int64_t> get_int(const std::string& name) {
+    const MegatronArg* a = get(name);
+    if (!a) return std::nullopt;
+    if (a->values.size() != 1) bad_value(*a, "one integer");
+    const std::string& s = a->values[0];
+    try {
+      size_t pos = 0;
+      const long long v = std::stoll(s, &pos, 10);
+      if (pos != s.size()) bad_value(*a, "an integer");
+      return v;
+    } catch (const std::invalid_argument&) {
+      bad_value(*a, "an integer");
+    } catch (const std::out_of_range&) {
+      bad_value(*a, "an integer");
+    }
+  }
+
+  std::optional<std::vector<int64_t>> get_int_list(const std::string& name) {
+    const MegatronArg* a = get(name);
+    if (!a) return std::nullopt;
+    std::vector<std::string> items;
+    for (const auto& v : a->values)
+      for (auto& x : log_ ? python_list(v) : std::vector<std::string>{v}) items.push_back(x);
+    if (items.empty()) bad_value(*a, "a list of integers");
+    std::vector<int64_t> out;
+    for (const auto& s : items) {
+      try {
+        size_t pos = 0;
+        const long long v = std::stoll(s, &pos, 10);
+        if (pos != s.size()) bad_value(*a, "integers");
+        out.push_back(v);
+      } catch (const std::invalid_argument&) {
+        bad_value(*a, "integers");
+      } catch (const std::out_of_range&) {
+        bad_value(*a, "integers");
+      }
+    }
+    return out;
+  }
+
+  bool get_switch(const std::string& name) {
+    const MegatronArg* a = get(name);
+    if (!a) return false;
+    if (a->values.empty()) return true;
+    if (a->values.size() == 1 && (a->values[0] == "True" || a->values[0] == "true")) return true;
+    if (a->values.size() == 1 && (a->values[0] == "False" || a->values[0] == "false")) return false;
+    throw InputError(where(*a), a->flag, "a switch takes no value, got '" + joined(*a) + "'",
+                     "write '" + a->flag + "' alone, or move '" + joined(*a) + "' after the flag it belongs to");
+  }
+
+  /// The value of an argument that is only mentioned in a note: it stays in the ignored list.
+  std::optional<std::string> peek_word(const std::string& name) const {
+    auto it = last_.find(name);
+    if (it == last_.end() || it->second.values.size() != 1) return std::nullopt;
+    return it->second.values[0];
+  }
+
+  std::optional<std::string> get_word(const std::string& name) {
+    const MegatronArg* a = get(name);
+    if (!a) return std::nullopt;
+    if (a->values.size() != 1) bad_value(*a, "one value");
+    return a->values[0];
+  }
+
+  void read_model() {
+    cfg_.num_attention_heads = get_int("num_attention_heads");
+    cfg_.hidden_size = get_int("hidden_size");
+    const bool gqa = get_switch("group_query_attention");
+    const auto groups = get_int("num_query_groups");
+    if (gqa && groups) {
+      cfg_.num_query_groups = groups;
+    } else {
+      // Source: arguments.py core_transformer_config_from_args: num_query_groups only with --group-query-attention.
+      cfg_.num_query_groups = cfg_.num_attention_heads;
+      if (groups && !log_ && *groups != cfg_.num_attention_heads.value_or(-1))
+        cfg_.notes.push_back("--num-query-groups " + std::to_string(*groups) +
+                             " has no effect without --group-query-attention (Megatron uses MHA); imported as MHA");
+      if (cfg_.lines.count("num_attention_heads")) {
+        cfg_.lines["num_query_groups"] = cfg_.lines["num_attention_heads"];
+        cfg_.columns["num_query_groups"] = cfg_.columns["num_attention_heads"];
+      }
+    }
+    cfg_.kv_channels = get_int("kv_channels");
+    if (!cfg_.kv_channels && cfg_.hidden_size && cfg_.num_attention_heads && *cfg_.num_attention_heads > 0) {
+      cfg_.kv_channels = default_kv_channels(*cfg_.hidden_size, *cfg_.num_attention_heads);
+      cfg_.notes.push_back("kv_channels not set: hidden_size / num_attention_heads = " +
+                           std::to_string(*cfg_.kv_channels) + " (Megatron's rule)");
+    }
+    cfg_.seq_length = get_int("seq_length");
+    if (auto v = get_int("micro_batch_size")) cfg_.micro_batch_size = *v;
+    cfg_.global_batch_size = get_int("global_batch_size");
+    cfg_.num_layers = get_int("num_layers");
+    cfg_.gated_linear_unit = get_switch("swiglu");
+    cfg_.ffn_hidden_size = get_int("ffn_hidden_size");
+    if (!cfg_.ffn_hidden_size && cfg_.hidden_size) {
+      cfg_.ffn_hidden_size = default_ffn_hidden_size(*cfg_.hidden_size, cfg_.gated_linear_unit,
+                                                     MegatronConfigSource::megatron_lm_arguments);
+      cfg_.notes.push_back("ffn_hidden_size not set: " + std::to_string(*cfg_.ffn_hidden_size) +
+                           (cfg_.gated_linear_unit ? " (Megatron's SwiGLU rule int(8*hidden/3/64)*64)"
+                                                   : " (Megatron's rule 4*hidden_size)"));
+    }
+    cfg_.vocab_size = get_int("vocab_size");
+    if (!cfg_.vocab_size) {
+      std::string tok;
+      if (auto t = peek_word("tokenizer_type")) tok = *t;
+      if (auto m = peek_word("tokenizer_model")) tok += (tok.empty() ? "" : " ") + *m;
+      cfg_.notes.push_back("vocab_size not set: Megatron takes it from the tokenizer" +
+                           (tok.empty() ? std::string() : " (" + tok + ")") +
+                           "; model.vocab_size is left out, set it for the whole-step model (e.g. 128256 for Llama 3)");
+    }
+    cfg_.untie_embeddings_and_output_weights = get_switch("untie_embeddings_and_output_weights");
+    const bool bf16 = get_switch("bf16");
+    const bool fp16 = get_switch("fp16");
+    cfg_.params_dtype = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
+  }
+
+  void read_parallel() {
+    if (auto v = get_int("tensor_model_parallel_size")) cfg_.tensor_model_parallel_size = *v;
+    if (auto v = get_int("pipeline_model_parallel_size")) cfg_.pipeline_model_parallel_size = *v;
+    if (auto v = get_int("context_parallel_size")) cfg_.context_parallel_size = *v;
+    cfg_.virtual_pipeline_model_parallel_size = get_int("virtual_pipeline_model_parallel_size");
+    const auto per_stage = get_int("num_layers_per_virtual_pipeline_stage");
+    if (!cfg_.virtual_pipeline_model_parallel_size && per_stage) {
+      const MegatronArg& a = *get("num_layers_per_virtual_pipeline_stage");
+      if (!cfg_.num_layers || *per_stage <= 0 ||
+          *cfg_.num_layers % cfg_.pipeline_model_parallel_size != 0 ||
+          (*cfg_.num_layers / cfg_.pipeline_model_parallel_size) % *per_stage != 0)
+        throw InputError(where(a), a.flag,
+                         "cannot derive the virtual pipeline size: num_layers / pipeline_model_parallel_size must be a "
+                         "multiple of " + std::to_string(*per_stage),
+                         "give --num-layers and a --num-layers-per-virtual-pipeline-stage that divides the layers of "
+                         "one stage, or --virtual-pipeline-model-parallel-size");
+      // Source: arguments.py validate_args: (num_layers / PP) / num_layers_per_virtual_pipeline_stage.
+      cfg_.virtual_pipeline_model_parallel_size = *cfg_.num_layers / cfg_.pipeline_model_parallel_size / *per_stage;
+      cfg_.lines["virtual_pipeline_model_parallel_size"] = a.line;
+      cfg_.columns["virtual_pipeline_model_parallel_size"] = a.column;
+    }
+    if (const MegatronArg* a = get("cp_comm_type")) {
+      std::vector<std::string> items;
+      for (const auto& v : a->values)
+        for (auto& x : log_ ? python_list(v) : std::vector<std::string>{v}) items.push_back(x);
+      if (items.empty()) bad_value(*a, "p2p, a2a, a2a+p2p or allgather");
+      for (auto& x : items) {
+        if (x == "allgather") x = "all_gather";  // Megatron's spelling of TE's all_gather
+        if (x != "p2p" && x != "a2a" && x != "a2a+p2p" && x != "all_gather")
+          throw InputError(where(*a), a->flag, "unknown cp_comm_type '" + x + "'",
+                           "use p2p, a2a, a2a+p2p or allgather (one value, or one per layer)");
+      }
+      cfg_.cp_comm_type = items;
+    }
+    cfg_.hierarchical_context_parallel_sizes = get_int_list("hierarchical_context_parallel_sizes");
+    cfg_.sequence_parallel = get_switch("sequence_parallel");
+    cfg_.use_distributed_optimizer = get_switch("use_distributed_optimizer");
+    cfg_.overlap_grad_reduce = get_switch("overlap_grad_reduce");
+    cfg_.overlap_param_gather = get_switch("overlap_param_gather");
+  }
+
+  void read_training() {
+    if (auto g = get_word("recompute_granularity")) {
+      const MegatronArg& a = *get("recompute_granularity");
+      if (*g != "full" && *g != "selective")
+        throw InputError(where(a), a.flag, "unknown recompute granularity '" + *g + "'", "use full or selective");
+      cfg_.recompute_granularity = *g;
+    } else if (get_switch("recompute_activations")) {
+      // Source: arguments.py validate_args: --recompute-activations sets recompute_granularity = 'selective'.
+      cfg_.recompute_granularity = "selective";
+      cfg_.lines["recompute_granularity"] = cfg_.lines["recompute_activations"];
+      cfg_.columns["recompute_granularity"] = cfg_.columns["recompute_activations"];
+    }
+    if (auto m = get_word("recompute_method")) {
+      if (cfg_.recompute_granularity == "full" && *m != "uniform")
+        cfg_.notes.push_back("recompute_method " + *m + ": the model recomputes every layer of a stage (uniform)");
+    }
+    if (auto f = get_word("fp8_format")) cfg_.fp8 = true;
+  }
+
+  void read_launch() {
+    auto nnodes = get("nnodes");
+    auto nproc = get("nproc_per_node");
+    auto as_count = [&](const MegatronArg* a) -> std::optional<int64_t> {
+      if (!a) return std::nullopt;
+      if (a->values.size() == 1) {
+        const std::string& s = a->values[0];
+        if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+          return std::stoll(s);
+        if (s.find(':') != std::string::npos && s.find('$') == std::string::npos)
+          throw InputError(where(*a), a->flag, "elastic node range '" + s + "' is not modelled",
+                           "give a fixed node count, e.g. '" + a->flag + " " + s.substr(s.find(':') + 1) + "'");
+        if (s == "gpu" || s == "auto") {
+          cfg_.notes.push_back(a->flag + " " + s + ": GPUs per node taken from the cluster preset");
+          return std::nullopt;
+        }
+      }
+      bad_value(*a, "a count");
+    };
+    cfg_.nnodes = as_count(nnodes);
+    cfg_.nproc_per_node = as_count(nproc);
+    if (cfg_.nnodes && cfg_.nproc_per_node) cfg_.world_size = *cfg_.nnodes * *cfg_.nproc_per_node;
+    if (log_) cfg_.world_size = get_int("world_size");
+  }
+
+  std::string file_;
+  bool log_;
+  std::map<std::string, MegatronArg> last_;
+  std::vector<MegatronArg> order_;
+  std::vector<MegatronArg> unread_;
+  std::set<std::string> used_;
+  MegatronConfig cfg_;
+};
+
+}  // namespace
+
+MegatronConfig interpret_megatron_args(const std::vector<MegatronArg>& args, const std::string& display_name,
+                                       bool log_block) {
+  ArgInterpreter in(args, display_name, log_block);
+  MegatronConfig c = in.run();
+  c.name = interop::scenario_name_of(display_name, "megatron_args");
+  return c;
+}
+
+}  // namespace hcpsim

@@ -1,0 +1,41 @@
+#pragma once
+// Shell text → statements of words: the lexing half of the launch-script reader (shell_words.cpp interprets the
+// words). A small subset of bash, enough for Megatron launch scripts, never executing anything.
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+namespace hcpsim::shell {
+
+/// One piece of a shell word: literal text, or an expansion (`$NAME`, `${...}`, `$((...))`, `$(...)`).
+struct Segment {
+  std::string text;        ///< literal text, or the expansion as written (with its `$`)
+  bool expansion = false;
+  bool quoted = false;     ///< inside double quotes: no word splitting
+};
+
+/// One shell word before expansion, with where it starts.
+struct Word {
+  std::vector<Segment> segments;
+  int line = 0;
+  int column = 0;  ///< 1-based column of the word's first character
+  std::string array_name;        ///< non-empty for `NAME=( ... )`
+  std::vector<Word> array_words; ///< the elements of an array assignment
+};
+
+/// One simple command: the words between separators (newline, `;`, `&&`, `||`, `|`, `&`).
+struct Statement {
+  std::vector<Word> words;
+  int line = 0;  ///< 1-based line of the first word
+};
+
+inline bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+inline bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+
+/// Splits shell text into statements of words; quotes, comments, continuations, redirections and arrays are
+/// resolved here, expansions are kept as segments for the interpreter. Never throws: unterminated quotes end at
+/// the end of the text. Empty statements are dropped.
+std::vector<Statement> lex_shell(const std::string& text);
+
+}  // namespace hcpsim::shell

@@ -1,0 +1,339 @@
+// Shell launch script → Megatron argument words: runs the script's assignments in file order (never executing
+// anything), expands variables, defaults, arithmetic and arrays, and finds the training command.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "hcpsim/interop/megatron_import.hpp"
+#include "input_names.hpp"
+#include "shell_arithmetic.hpp"
+#include "shell_lexer.hpp"
+
+namespace hcpsim {
+namespace {
+
+using shell::eval_shell_arithmetic;
+using shell::is_name_char;
+using shell::is_name_start;
+using shell::lex_shell;
+using shell::Segment;
+using shell::Statement;
+using shell::Word;
+using interop::display;
+
+/// Runs the statements' assignments in order and finds the training command.
+class ShellInterpreter {
+ public:
+  ShellInterpreter(std::string display_name, std::vector<std::string>* unresolved)
+      : file_(std::move(display_name)), unresolved_(unresolved) {}
+
+  std::vector<MegatronArg> run(const std::vector<Statement>& statements) {
+    std::optional<std::vector<MegatronArg>> found;
+    int found_line = 0;
+    for (const Statement& st : statements) {
+      const std::vector<Word>& w = st.words;
+      const size_t k = assign(w);
+      if (k >= w.size()) continue;
+      std::vector<Field> fields;
+      for (size_t j = k; j < w.size(); ++j)
+        for (auto& f : expand(w[j])) fields.push_back(f);
+      auto args = training_command(fields);
+      if (!args) continue;
+      if (found) {
+        if (unresolved_)
+          unresolved_->push_back("line " + std::to_string(st.line) + ": another training command; only the one at line " +
+                                 std::to_string(found_line) + " was imported");
+        continue;
+      }
+      found = std::move(args);
+      found_line = st.line;
+    }
+    if (!found) {
+      SourceLoc where;
+      where.file = file_;
+      throw InputError(where, "", "no training command found (no line runs a *.py script with -- options)",
+                       "pass the launch script or the torchrun/python line that starts pretrain_gpt.py");
+    }
+    return *found;
+  }
+
+ private:
+  struct Field {
+    std::string text;
+    int line = 0;
+    int column = 0;
+  };
+
+  /// Runs a statement's leading assignments (after `export`/`declare`/... and their options): plain assignment
+  /// statements, or env prefixes of a command. Returns the index of the first command word (size(): none).
+  size_t assign(const std::vector<Word>& w) {
+    size_t k = 0;
+    const std::string first = literal_of(w[0]);
+    if (first == "export" || first == "declare" || first == "local" || first == "readonly" || first == "typeset") {
+      k = 1;
+      while (k < w.size() && literal_of(w[k]).rfind('-', 0) == 0) ++k;  // declare -x / -a
+    }
+    for (; k < w.size(); ++k) {
+      if (!w[k].array_name.empty()) {
+        assign_array(w[k]);
+        continue;
+      }
+      auto name = assignment_name(w[k]);
+      if (!name) break;
+      Word value = w[k];
+      value.segments.front().text.erase(0, name->size() + 1);
+      std::string v;
+      for (auto& f : expand(value, true)) v += (v.empty() ? "" : " ") + f.text;
+      vars_[*name] = v;
+      var_lines_[*name] = w[k].line;
+    }
+    return k;
+  }
+
+  /// `NAME=( ... )`: the expanded elements (for `${NAME[@]}`), and their blank-joined text as `$NAME`.
+  void assign_array(const Word& a) {
+    std::vector<Field> elems;
+    for (const Word& e : a.array_words)
+      for (auto& f : expand(e)) elems.push_back(f);
+    arrays_[a.array_name] = elems;
+    std::string joined;
+    for (const auto& e : elems) joined += (joined.empty() ? "" : " ") + e.text;
+    vars_[a.array_name] = joined;
+    var_lines_[a.array_name] = a.line;
+  }
+
+  static std::string literal_of(const Word& w) {
+    std::string s;
+    for (const auto& seg : w.segments) {
+      if (seg.expansion) return s + "\x01";  // not a plain literal
+      s += seg.text;
+    }
+    return s;
+  }
+
+  static std::optional<std::string> assignment_name(const Word& w) {
+    if (w.segments.empty() || w.segments[0].expansion || w.segments[0].quoted) return std::nullopt;
+    const std::string& s = w.segments[0].text;
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || !is_name_start(s[0])) return std::nullopt;
+    for (size_t i = 0; i < eq; ++i)
+      if (!is_name_char(s[i])) return std::nullopt;
+    return s.substr(0, eq);
+  }
+
+  void note_unresolved(const std::string& what, int line) {
+    if (!unresolved_) return;
+    const std::string msg = display(file_) + ":" + std::to_string(line) + ": cannot resolve " + what;
+    if (std::find(unresolved_->begin(), unresolved_->end(), msg) == unresolved_->end()) unresolved_->push_back(msg);
+  }
+
+  /// Value of one expansion; std::nullopt when it cannot be resolved (the text stays as written).
+  /// `words` receives the elements of `${NAME[@]}` (with their lines); `def_line` the line that set a variable.
+  std::optional<std::string> resolve(const std::string& e, int line, std::vector<Field>* words, int* def_line) {
+    if (e.rfind("$((", 0) == 0 && e.size() >= 5) {
+      if (auto v = eval_shell_arithmetic(e.substr(3, e.size() - 5), vars_)) return std::to_string(*v);
+      note_unresolved("arithmetic '" + e + "' (a variable in it is not set in the script)", line);
+      return std::nullopt;
+    }
+    if (e.rfind("$(", 0) == 0 || e.rfind("`", 0) == 0) {
+      note_unresolved("command substitution '" + e + "' (hcpsim does not run commands)", line);
+      return std::nullopt;
+    }
+    std::string body = e.substr(1);
+    if (!body.empty() && body.front() == '{') body = body.substr(1, body.size() - 2);
+    if (body.empty() || !is_name_start(body[0])) {
+      note_unresolved("'" + e + "' (a script argument)", line);
+      return std::nullopt;
+    }
+    size_t n = 0;
+    while (n < body.size() && is_name_char(body[n])) ++n;
+    const std::string name = body.substr(0, n);
+    const std::string rest = body.substr(n);
+    if (rest == "[@]" || rest == "[*]") {
+      auto it = arrays_.find(name);
+      if (it != arrays_.end()) {
+        if (words) *words = it->second;
+        std::string joined;
+        for (const auto& x : it->second) joined += (joined.empty() ? "" : " ") + x.text;
+        return joined;
+      }
+    }
+    auto it = vars_.find(name);
+    const bool has_default = rest.rfind(":-", 0) == 0 || rest.rfind(":=", 0) == 0 || rest.rfind("-", 0) == 0;
+    if (has_default) {
+      const bool colon = rest[0] == ':';
+      const bool use_default = it == vars_.end() || (colon && it->second.empty());
+      if (!use_default) return it->second;
+      return default_value(name, rest, colon);
+    }
+    if (it != vars_.end() && (rest.empty() || rest == "[@]" || rest == "[*]")) {
+      if (def_line && var_lines_.count(name)) *def_line = var_lines_.at(name);
+      return it->second;
+    }
+    note_unresolved("'" + e + "' (" + name + " is not set in the script)", line);
+    return std::nullopt;
+  }
+
+  /// The default of `${NAME:-default}` / `${NAME-default}` / `${NAME:=default}` (`:=` also assigns it).
+  /// `rest` is the text after the name, `colon` whether it starts with ':'.
+  std::string default_value(const std::string& name, const std::string& rest, bool colon) {
+    const std::string dflt = rest.substr(colon ? 2 : 1);
+    // The default may itself hold expansions: lex it as one word.
+    auto sts = lex_shell(dflt);
+    std::string v;
+    if (!sts.empty())
+      for (const auto& w : sts[0].words)
+        for (auto& f : expand(w, true)) v += (v.empty() ? "" : " ") + f.text;
+    if (rest.rfind(":=", 0) == 0) vars_[name] = v;
+    return v;
+  }
+
+  /// Expands one word into fields (unquoted expansions split on blanks; `"${A[@]}"` gives one field per element).
+  std::vector<Field> expand(const Word& w, bool no_split = false) {
+    std::vector<Field> out;
+    if (!w.array_name.empty()) return out;
+    std::string cur;
+    bool have = false;
+    for (const Segment& s : w.segments) {
+      if (!s.expansion) {
+        cur += s.text;
+        have = true;
+        continue;
+      }
+      std::vector<Field> elems;
+      int def_line = 0;
+      auto v = resolve(s.text, w.line, &elems, &def_line);
+      if (!v) {
+        cur += s.text;
+        have = true;
+        continue;
+      }
+      if (!elems.empty() && (s.quoted || !no_split) && w.segments.size() == 1) {
+        for (const auto& e : elems) out.push_back(e);
+        return out;
+      }
+      if (s.quoted || no_split) {
+        cur += *v;
+        have = true;
+        continue;
+      }
+      std::istringstream in(*v);
+      std::string piece;
+      std::vector<std::string> pieces;
+      while (in >> piece) pieces.push_back(piece);
+      const bool lead_blank = !v->empty() && std::isspace(static_cast<unsigned char>(v->front()));
+      const bool trail_blank = !v->empty() && std::isspace(static_cast<unsigned char>(v->back()));
+      // A word that comes whole from a variable gets the line that set the variable (the flag's own line).
+      const int piece_line = w.segments.size() == 1 && def_line > 0 ? def_line : w.line;
+      const int piece_column = piece_line == w.line ? w.column : 0;
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        if (i > 0 || lead_blank) {
+          if (have) out.push_back({cur, piece_line, piece_column});
+          cur.clear();
+          have = false;
+        }
+        cur += pieces[i];
+        have = true;
+      }
+      if (w.segments.size() == 1 && have) {
+        out.push_back({cur, piece_line, piece_column});
+        cur.clear();
+        have = false;
+      }
+      if (trail_blank && have) {
+        out.push_back({cur, w.line, w.column});
+        cur.clear();
+        have = false;
+      }
+    }
+    if (have) out.push_back({cur, w.line, w.column});
+    return out;
+  }
+
+  static bool is_option(const std::string& s) {
+    if (s.size() < 2 || s[0] != '-') return false;
+    if (s[1] == '-') return s.size() > 2;
+    return std::isalpha(static_cast<unsigned char>(s[1]));
+  }
+
+  /// Options and their values; `--flag=value` is split.
+  static std::vector<MegatronArg> options(const std::vector<Field>& f, size_t begin, size_t end, bool launcher,
+                                          std::vector<std::string>& stray) {
+    std::vector<MegatronArg> out;
+    for (size_t i = begin; i < end; ++i) {
+      if (!is_option(f[i].text)) {
+        if (out.empty()) {
+          stray.push_back(f[i].text);
+        } else {
+          out.back().values.push_back(f[i].text);
+        }
+        continue;
+      }
+      MegatronArg a;
+      std::string flag = f[i].text;
+      const auto eq = flag.find('=');
+      if (eq != std::string::npos) {
+        a.values.push_back(flag.substr(eq + 1));
+        flag.resize(eq);
+      }
+      a.flag = flag;
+      a.name = flag.substr(flag.find_first_not_of('-'));
+      std::replace(a.name.begin(), a.name.end(), '-', '_');
+      a.line = f[i].line;
+      a.column = f[i].column;
+      a.from_launcher = launcher;
+      out.push_back(std::move(a));
+    }
+    return out;
+  }
+
+  std::optional<std::vector<MegatronArg>> training_command(const std::vector<Field>& f) {
+    size_t script = f.size();
+    for (size_t i = 0; i < f.size(); ++i) {
+      const std::string& s = f[i].text;
+      if (s.size() > 3 && s.compare(s.size() - 3, 3, ".py") == 0 && !is_option(s)) {
+        bool has_options = false;
+        for (size_t j = i + 1; j < f.size(); ++j) has_options = has_options || is_option(f[j].text);
+        if (has_options) {
+          script = i;
+          break;
+        }
+      }
+    }
+    if (script == f.size()) return std::nullopt;
+    // Launcher options: after `torchrun` or `-m torch.distributed.run|launch`, before the script.
+    size_t launcher = f.size();
+    for (size_t i = 0; i < script; ++i) {
+      const std::string base = std::filesystem::path(f[i].text).filename().string();
+      if (base == "torchrun") launcher = i + 1;
+      if (f[i].text == "-m" && i + 1 < script &&
+          (f[i + 1].text == "torch.distributed.run" || f[i + 1].text == "torch.distributed.launch"))
+        launcher = i + 2;
+    }
+    std::vector<std::string> stray;
+    std::vector<MegatronArg> out;
+    if (launcher < script) out = options(f, launcher, script, true, stray);
+    auto main = options(f, script + 1, f.size(), false, stray);
+    out.insert(out.end(), main.begin(), main.end());
+    return out;
+  }
+
+  std::string file_;
+  std::vector<std::string>* unresolved_;
+  std::map<std::string, std::string> vars_;
+  std::map<std::string, std::vector<Field>> arrays_;
+  std::map<std::string, int> var_lines_;
+};
+
+}  // namespace
+
+std::vector<MegatronArg> split_megatron_command_line(const std::string& text, const std::string& display_name,
+                                                     std::vector<std::string>* unresolved) {
+  const auto statements = lex_shell(text);
+  ShellInterpreter interp(display_name, unresolved);
+  return interp.run(statements);
+}
+
+}  // namespace hcpsim
