@@ -1,0 +1,97 @@
+#include "message_transport.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "hcpsim/sim/cost_model.hpp"
+
+namespace hcpsim::sim::detail {
+
+namespace {
+
+std::vector<double> capacities(const Topology& t) {
+  std::vector<double> c;
+  for (const TopologyLink& l : t.links()) c.push_back(l.bandwidth_bytes_per_s);
+  return c;
+}
+
+}  // namespace
+
+MessageTransport::MessageTransport(SimContext& ctx)
+    : ctx_(ctx),
+      network_(ctx.queue, capacities(ctx.topology), kPriorityCompletion, kPriorityNetwork),
+      shadow_(ctx.topology, ctx.options.symmetry_reduction),
+      sent_(ctx.schedule.ranks.size()),
+      pair_messages_(ctx.schedule.ranks.size()) {}
+
+std::vector<int64_t> MessageTransport::next_route(int64_t src, int64_t dst) {
+  std::vector<PairState>& peers = pair_messages_[index_of(src)];
+  auto it = std::find_if(peers.begin(), peers.end(), [dst](const PairState& ps) { return ps.peer == dst; });
+  if (it == peers.end()) {
+    peers.push_back(PairState{dst, 0, {}, false});
+    it = peers.end() - 1;
+  }
+  const auto ordinal = static_cast<uint64_t>(it->count++);
+  if (it->single_path) return it->route;
+  std::vector<int64_t> route = ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal);
+  if (ctx_.options.symmetry_reduction && single_shortest_path(src, dst)) {
+    it->route = route;
+    it->single_path = true;
+  }
+  return route;
+}
+
+bool MessageTransport::single_shortest_path(int64_t src, int64_t dst) const {
+  const int64_t gpn = ctx_.cluster.gpus_per_node;
+  const int64_t ga = ctx_.gpus[index_of(src)], gb = ctx_.gpus[index_of(dst)];
+  if (ga / gpn == gb / gpn) return true;
+  const int64_t leaf_downlinks = ctx_.cluster.fabric.leaf_downlinks;
+  return ga % gpn == gb % gpn && (ga / gpn) / leaf_downlinks == (gb / gpn) / leaf_downlinks;
+}
+
+void MessageTransport::count_message(int64_t src, Phase phase, LinkLevel level, int64_t size_bytes) {
+  for (MessageTable* table : {&totals_, &sent_[index_of(src)]}) {
+    MessageTotals& t = (*table)[phase_index(phase)][level_index(level)];
+    ++t.count;
+    t.bytes += size_bytes;
+  }
+}
+
+void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, Delivered delivered,
+                                    bool with_images) {
+  count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
+  const auto flow_index = static_cast<int64_t>(flows_.size());
+  std::vector<int64_t> route = next_route(src, dst);
+  const double route_latency_s = ctx_.topology.route_latency_s(route);
+  const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
+  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, route});
+  const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
+  for (int64_t a = 1; a <= images; ++a) {
+    const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
+    count_message(isrc, phase, link_level(ctx_.node(isrc), ctx_.node(idst)), bytes);
+    std::vector<int64_t> iroute = next_route(isrc, idst);
+    if (ctx_.topology.route_latency_s(iroute) != route_latency_s)
+      shadow_.not_exact(
+          fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
+    flows_.push_back(FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute)});
+  }
+  ctx_.queue.schedule_after(
+      seconds_to_ps(ctx_.cluster.message_latency_s), kPriorityCompletion,
+      [this, flow_index, images, route_latency_ps, delivered = std::move(delivered)]() mutable {
+        FlowRecord& rec = flows_[index_of(flow_index)];
+        rec.start_ps = ctx_.queue.now();
+        if (images > 0) shadow_.start(flows_, flow_index, images, ctx_.queue.now());
+        network_.start_flow(
+            rec.route, rec.bytes,
+            [this, flow_index, images, route_latency_ps, delivered = std::move(delivered)]() mutable {
+              flows_[index_of(flow_index)].drained_ps = ctx_.queue.now();
+              if (images > 0) shadow_.end(flows_, flow_index, images, ctx_.queue.now());
+              ctx_.queue.schedule_after(route_latency_ps, kPriorityCompletion, std::move(delivered));
+            });
+      });
+}
+
+}  // namespace hcpsim::sim::detail

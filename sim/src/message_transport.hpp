@@ -1,0 +1,77 @@
+#pragma once
+// Private to sim/: messages as flows on the flow network (simulator.hpp) — each message is counted, routed,
+// recorded as a FlowRecord and delivered after the per-message software latency, its flow at the max-min fair
+// rate, and the route latency. In a symmetry-reduced run a ring message also stands for its images on the other
+// class positions (ShadowLinks).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "hcpsim/sim/flow_network.hpp"
+#include "sim_context.hpp"
+#include "symmetry_reduction.hpp"
+
+namespace hcpsim::sim::detail {
+
+/// Sends messages between the ranks of one run and keeps their totals, flows and routes.
+class MessageTransport {
+ public:
+  /// Runs when a message has been delivered.
+  using Delivered = std::function<void()>;
+
+  explicit MessageTransport(SimContext& ctx);
+
+  /// One message: software latency, then a flow over the route, then the route latency; `delivered` runs at
+  /// delivery. Counts the message (sender's phase, level by nodes) and records its flow.
+  /// with_images (symmetry reduction, send/recv only): the message also stands for its A − 1 images on the
+  /// other class positions; they are counted and recorded (flows right after the message's own) and their
+  /// routes enter the shadow link accounting from the representative's flow start to its drain.
+  void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, Delivered delivered,
+                    bool with_images = false);
+
+  /// Capacity for `messages` flow records (so that a large run does not regrow and copy them).
+  void reserve_flows(int64_t messages) { flows_.reserve(static_cast<size_t>(messages)); }
+
+  /// Messages of all ranks.
+  [[nodiscard]] const MessageTable& totals() const { return totals_; }
+  /// Messages `rank` sent (images included).
+  [[nodiscard]] const MessageTable& sent_by(int64_t rank) const { return sent_[index_of(rank)]; }
+  /// Every message's flow, in start order; moves them out (the run is over).
+  [[nodiscard]] std::vector<FlowRecord> take_flows() { return std::move(flows_); }
+  [[nodiscard]] const FlowNetwork& network() const { return network_; }
+  [[nodiscard]] const ShadowLinks& shadow() const { return shadow_; }
+
+ private:
+  /// Messages from one source rank to one destination rank so far (the ECMP flow id of the next one), and the
+  /// pair's route when it has a single shortest path (reduced runs only).
+  struct PairState {
+    int64_t peer = -1;
+    int64_t count = 0;
+    std::vector<int64_t> route;
+    bool single_path = false;
+  };
+
+  /// The route of the next message from src to dst: Topology::route with flow id = the message's ordinal among
+  /// those from src to dst (simulator.hpp). In a symmetry-reduced run the topology is the generated
+  /// rail-optimised one with a NIC per GPU (symmetry_reduction_blocker), where a pair inside one node, or on one
+  /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
+  /// route of every image message made the reduced run spend a quarter of its time in Topology::route).
+  std::vector<int64_t> next_route(int64_t src, int64_t dst);
+  /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
+  /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit
+  /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.
+  [[nodiscard]] bool single_shortest_path(int64_t src, int64_t dst) const;
+  void count_message(int64_t src, Phase phase, LinkLevel level, int64_t size_bytes);
+
+  SimContext& ctx_;
+  FlowNetwork network_;
+  ShadowLinks shadow_;
+  std::vector<FlowRecord> flows_;
+  MessageTable totals_{};
+  std::vector<MessageTable> sent_;  ///< per source rank
+  /// Per source rank; a rank has few peers, so a linear search is fastest.
+  std::vector<std::vector<PairState>> pair_messages_;
+};
+
+}  // namespace hcpsim::sim::detail

@@ -1,0 +1,191 @@
+#include "sim_engine.hpp"
+
+#include <fmt/format.h>
+
+#include "sim_results.hpp"
+
+namespace hcpsim::sim::detail {
+
+namespace {
+
+// A deadlock report lists at most this many ranks in detail (the rest are counted), so that a large schedule
+// still gives a readable message.
+constexpr int64_t kDeadlockReportRanks = 16;
+
+}  // namespace
+
+Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
+               const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options)
+    : ctx_(schedule, cluster, topology, gpu_of_cp_rank, options, *this),
+      memory_(ctx_),
+      gpu_(ctx_),
+      transport_(ctx_),
+      rendezvous_(ctx_, transport_) {
+  for (int64_t g : ctx_.gpus) ctx_.nodes.push_back(topology.gpu_node(g));
+  HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
+  HCPSIM_ASSERT(cluster.gpu.compute_slowdown_during_comm >= 1, "compute_slowdown_during_comm < 1");
+  ctx_.progress.resize(schedule.ranks.size());
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    const RankProgram& program = schedule.ranks[r];
+    HCPSIM_ASSERT(program.cp_rank == static_cast<int64_t>(r),
+                  fmt::format("schedule.ranks[{}] has cp_rank {}", r, program.cp_rank));
+    const auto rank = static_cast<int64_t>(r);
+    if (!ctx_.classes.represented(rank)) continue;  // an image: never executed
+    RankProgress& p = ctx_.progress[r];
+    p.ops.resize(program.ops.size());
+    for (size_t i = 0; i < program.ops.size(); ++i) {
+      const Stream s = program.ops[i].stream;
+      HCPSIM_ASSERT(stream_index(s) < kStreamCount, fmt::format("bad stream on cp rank {} op {}", r, i));
+      p.stream_ops[stream_index(s)].push_back(static_cast<OpIndex>(i));
+    }
+    memory_.bind_inputs(rank);
+  }
+  reserve_for_run();
+}
+
+SimResult Engine::run() {
+  for (int64_t rank = 0; rank < ctx_.rank_count(); ++rank) {
+    if (!ctx_.classes.represented(rank)) continue;
+    ctx_.queue.schedule_at(0, kPriorityKick, [this, rank] { try_start_ready(rank); });
+  }
+  const int64_t events = ctx_.queue.run();
+  check_all_finished();
+  return collect_results(ctx_, memory_, transport_, events);
+}
+
+void Engine::reserve_for_run() {
+  int64_t messages = 0, ops = 0;
+  for (int64_t rank = 0; rank < ctx_.rank_count(); ++rank) {
+    if (!ctx_.classes.represented(rank)) continue;
+    for (const Op& op : ctx_.program(rank).ops) {
+      ++ops;
+      if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) {
+        if (sr->send_peer >= 0) messages += ctx_.classes.size;  // the message and its images
+      } else if (is_communication(op.kind())) {
+        const auto n = static_cast<int64_t>(collective_of(op).group->size());
+        // A full run launches a collective once for all n members, a reduced run once per class.
+        messages += ctx_.options.symmetry_reduction ? n * (n - 1) : n - 1;
+      }
+    }
+  }
+  transport_.reserve_flows(messages);
+  // About two events per op and three per message (start, drain, delivery); a hint, not a bound.
+  ctx_.queue.reserve(2 * ops + 3 * messages);
+}
+
+bool Engine::deps_finished(int64_t rank, OpIndex i) const {
+  for (OpIndex d : ctx_.op_of(rank, i).deps) {
+    HCPSIM_ASSERT(d >= 0, fmt::format("cp rank {} op {}: negative dep", rank, i));
+    HCPSIM_ASSERT(d < i, fmt::format("cp rank {} op {}: dep {} does not point backwards", rank, i, d));
+    if (!ctx_.op_runtime(rank, d).finished()) return false;
+  }
+  return true;
+}
+
+void Engine::try_start_ready(int64_t rank) {
+  for (size_t s = 0; s < kStreamCount; ++s) {
+    const RankProgress& p = ctx_.progress[index_of(rank)];
+    if (p.cursor[s] >= p.stream_ops[s].size()) continue;
+    const OpIndex head = p.stream_ops[s][p.cursor[s]];
+    if (p.ops[index_of(head)].started()) continue;
+    if (!deps_finished(rank, head)) continue;
+    start_op(rank, head);
+  }
+}
+
+void Engine::start_op(int64_t rank, OpIndex i) {
+  const Op& op = ctx_.op_of(rank, i);
+  ctx_.op_runtime(rank, i).start_ps = ctx_.queue.now();
+  switch (op.kind()) {
+    case OpKind::alloc:
+      memory_.allocate(rank, i);
+      ctx_.finish_after(0, rank, i);
+      return;
+    case OpKind::free:
+      memory_.release(rank, i);
+      ctx_.finish_after(0, rank, i);
+      return;
+    case OpKind::send_recv:
+      gpu_.comm_running_change(rank, +1);
+      rendezvous_.start_send_recv(rank, i);
+      return;
+    case OpKind::all_to_all:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+      gpu_.comm_running_change(rank, +1);
+      rendezvous_.arrive_collective(rank, i);
+      return;
+    case OpKind::attn_fwd_block:
+    case OpKind::attn_bwd_block:
+    case OpKind::lse_merge:
+    case OpKind::out_correction:
+    case OpKind::copy:
+    case OpKind::gemm:
+    case OpKind::elementwise: gpu_.start_kernel(rank, i); return;
+  }
+  HCPSIM_ASSERT(false, fmt::format("cp rank {} op {}: unknown op kind", rank, i));
+}
+
+void Engine::finish_op(int64_t rank, OpIndex i) {
+  RankProgress& p = ctx_.progress[index_of(rank)];
+  OpRuntime& o = p.ops[index_of(i)];
+  HCPSIM_ASSERT(o.started(), fmt::format("cp rank {} op {} finished before it started", rank, i));
+  HCPSIM_ASSERT(!o.finished(), fmt::format("cp rank {} op {} finished twice", rank, i));
+  o.end_ps = ctx_.queue.now();
+  const Op& op = ctx_.op_of(rank, i);
+  const size_t s = stream_index(op.stream);
+  HCPSIM_ASSERT(p.cursor[s] < p.stream_ops[s].size(), "stream cursor past the end");
+  HCPSIM_ASSERT(p.stream_ops[s][p.cursor[s]] == i,
+                fmt::format("cp rank {} op {} finished but is not the head of its stream", rank, i));
+  ++p.cursor[s];
+  if (is_communication(op.kind())) gpu_.comm_running_change(rank, -1);
+  try_start_ready(rank);
+}
+
+// ---- end of run ----
+
+std::string Engine::describe_op(int64_t rank, OpIndex i) const {
+  const Op& op = ctx_.op_of(rank, i);
+  return fmt::format("op {} {} '{}' ({} stream)", i, to_string(op.kind()), op.label, to_string(op.stream));
+}
+
+std::string Engine::blocked_reason(int64_t rank, OpIndex i) const {
+  if (!ctx_.op_runtime(rank, i).started()) {
+    std::string deps;
+    for (OpIndex d : ctx_.op_of(rank, i).deps) {
+      if (!ctx_.op_runtime(rank, d).finished()) deps += (deps.empty() ? "" : ", ") + std::to_string(d);
+    }
+    return "not started; waiting for deps [" + deps + "]";
+  }
+  std::string waiting = rendezvous_.blocked_reason(rank, i);
+  if (!waiting.empty()) return waiting;
+  return "started but not finished";
+}
+
+void Engine::check_all_finished() const {
+  int64_t blocked_ranks = 0;
+  std::string report;
+  for (int64_t rank = 0; rank < ctx_.rank_count(); ++rank) {
+    const RankProgress& p = ctx_.progress[index_of(rank)];
+    int64_t unfinished = 0;
+    for (const OpRuntime& o : p.ops) unfinished += o.finished() ? 0 : 1;
+    if (unfinished == 0) continue;
+    ++blocked_ranks;
+    if (blocked_ranks > kDeadlockReportRanks) continue;
+    report += fmt::format("\n  cp rank {}: {} of {} ops unfinished", rank, unfinished, p.ops.size());
+    for (size_t s = 0; s < kStreamCount; ++s) {
+      if (p.cursor[s] >= p.stream_ops[s].size()) continue;
+      const OpIndex head = p.stream_ops[s][p.cursor[s]];
+      report += fmt::format("\n    {} stream head: {}: {}", to_string(static_cast<Stream>(s)),
+                            describe_op(rank, head), blocked_reason(rank, head));
+    }
+  }
+  if (blocked_ranks > kDeadlockReportRanks) {
+    report += fmt::format("\n  ... and {} more blocked ranks", blocked_ranks - kDeadlockReportRanks);
+  }
+  HCPSIM_ASSERT(blocked_ranks == 0,
+                fmt::format("schedule deadlock at t = {} ps: no event left, {} ranks blocked:{}", ctx_.queue.now(),
+                            blocked_ranks, report));
+}
+
+}  // namespace hcpsim::sim::detail

@@ -1,0 +1,53 @@
+#pragma once
+// Private to sim/: the discrete-event engine behind simulate() (simulator.hpp). It owns the event loop and the
+// stream heads of every rank — an op starts when its stream predecessor and its deps have finished — and hands
+// each started op to the part that runs it: memory accounting (alloc, free), the GPUs (compute kernels) or the
+// rendezvous (communication). At the end it reports a deadlock or collects the results.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu_sharing.hpp"
+#include "memory_accounting.hpp"
+#include "message_transport.hpp"
+#include "rendezvous.hpp"
+#include "sim_context.hpp"
+
+namespace hcpsim::sim::detail {
+
+/// One simulation run. Arguments as simulate()'s, already validated by it.
+class Engine final : public OpFinisher {
+ public:
+  Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
+         const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options);
+
+  /// Runs every executed rank's program to the end. HCPSIM_ASSERT on a deadlock (with a report of the blocked
+  /// stream heads). Call once.
+  SimResult run();
+
+  /// Op i of `rank` finishes now: advances its stream and starts the ops of the rank that became ready.
+  void finish_op(int64_t rank, OpIndex i) override;
+
+ private:
+  /// Sizes the flow records exactly and the event tables roughly from the executed programs, so that a large
+  /// run does not regrow (and copy) them while it runs. Capacity only.
+  void reserve_for_run();
+  [[nodiscard]] bool deps_finished(int64_t rank, OpIndex i) const;
+  /// Starts the head op of every stream of `rank` whose stream predecessor and deps have finished.
+  void try_start_ready(int64_t rank);
+  void start_op(int64_t rank, OpIndex i);
+
+  // ---- end of run ----
+  void check_all_finished() const;
+  [[nodiscard]] std::string describe_op(int64_t rank, OpIndex i) const;
+  [[nodiscard]] std::string blocked_reason(int64_t rank, OpIndex i) const;
+
+  SimContext ctx_;
+  MemoryAccounting memory_;
+  GpuSharing gpu_;
+  MessageTransport transport_;
+  Rendezvous rendezvous_;
+};
+
+}  // namespace hcpsim::sim::detail

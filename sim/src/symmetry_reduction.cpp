@@ -1,0 +1,110 @@
+#include "symmetry_reduction.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace hcpsim::sim {
+
+namespace detail {
+
+namespace {
+
+// A link shared by concurrent ring messages must have this relative headroom above the sum of their route
+// minimum capacities, so that no rounding of the max-min arithmetic can make it a bottleneck.
+// Source: far above double rounding (~1e-16 relative per operation), far below any real headroom.
+constexpr double kShadowMargin = 1e-9;
+
+size_t link_index(int64_t l) { return static_cast<size_t>(l); }
+
+}  // namespace
+
+ShadowLinks::ShadowLinks(const Topology& topology, bool enabled) : topology_(topology) {
+  if (!enabled) return;
+  const size_t links = topology.links().size();
+  count_.assign(links, 0);
+  mincap_sum_.assign(links, 0.0);
+  image_count_.assign(links, 0);
+  busy_since_.assign(links, 0);
+  usage_.resize(links);
+}
+
+void ShadowLinks::not_exact(const std::string& why) {
+  if (exact_) note_ = why;
+  exact_ = false;
+}
+
+double ShadowLinks::min_capacity(const std::vector<int64_t>& route) const {
+  double c = std::numeric_limits<double>::infinity();
+  for (int64_t l : route) c = std::min(c, topology_.links()[link_index(l)].bandwidth_bytes_per_s);
+  return c;
+}
+
+void ShadowLinks::start(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps) {
+  for (int64_t a = 0; a <= images; ++a) {
+    FlowRecord& rec = flows[link_index(first + a)];
+    rec.start_ps = now_ps;
+    const double mincap = min_capacity(rec.route);
+    for (int64_t l : rec.route) {
+      const size_t li = link_index(l);
+      ++count_[li];
+      mincap_sum_[li] += mincap;
+      const double cap = topology_.links()[li].bandwidth_bytes_per_s;
+      if (topology_.links()[li].link_class == LinkClass::nvlink)
+        not_exact(fmt::format("ring message {}→{} crosses NVLink link {}", rec.src_cp_rank, rec.dst_cp_rank, l));
+      if (count_[li] > 1 && !(mincap_sum_[li] < cap * (1 - kShadowMargin)))
+        not_exact(fmt::format("link {} carries {} concurrent ring messages without headroom at t = {} ps", l,
+                              count_[li], now_ps));
+      if (a == 0) continue;  // the representative's flow is in the flow network's usage
+      if (image_count_[li]++ == 0) busy_since_[li] = now_ps;
+      usage_[li].bytes += rec.bytes;
+      ++usage_[li].flows;
+    }
+  }
+}
+
+void ShadowLinks::end(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps) {
+  for (int64_t a = 0; a <= images; ++a) {
+    FlowRecord& rec = flows[link_index(first + a)];
+    rec.drained_ps = now_ps;
+    const double mincap = min_capacity(rec.route);
+    for (int64_t l : rec.route) {
+      const size_t li = link_index(l);
+      --count_[li];
+      mincap_sum_[li] -= mincap;
+      if (count_[li] == 0) mincap_sum_[li] = 0;  // no drift from the float sums
+      if (a == 0) continue;
+      if (--image_count_[li] == 0) usage_[li].busy_ps += now_ps - busy_since_[li];
+    }
+  }
+}
+
+}  // namespace detail
+
+std::string symmetry_reduction_blocker(CpCommType cp_comm_type, int64_t a2a_size, int64_t p2p_size,
+                                       const ClusterSpec& cluster, const std::vector<int64_t>& gpu_of_cp_rank) {
+  if (cp_comm_type != CpCommType::a2a_p2p && cp_comm_type != CpCommType::a2a) return "cp_comm_type has no a2a level";
+  if (a2a_size < 2) return "A < 2 (nothing to reduce)";
+  if (!cluster.topology.vertices.empty()) return "explicit topology (its symmetry is not known)";
+  if (cluster.fabric.kind != FabricSpec::Kind::rail_optimized) return "fabric is not rail-optimised";
+  if (cluster.nics_per_node != 0 && cluster.nics_per_node != cluster.gpus_per_node) return "not one NIC per GPU";
+  if (cluster.gpus_per_node != a2a_size) return "A != gpus_per_node (an a2a group is not one whole node)";
+  if (static_cast<int64_t>(gpu_of_cp_rank.size()) != a2a_size * p2p_size) return "placement size != A*P";
+  for (size_t g = 0; g < gpu_of_cp_rank.size(); ++g) {
+    const auto rank = static_cast<int64_t>(g);
+    const int64_t gpu = gpu_of_cp_rank[g];
+    const int64_t rep_gpu = gpu_of_cp_rank[static_cast<size_t>(rank - rank % a2a_size)];
+    if (gpu < 0 || gpu % cluster.gpus_per_node != rank % a2a_size || gpu - rep_gpu != rank % a2a_size)
+      return fmt::format("cp rank {} is not on GPU {} of its a2a group's node", rank, rank % a2a_size);
+  }
+  return "";
+}
+
+std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size) {
+  std::vector<int64_t> reps;
+  for (int64_t p = 0; p < p2p_size; ++p) reps.push_back(p * a2a_size);
+  return reps;
+}
+
+}  // namespace hcpsim::sim

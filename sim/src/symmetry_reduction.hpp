@@ -1,0 +1,69 @@
+#pragma once
+// Private to sim/: the run-time side of the symmetry reduction (simulator.hpp, docs/simulator.md "Symmetry
+// reduction") — which ranks stand for which, and the link accounting and exactness check of the image messages
+// that the executed ring messages stand for.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hcpsim/sim/flow_network.hpp"
+#include "hcpsim/sim/simulator.hpp"
+
+namespace hcpsim::sim::detail {
+
+/// Symmetry classes {A·p + a : a < A} with representative A·p (a2a_rank 0). size = A in a reduced run, 1
+/// otherwise (every rank is its own representative and is executed).
+struct SymmetryClasses {
+  int64_t size = 1;  ///< ranks per class
+
+  [[nodiscard]] int64_t representative(int64_t rank) const { return rank - rank % size; }
+  [[nodiscard]] bool represented(int64_t rank) const { return rank % size == 0; }
+  /// The image of `rank` in class position a (the rank with the same p2p_rank and a2a_rank a).
+  [[nodiscard]] int64_t image(int64_t rank, int64_t a) const { return representative(rank) + a; }
+};
+
+/// The image messages of a reduced run on the links: they are not in the flow network, so their bytes, flows and
+/// busy time are accounted here, and every start is checked against the exactness condition. Disabled (no
+/// state, nothing to add) in a full run.
+class ShadowLinks {
+ public:
+  /// @param enabled  true in a symmetry-reduced run.
+  ShadowLinks(const Topology& topology, bool enabled);
+
+  /// The representative's flow flows[first] and its images flows[first + 1 … + images] start at now_ps.
+  /// Exactness check (docs/simulator.md): over the routes of all A class positions, every link must carry
+  /// either one active flow, or flows whose route minimum capacities sum to less than its capacity (with a
+  /// 1e-9 relative margin). Then max-min fairness gives every such flow exactly its route's minimum capacity,
+  /// whichever equal-cost spine ECMP picked for it, so an image drains when its representative does.
+  void start(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps);
+  /// The representative's flow drained at now_ps: so do its images (the exactness check holds them to the same
+  /// rate).
+  void end(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps);
+
+  /// Records that the reduced run may differ from the full one (the first reason is kept).
+  void not_exact(const std::string& why);
+
+  [[nodiscard]] bool exact() const { return exact_; }
+  /// Why the run is not exact (empty when exact()).
+  [[nodiscard]] const std::string& note() const { return note_; }
+  /// The image messages' usage per link, in link id order (empty when disabled).
+  [[nodiscard]] const std::vector<LinkUsage>& usage() const { return usage_; }
+
+ private:
+  /// Smallest link capacity of a route (the rate the flow gets when nothing else limits it).
+  [[nodiscard]] double min_capacity(const std::vector<int64_t>& route) const;
+
+  const Topology& topology_;
+  // Per link: active ring messages over all class positions, the sum of their route minimum capacities, active
+  // image messages, start of the current image-busy interval, and the images' usage.
+  std::vector<int64_t> count_;
+  std::vector<double> mincap_sum_;
+  std::vector<int64_t> image_count_;
+  std::vector<TimePs> busy_since_;
+  std::vector<LinkUsage> usage_;
+  bool exact_ = true;
+  std::string note_;
+};
+
+}  // namespace hcpsim::sim::detail
