@@ -1,7 +1,7 @@
 // CPU oracle benchmark: Eigen's own GEMM rate on this machine vs the oracle's achieved FLOP rate on the fp64
 // reference, the same-precision non-CP blockwise computation and the HCP schedule executor, for the default
 // scenario's attention shapes (Llama-3.2-1B: S = 8192, dk = dv = 64, GQA 4, causal, [A, P] = [2, 2]).
-// Wall-clock timing lives here only (STYLE.md); results go to bench/RESULTS.md by hand.
+// Wall-clock timing lives here only (docs/architecture.md "Conventions"); results go to bench/RESULTS.md by hand.
 //
 // usage: hcpsim_oracle_bench [seq_length=8192] [heads_q=8] [threads=1] [heap=warm|cold]
 //

@@ -1,7 +1,7 @@
 // Simulator benchmark: one attention layer, forward + backward, of an a2a+p2p schedule with the a2a
 // inside DGX H100 nodes (A = 8) and the ring across nodes (P = CP / 8), on the rail-optimised fabric.
 // Prints build time, simulation wall time, events, events/s and peak RSS (getrusage; the process-wide peak, so
-// run one CP per process for a clean number). The timeline is not recorded (as `hcpsim simulate` without --trace). Wall-clock timing lives here only (STYLE.md).
+// run one CP per process for a clean number). The timeline is not recorded (as `hcpsim simulate` without --trace). Wall-clock timing lives here only (docs/architecture.md "Conventions").
 // By default the symmetry reduction is used (as `hcpsim simulate` does for this placement): only the P
 // representatives (a2a_rank 0) are built and executed; `full` builds and simulates all CP ranks.
 //

@@ -1,6 +1,6 @@
 // SimGrid side by side: replays the flows of hcpsim simulations in hcpsim's FlowNetwork and in SimGrid's max-min
 // flow model (CM02 without corrections) on the same platform, and compares every flow's completion time.
-// Wall-clock timing lives in bench/ only (STYLE.md). Results and settings: bench/RESULTS.md "SimGrid side by side".
+// Wall-clock timing lives in bench/ only (docs/architecture.md "Conventions"). Results and settings: bench/RESULTS.md "SimGrid side by side".
 //
 //   hcpsim_simgrid_bench [CASE ...] [--cfg=NAME:VALUE ...]
 //

@@ -35,7 +35,7 @@ constexpr double kNvlink3BytesPerS = 300e9;
 // Source: NVLink5 (B200) 1.8 TB/s bidirectional = 900 GB/s per direction.
 constexpr double kNvlink5BytesPerS = 900e9;
 // Source: ConnectX-7 400 Gb/s per GPU rail (50 GB/s line rate); 46–48 GB/s achieved in nccl-tests busbw
-// (DESIGN.md "Numbers we stand on"). hcpsim uses the achieved 48 GB/s.
+// (docs/architecture.md "Numbers we stand on"). hcpsim uses the achieved 48 GB/s.
 constexpr double kCx7AchievedBytesPerS = 48e9;
 // Source: ConnectX-6 HDR 200 Gb/s per GPU rail on DGX A100 (25 GB/s line rate); ~24 GB/s achieved, scaled from
 // the CX-7 line/achieved ratio.

@@ -36,7 +36,7 @@ std::string fmt_double(double v) {
   return os.str();
 }
 
-/// First TE release that has a cp_comm_type. Source: HCP_ALGORITHM.md §8.5 version matrix.
+/// First TE release that has a cp_comm_type. Source: docs/algorithm.md §8.5 version matrix.
 std::vector<int> min_te_version(CpCommType t) {
   switch (t) {
     case CpCommType::p2p: return {1, 0, 0};         // 479dbb73a (#362)

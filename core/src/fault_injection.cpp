@@ -43,7 +43,7 @@ std::string describe(FaultKind kind) {
     case FaultKind::cp_silently_disabled:
       return "each rank attends only its own two chunks (a2a+p2p without hierarchical sizes, Bridge #2667)";
     case FaultKind::strided_a2a_groups:
-      return "a2a groups strided instead of contiguous blocks of A CP ranks (HCP_ALGORITHM.md §2.4; no-op for A=1)";
+      return "a2a groups strided instead of contiguous blocks of A CP ranks (docs/algorithm.md §2.4; no-op for A=1)";
     case FaultKind::dropped_lse_merge:
       return "LSE merge and output correction overwrite instead of merging: only the last ring step survives";
     case FaultKind::naive_lse_merge:

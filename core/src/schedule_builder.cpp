@@ -116,14 +116,14 @@ RowsOfSection rows_of(Section s, int64_t C) {
   HCPSIM_ASSERT(false, "unknown section");
 }
 
-/// Forward section of step i on p2p rank p (HCP_ALGORITHM.md §4.2).
+/// Forward section of step i on p2p rank p (docs/algorithm.md §4.2).
 Section fwd_section(bool causal, int64_t P, int64_t p, int64_t i) {
   if (!causal) return Section::full;
   if (P == 1 || i == 0) return Section::diagonal;
   return i <= p ? Section::lower : Section::upper;
 }
 
-/// Backward section of step i on p2p rank p (HCP_ALGORITHM.md §5.1).
+/// Backward section of step i on p2p rank p (docs/algorithm.md §5.1).
 Section bwd_section(bool causal, int64_t P, int64_t p, int64_t i) {
   if (!causal) return Section::full;
   if (i == P - 1) return Section::diagonal;
@@ -157,7 +157,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
   const auto cs = Stream::compute;
   const auto comm = Stream::comm;
 
-  // ---- inputs, zigzag-sharded with the flat CP rank (HCP_ALGORITHM.md §2.1) ----
+  // ---- inputs, zigzag-sharded with the flat CP rank (docs/algorithm.md §2.1) ----
   const auto flat_tokens = layout.tokens_before_a2a(g);
   BufferId q = rb.declare("q", s_f, H, dk, dt);        // [b, S/cp, H, dk]
   BufferId k = rb.declare("k", s_f, Hkv, dk, dt);      // [b, S/cp, Hkv, dk]
@@ -187,7 +187,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
     fwd_ready.push_back(a2a(AllToAllOp::Direction::scatter_heads, v, va, kTagFwdA2aV, F, {}, "fwd a2a v"));
   }
 
-  // ---- forward ring (TE AttnFuncWithCPAndKVP2P.forward, HCP_ALGORITHM.md §4) ----
+  // ---- forward ring (TE AttnFuncWithCPAndKVP2P.forward, docs/algorithm.md §4) ----
   const int64_t next = layout.cp_rank(mod(p + 1, P), a);
   const int64_t prev = layout.cp_rank(mod(p - 1, P), a);
   std::vector<BufferId> ring_k(static_cast<size_t>(P)), ring_v(static_cast<size_t>(P));
@@ -272,7 +272,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
     rb.free(ring_v[static_cast<size_t>(i)], F, comm, {fwd_done});
   }
 
-  // ---- backward (TE AttnFuncWithCPAndKVP2P.backward, HCP_ALGORITHM.md §5) ----
+  // ---- backward (TE AttnFuncWithCPAndKVP2P.backward, docs/algorithm.md §5) ----
   BufferId douta = dout;
   std::vector<OpIndex> bwd_ready{fwd_done};
   if (A > 1) {
@@ -356,7 +356,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
     std::vector<OpIndex> adeps{kernel};
     if (comm_i >= 0) adeps.push_back(comm_i);
     const RowRange all{0, s_l}, h0{0, C}, h1{C, C}, half_src{0, C}, second_src{C, C};
-    // dQ rules (HCP_ALGORITHM.md §5.3).
+    // dQ rules (docs/algorithm.md §5.3).
     auto acc = [&](BufferId dst, RowRange dr, BufferId src, RowRange sr, bool add, const std::string& what) {
       return rb.copy(dst, dr, src, sr, add, B, cs, adeps, step + " " + what + (add ? " +=" : " ="), i);
     };
@@ -374,7 +374,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
     } else {
       acc(dqa, h1, dq_, {0, C}, i > 0, "dq[h1]");  // upper: dq_ holds the second half only
     }
-    // dK/dV rules into the accumulator received from p+1 (HCP_ALGORITHM.md §5.3).
+    // dK/dV rules into the accumulator received from p+1 (docs/algorithm.md §5.3).
     const KvBuf& dst = (P == 1) ? buf[0] : buf[nxt];
     OpIndex last = -1;
     for (int which = 0; which < 2; ++which) {
@@ -446,7 +446,7 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
                   {"dv", dvf, flat_tokens, 0}};
 }
 
-/// TE AttnFuncWithCPAndKVAllGather (HCP_ALGORITHM.md §9.5) for flat CP rank g: all-gather K and V along the
+/// TE AttnFuncWithCPAndKVAllGather (docs/algorithm.md §9.5) for flat CP rank g: all-gather K and V along the
 /// sequence into natural order (before(cp)), one forward kernel per local chunk (g and 2cp−1−g) against the KV
 /// prefix it may see (bottom-right causal), backward per chunk into full-length zeroed dK/dV accumulators that are
 /// reduce-scattered (after(cp)) back to the zigzag shards. K and V are gathered again in the backward, as TE does.

@@ -27,7 +27,7 @@ using MutableRows = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>
 /// Tiling changes no result across thread counts: the tile loops are sequential inside one work item.
 /// Source: bench/RESULTS.md (## CPU oracle) for the rates.
 constexpr int64_t kTileRows = 128;
-/// KV rows (score columns) per tile: the forward runs the online softmax over these tiles (HCP_ALGORITHM.md §4.4's
+/// KV rows (score columns) per tile: the forward runs the online softmax over these tiles (docs/algorithm.md §4.4's
 /// merge, applied within the block), the backward accumulates dQ over them.
 constexpr int64_t kTileCols = 128;
 /// On a tile the mask cuts (a causal diagonal), rows are processed in chunks of this many, each only over the
@@ -153,7 +153,7 @@ int64_t rect_visible(const Rect& rc, BlockMask mask, int64_t t0, int64_t r, int6
 /// The kernels in compute type T (double for fp64; float for fp32, bf16 and fp16, like TE's kernels, which keep
 /// scores, softmax statistics and the in-kernel dK/dV sums in fp32 whatever the input format). Inputs are widened
 /// (exactly) to T; outputs are rounded to `dtype` (out, dq, dk, dv) or fp32 (lse) on the way out, the only
-/// rounding points (HCP_ALGORITHM.md §4.4, §5.3). exp runs vectorised (Eigen's packet exp, within 1–2 ulp of
+/// rounding points (docs/algorithm.md §4.4, §5.3). exp runs vectorised (Eigen's packet exp, within 1–2 ulp of
 /// libm's) on contiguous rows of row-major tiles whose rows start 32-byte aligned, so which elements take the
 /// packet path depends only on the tile shapes, never on the thread count.
 template <typename T>

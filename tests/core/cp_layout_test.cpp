@@ -6,7 +6,7 @@
 using hcpsim::CpLayout;
 using V = std::vector<int64_t>;
 
-TEST_CASE("core: CP=4 [2,2] S=16 layout equals HCP_ALGORITHM.md §2.3", "[core][layout]") {
+TEST_CASE("core: CP=4 [2,2] S=16 layout equals docs/algorithm.md §2.3", "[core][layout]") {
   const CpLayout l(2, 2, 16);
   REQUIRE(l.chunk_size() == 2);
   REQUIRE(l.super_chunk_size() == 4);
@@ -37,7 +37,7 @@ TEST_CASE("core: CP=4 [2,2] S=16 layout equals HCP_ALGORITHM.md §2.3", "[core][
 }
 
 TEST_CASE("core: chunk-id tables before/after match TE and are inverse permutations", "[core][layout]") {
-  // Values from HCP_ALGORITHM.md §3.1 for n = 2 and 4.
+  // Values from docs/algorithm.md §3.1 for n = 2 and 4.
   REQUIRE(CpLayout::chunk_ids_before_attn(2) == V{0, 2, 3, 1});
   REQUIRE(CpLayout::chunk_ids_after_attn(2) == V{0, 3, 1, 2});
   REQUIRE(CpLayout::chunk_ids_before_attn(4) == V{0, 2, 4, 6, 7, 5, 3, 1});

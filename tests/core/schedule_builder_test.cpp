@@ -51,7 +51,7 @@ MessageLog messages(const Schedule& s) {
 
 }  // namespace
 
-TEST_CASE("core: message counts and sizes per HCP_ALGORITHM.md §7", "[core][schedule]") {
+TEST_CASE("core: message counts and sizes per docs/algorithm.md §7", "[core][schedule]") {
   const std::vector<std::pair<int64_t, int64_t>> shapes{{2, 2}, {1, 4}, {4, 1}, {2, 3}, {3, 2}, {4, 2}, {2, 4}, {8, 2}};
   for (auto [A, P] : shapes) {
     const int64_t S = 2 * A * P * 4, b = 2, H = 2 * A, Hkv = A, dk = 16, dv = 8, e = 2;  // bf16
@@ -132,7 +132,7 @@ TEST_CASE("core: all_gather FLOPs equal exactly one attention; it gathers K/V tw
   }
 }
 
-TEST_CASE("core: forward ring sections and peers follow HCP_ALGORITHM.md §4.2 example B", "[core][schedule]") {
+TEST_CASE("core: forward ring sections and peers follow docs/algorithm.md §4.2 example B", "[core][schedule]") {
   // Pure p2p CP=4, S=16: rank r step i holds KV of (r-i) mod 4; diag at 0, lower if i <= r, else upper.
   const auto sched = build_schedule(CpCommType::p2p, CpLayout(1, 4, 16), small_shape(16, 2, 1, 4, 4, true));
   const char* want[4][4] = {{"diagonal", "upper", "upper", "upper"},

@@ -157,7 +157,7 @@ Schedule two_rank_ring_schedule(const AttentionShape& sh) {
   return s;
 }
 
-/// Pure a2a (Ulysses), A = 2, P = 1, causal, S = 8 (c = 2), H = Hkv = 2, written from HCP_ALGORITHM.md §2.3/§3:
+/// Pure a2a (Ulysses), A = 2, P = 1, causal, S = 8 (c = 2), H = Hkv = 2, written from docs/algorithm.md §2.3/§3:
 /// rank g holds zigzag chunks g, 3−g (rank 0: tokens 0 1 6 7, rank 1: 2 3 4 5); before(2) = [0, 2, 3, 1] puts
 /// the gathered half-chunks [0 1 | 6 7 | 2 3 | 4 5] in natural order; after(2) = [0, 3, 1, 2] undoes it.
 Schedule a2a_schedule(const AttentionShape& sh) {

@@ -126,7 +126,7 @@ TEST_CASE("oracles: empty rows give lse = -inf and out = 0, never NaN", "[oracle
                              dv, 1);
     for (int64_t i = 0; i < dq.elements(); ++i) REQUIRE(dq.data()[i] == 0.0);
   }
-  // merge conventions (HCP_ALGORITHM.md §4.4 recommendation)
+  // merge conventions (docs/algorithm.md §4.4 recommendation)
   REQUIRE(lse_merge(kNegInf, kNegInf) == kNegInf);
   REQUIRE(lse_merge(1.5, kNegInf) == 1.5);
   REQUIRE(lse_merge(kNegInf, -2.0) == -2.0);

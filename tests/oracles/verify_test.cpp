@@ -15,7 +15,7 @@ using namespace hcpsim;
 namespace {
 
 /// The comm type TE would use for [A, P] (attn_forward_func_with_cp falls back to p2p for A = 1 and to a2a for
-/// P = 1, HCP_ALGORITHM.md §8.1).
+/// P = 1, docs/algorithm.md §8.1).
 CpCommType comm_type_for(int64_t A, int64_t P) {
   if (A == 1) return CpCommType::p2p;
   if (P == 1) return CpCommType::a2a;
@@ -115,7 +115,7 @@ TEST_CASE("oracles: verify_schedule passes for every [A, P] builder schedule, ca
       }
       REQUIRE(report.a2a_size == A);
       REQUIRE(report.p2p_size == P);
-      // Message counts of HCP_ALGORITHM.md §7: per rank P−1 forward and P backward ring messages (P > 1).
+      // Message counts of docs/algorithm.md §7: per rank P−1 forward and P backward ring messages (P > 1).
       const int64_t cp = A * P;
       REQUIRE(report.stats.messages == (P > 1 ? cp * (2 * P - 1) : 0));
       // a2a collectives (A > 1): q, k, v, out, dout, dq, dk, dv = 8 per a2a group.

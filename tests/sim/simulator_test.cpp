@@ -406,7 +406,7 @@ TEST_CASE("sim: a2a+p2p [2,2] schedule: exact message bytes, counts and FLOPs", 
     }
   }
 
-  // HCP_ALGORITHM.md §7 with b = 1, S = 64, A = P = 2, H = 4, Hkv = 2, dk = dv = 16, bf16 (e = 2):
+  // docs/algorithm.md §7 with b = 1, S = 64, A = P = 2, H = 4, Hkv = 2, dk = dv = 16, bf16 (e = 2):
   // KV message = b·(S/P)·(Hkv/A)·(dk+dv)·e = 32·1·32·2 = 2048 B; forward: P−1 = 1 per rank, across nodes.
   // a2a per rank (s_f = S/cp = 16 tokens, half leaves the rank): q 16·4·16·2/2 = 1024, k 512, v 512,
   // out 1024 → 4 messages, 3072 B, inside the node.
@@ -460,7 +460,7 @@ TEST_CASE("sim: p2p ring of P = 4: P − 1 forward KV messages per rank on NVLin
     REQUIRE(fwd[0].count == 3);
     REQUIRE(fwd[0].bytes == 3 * kv);
     REQUIRE(fwd[1].count == 0);
-    // Backward (HCP_ALGORITHM.md §5.1): P = 4 messages: 1×KV, (P−2) = 2×(KV + dKV), 1×dKV = 6·KV bytes.
+    // Backward (docs/algorithm.md §5.1): P = 4 messages: 1×KV, (P−2) = 2×(KV + dKV), 1×dKV = 6·KV bytes.
     REQUIRE(bwd[0].count == 4);
     REQUIRE(bwd[0].bytes == kv + 2 * (2 * kv) + kv);
   }

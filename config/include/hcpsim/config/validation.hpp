@@ -1,6 +1,6 @@
 #pragma once
 /// Configuration rules of Megatron-Core, Megatron-Bridge and Transformer Engine, checked in hcpsim's words.
-/// Source: HCP_ALGORITHM.md §8 (TE attn_forward_func_with_cp, Megatron arguments.py, Bridge config.py).
+/// Source: docs/algorithm.md §8 (TE attn_forward_func_with_cp, Megatron arguments.py, Bridge config.py).
 
 #include <string>
 #include <vector>

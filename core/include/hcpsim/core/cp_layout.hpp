@@ -1,6 +1,6 @@
 #pragma once
 /// Hierarchical context-parallel layout: flat CP ranks, a2a/p2p groups, zigzag chunks, post-a2a order,
-/// and placement of global ranks on nodes. Source: HCP_ALGORITHM.md §2–§3 (Megatron
+/// and placement of global ranks on nodes. Source: docs/algorithm.md §2–§3 (Megatron
 /// parallel_state.create_hierarchical_groups, get_batch_on_this_cp_rank; TE context_parallel.py L236-295).
 
 #include <cstdint>
@@ -84,7 +84,7 @@ struct CpRankPlacement {
 /// Placement of the first CP group, coordinates (tp_rank, dp_rank, pp_rank) = (0, 0, 0), on nodes of
 /// `gpus_per_node` GPUs, by Megatron's rank order. Other CP groups are shifted copies; when TP·CP does not align
 /// with node boundaries they may cross nodes differently (validation warns about such a2a groups).
-/// Source: HCP_ALGORITHM.md §2.2 "Node mapping" (G = t + TP·g + TP·CP·d + … for tp-cp-ep-dp-pp).
+/// Source: docs/algorithm.md §2.2 "Node mapping" (G = t + TP·g + TP·CP·d + … for tp-cp-ep-dp-pp).
 std::vector<CpRankPlacement> place_cp_group(const std::string& order, const ParallelSizes& sizes,
                                             int64_t gpus_per_node);
 

@@ -1,6 +1,6 @@
 #pragma once
 /// Fault injectors: transform a correct schedule into a known-broken one, to prove that the oracle flags each
-/// failure mode seen in practice (DESIGN.md "Fault injectors"; HCP_ALGORITHM.md §2.4, §4.4, §5, §8.4).
+/// failure mode seen in practice (docs/architecture.md "Fault injectors"; docs/algorithm.md §2.4, §4.4, §5, §8.4).
 
 #include <optional>
 #include <string>

@@ -42,13 +42,13 @@ struct RowRange {
   [[nodiscard]] int64_t end() const { return begin + count; }
 };
 
-/// Which part of the causal ring block a step computes. Source: HCP_ALGORITHM.md §4.2.
+/// Which part of the causal ring block a step computes. Source: docs/algorithm.md §4.2.
 enum class Section { diagonal, lower, upper, full };
 std::string to_string(Section s);
 
 /// The mask the kernel applies inside its (Q rows × KV rows) block, rows counted within the block.
 /// causal = top-left causal (row r sees KV rows ≤ r); causal_bottom_right = FlashAttention's bottom-right
-/// alignment (row r sees KV rows ≤ r + kv_rows − q_rows; used by all_gather, HCP_ALGORITHM.md §9.5);
+/// alignment (row r sees KV rows ≤ r + kv_rows − q_rows; used by all_gather, docs/algorithm.md §9.5);
 /// none = all pairs.
 enum class BlockMask { none, causal, causal_bottom_right };
 
@@ -87,7 +87,7 @@ struct AllToAllOp {
   int64_t tag = 0;                   ///< identical on every member
 };
 
-/// All-gather along the sequence inside `group` (TE all_gather CP, HCP_ALGORITHM.md §9.5). Every member's
+/// All-gather along the sequence inside `group` (TE all_gather CP, docs/algorithm.md §9.5). Every member's
 /// input [b, s, h, w] is split into two half-chunks; the concatenation over members j (index 2j+half) is
 /// permuted so that output half-chunk k = concatenated half-chunk chunk_order[k] (chunk_order = before(cp),
 /// which yields natural sequence order). Output [b, cp·s, h, w]. All members run the matching op.
@@ -134,7 +134,7 @@ struct AttnFwdBlockOp {
   BufferId out = -1, lse = -1;
 };
 
-/// Backward of one block given the *global* out and lse (HCP_ALGORITHM.md §5.2): with D_r = Σ dO_r·O_r,
+/// Backward of one block given the *global* out and lse (docs/algorithm.md §5.2): with D_r = Σ dO_r·O_r,
 /// P = exp(scale·q kᵀ − L), dV = Pᵀ dO, dS = P∘(dO vᵀ − D), dQ = scale·dS k, dK = scale·dSᵀ q.
 /// Reads q, out, dout, lse at q_rows and k, v at kv_rows. Writes fresh buffers dq [b, q_rows.count, hq, dk],
 /// dk [b, kv_rows.count, hkv, dk], dv [b, kv_rows.count, hkv, dv] (GQA: summed over the query group).
@@ -153,7 +153,8 @@ struct LseMergeOp {
   BufferId src = -1;   ///< lse of one step
   RowRange dst_rows;
   /// true: the pre-#716 merge log(exp(L) + exp(L_i)) in fp32, which overflows for logits ≳ 88.7 (only the
-  /// fault injector naive_lse_merge sets it; TE ≥ v1.5 never does). Additive field, default false.
+  /// fault injector naive_lse_merge sets it; TE ≥ v1.6, the first release with #716, never does; TE before
+  /// it computed the naive merge in fp64). Additive field, default false.
   bool naive = false;
 };
 
@@ -168,7 +169,7 @@ struct OutCorrectionOp {
   bool accumulate = false;  ///< false: init (copy); true: add
 };
 
-/// dst[dst_rows] (= | +=) src[src_rows]; the dQ/dKV copy/add rules of HCP_ALGORITHM.md §5.3.
+/// dst[dst_rows] (= | +=) src[src_rows]; the dQ/dKV copy/add rules of docs/algorithm.md §5.3.
 struct CopyOp {
   BufferId dst = -1;
   BufferId src = -1;
@@ -266,7 +267,7 @@ struct Schedule {
   std::vector<RankProgram> ranks;  ///< indexed by flat CP rank (layer schedules: layer_rank(tp_rank, cp_rank))
   /// Numerics of the dQ/dKV accumulation (CopyOp with accumulate, ReduceScatterOp sums): false (default) keeps
   /// the accumulators in fp32, as the oracle checks by default; true rounds every accumulation to shape.dtype,
-  /// TE's F16-path behaviour (HCP_ALGORITHM.md §5.3; set by the fault injector bf16_accumulation).
+  /// TE's F16-path behaviour (docs/algorithm.md §5.3; set by the fault injector bf16_accumulation).
   /// Timing consumers ignore it. Additive field.
   bool grad_accumulation_in_dtype = false;
 

@@ -7,10 +7,10 @@
 namespace hcpsim {
 
 /// FLOPs of one attention forward (query, key) pair: 2·(dk + dv) (QKᵀ and PV GEMMs).
-/// Source: DESIGN.md "Numbers we stand on"; FlashAttention papers count 4·d per pair for dk = dv = d.
+/// Source: docs/architecture.md "Numbers we stand on"; FlashAttention papers count 4·d per pair for dk = dv = d.
 double attn_fwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 /// FLOPs of one attention backward pair: 2·(3·dk + 2·dv) (recompute QKᵀ, dV, dP, dQ, dK GEMMs) = 2.5× forward
-/// when dk = dv. Source: DESIGN.md; FlashAttention-2 paper §3.2.
+/// when dk = dv. Source: docs/architecture.md "Numbers we stand on"; FlashAttention-2 paper §3.2.
 double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 
 /// Number of (query, key) pairs a block computes: q·kv; for a causal (top-left) block the pairs (r, c) with
@@ -20,14 +20,14 @@ int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask);
 /// Builds the forward + backward schedule of one attention layer for every CP rank.
 /// @param cp_comm_type  p2p, a2a, a2a_p2p, or all_gather (layout [1, cp]: K/V all-gathered into natural order
 ///   with before(cp), two per-chunk kernels per rank with bottom-right causal masks against the visible KV prefix,
-///   full-length dK/dV reduce-scattered with after(cp); TE AttnFuncWithCPAndKVAllGather, HCP_ALGORITHM.md §9.5).
+///   full-length dK/dV reduce-scattered with after(cp); TE AttnFuncWithCPAndKVAllGather, docs/algorithm.md §9.5).
 /// @param layout  A = layout.a2a_size(), P = layout.p2p_size(); p2p requires A == 1, a2a requires P == 1.
 /// @param shape   per-TP-rank heads; heads_q and heads_kv divisible by A, S divisible by 2·cp.
-/// @return per-rank programs. Messages per rank (HCP_ALGORITHM.md §7): forward P−1 KV sends of
+/// @return per-rank programs. Messages per rank (docs/algorithm.md §7): forward P−1 KV sends of
 ///   [b, S/P, Hkv/A, dk+dv]; backward 1×KV, (P−2)×(KV + dKV), 1×dKV; a2a of q, k, v before and out after the
 ///   forward, of dout before and dq, dk, dv after the backward (A > 1 only).
 /// Source: TE context_parallel.py AttnFuncWithCPAndKVP2P forward/backward and flash_attn_a2a_communicate
-///   (HCP_ALGORITHM.md §3–§5, including the §5.3 copy/add rules).
+///   (docs/algorithm.md §3–§5, including the §5.3 copy/add rules).
 Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape);
 
 /// build_schedule for the listed CP ranks only (e.g. the representatives of the simulator's symmetry reduction):

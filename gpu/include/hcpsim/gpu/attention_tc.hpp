@@ -12,7 +12,7 @@
 /// Every kernel is deterministic (no atomics): dK/dV are summed by one thread block per KV tile over the query
 /// tiles and the query heads of the GQA group in ascending order; dQ by one thread block per query tile.
 /// Source: Dao 2023, "FlashAttention-2" (Algorithms 1 and 2); NVIDIA CUDA C++ Programming Guide, "Warp Matrix
-/// Functions" (nvcuda::wmma); HCP_ALGORITHM.md §4.4 and §5.2 (the block semantics).
+/// Functions" (nvcuda::wmma); docs/algorithm.md §4.4 and §5.2 (the block semantics).
 
 #include <cstdint>
 

@@ -6,9 +6,9 @@
 /// Storage convention of the device executor: every buffer element is a `float` holding a value of the run's
 /// format (fp32, or a bf16/fp16 value widened exactly), in the schedule's layout [b, rows, heads, width] (bshd,
 /// row-major; schedule.hpp). Rounding to the run's format happens only where TE's path rounds
-/// (HCP_ALGORITHM.md §4.4, §5.3; the same points as the CPU oracle, cpu_executor.hpp): kernel outputs out, dq, dk,
+/// (docs/algorithm.md §4.4, §5.3; the same points as the CPU oracle, cpu_executor.hpp): kernel outputs out, dq, dk,
 /// dv; output corrections; accumulating copies (to the accumulator format). softmax_lse is fp32.
-/// Source of the formulas: HCP_ALGORITHM.md §4.4 (forward block, merge, output correction), §5.2 (block backward).
+/// Source of the formulas: docs/algorithm.md §4.4 (forward block, merge, output correction), §5.2 (block backward).
 
 #include <cmath>
 #include <cstdint>
@@ -134,7 +134,7 @@ struct AttnBwdArgs {
 /// Forward of block row r of query head h, batch b (one GPU thread): online softmax over the visible KV rows in
 /// ascending order (running max, rescaled sum and accumulator, fp32), then lse = max + log(sum) and
 /// out = round(acc / sum). A row with no visible key: lse = −inf and out = 0 (never NaN).
-/// Requires dv ≤ kMaxHeadDim. Source: Milakov & Gimelshein 2018 (online softmax); HCP_ALGORITHM.md §4.4.
+/// Requires dv ≤ kMaxHeadDim. Source: Milakov & Gimelshein 2018 (online softmax); docs/algorithm.md §4.4.
 HCPSIM_HD inline void attn_fwd_row(const AttnFwdArgs& a, int64_t b, int64_t r, int64_t h) {
   const int64_t group = a.q.heads / a.k.heads;
   const int64_t g = h / group;
@@ -164,7 +164,7 @@ HCPSIM_HD inline void attn_fwd_row(const AttnFwdArgs& a, int64_t b, int64_t r, i
   }
   float* out = a.out.at(b, r, h);
   float* lse = a.lse.at(b, r, h);
-  if (visible == 0) {  // no visible key: the empty-row rule (HCP_ALGORITHM.md §4.4), never NaN
+  if (visible == 0) {  // no visible key: the empty-row rule (docs/algorithm.md §4.4), never NaN
     for (int64_t w = 0; w < dv; ++w) out[w] = 0.0f;
     lse[0] = -INFINITY;
     return;
@@ -185,7 +185,7 @@ HCPSIM_HD inline void attn_bwd_delta_row(const AttnBwdArgs& a, int64_t b, int64_
 
 /// dQ of block row r of query head h, batch b (one GPU thread): for every visible KV row c in ascending order,
 /// P = exp(s − L_r), dS = P·(dout_r·v_c − D_r), dQ_r += scale·dS·k_c (fp32), then rounded to a.format.
-/// Requires dk ≤ kMaxHeadDim and delta filled. Source: HCP_ALGORITHM.md §5.2; FlashAttention-2 Algorithm 2.
+/// Requires dk ≤ kMaxHeadDim and delta filled. Source: docs/algorithm.md §5.2; FlashAttention-2 Algorithm 2.
 HCPSIM_HD inline void attn_bwd_dq_row(const AttnBwdArgs& a, int64_t b, int64_t r, int64_t h) {
   const int64_t group = a.q.heads / a.k.heads;
   const int64_t g = h / group;
@@ -251,7 +251,7 @@ HCPSIM_HD inline void attn_bwd_dkdv_row(const AttnBwdArgs& a, int64_t b, int64_t
 
 /// TE's LSE merge in fp32: max(a, b) + log1p(exp(min − max)); merge(−inf, −inf) = −inf; NaN propagates.
 /// Same conventions as hcpsim::lse_merge_fp32 (block_attention.hpp). Source: TE context_parallel.py
-/// flash_attn_fwd_softmax_lse_correction (≥ v2.4 in fp32, HCP_ALGORITHM.md §4.4).
+/// flash_attn_fwd_softmax_lse_correction (≥ v2.4 in fp32, docs/algorithm.md §4.4).
 HCPSIM_HD inline float lse_merge_float(float a, float b) {
   if (!(a == a) || !(b == b)) return a + b;
   const float hi = a > b ? a : b;

@@ -1,6 +1,6 @@
 #pragma once
 /// Status checks at every CUDA runtime and NCCL call: a failure becomes hcpsim::DeviceError with
-/// "file:line: call: error name: error string", which the command line maps to exit code 3 (STYLE.md).
+/// "file:line: call: error name: error string", which the command line maps to exit code 3 (docs/architecture.md "Conventions").
 
 #include <string>
 

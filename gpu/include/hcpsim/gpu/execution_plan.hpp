@@ -30,7 +30,7 @@ struct OpRef {
 /// One strided copy of `batch × rows` runs of `run_elements` contiguous floats, from a buffer of src_rank into a
 /// buffer of dst_rank: element (b, r, e) goes from src_offset + b·src_batch_stride + r·src_row_stride + e to
 /// dst_offset + b·dst_batch_stride + r·dst_row_stride + e. accumulate = true: dst = round(dst + src) to the
-/// accumulator format (copy/add rules, reduce-scatter sums, HCP_ALGORITHM.md §5.3); false: dst = src.
+/// accumulator format (copy/add rules, reduce-scatter sums, docs/algorithm.md §5.3); false: dst = src.
 struct CopySegment {
   int64_t src_rank = 0;
   BufferId src = -1;

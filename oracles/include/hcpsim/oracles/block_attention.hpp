@@ -1,7 +1,7 @@
 #pragma once
 /// Blockwise float64 attention kernels (forward with LSE, backward given the global out and LSE) and the LSE merge,
 /// the numerical building blocks of the CPU schedule executor and of the full-attention reference.
-/// Source: HCP_ALGORITHM.md §4.4 (block output normalised within the block, merge) and §5.2 (block gradients).
+/// Source: docs/algorithm.md §4.4 (block output normalised within the block, merge) and §5.2 (block gradients).
 
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/oracles/host_tensor.hpp"
@@ -11,7 +11,7 @@ namespace hcpsim {
 /// Merges two log-sum-exp values (natural log): max(a, b) + log1p(exp(min(a, b) − max(a, b))).
 /// Conventions: merge(−inf, −inf) = −inf (two empty rows stay empty, instead of TE's NaN from −inf − (−inf));
 /// merge(x, −inf) = x; any NaN input gives NaN (so a read of an uninitialised value surfaces).
-/// Source: TE context_parallel.py flash_attn_fwd_softmax_lse_correction (HCP_ALGORITHM.md §4.4).
+/// Source: TE context_parallel.py flash_attn_fwd_softmax_lse_correction (docs/algorithm.md §4.4).
 double lse_merge(double a, double b);
 
 /// lse_merge in fp32 arithmetic, as TE (≥ v2.4, commit 21ec6e04b) computes it; same empty-row and NaN conventions.
@@ -33,14 +33,14 @@ float lse_merge_naive_fp32(float a, float b);
 /// @param lse  [b, ≥ q_rows.count, hq, 1], rows [0, q_rows.count) overwritten
 /// @param threads  OpenMP threads over (batch, head) pairs (≥ 1); results are byte-identical for any count.
 /// @param dtype  precision: fp64 computes in double; fp32, bf16 and fp16 compute in float (inputs widened exactly,
-///   as TE's kernels do) and round `out` to dtype and `lse` to fp32 (HCP_ALGORITHM.md §4.4: O_i is rounded by the
+///   as TE's kernels do) and round `out` to dtype and `lse` to fp32 (docs/algorithm.md §4.4: O_i is rounded by the
 ///   kernel, LSE is fp32).
 /// Shape mismatches: HCPSIM_ASSERT.
 void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTensor& k, const HostTensor& v,
                              RowRange kv_rows, BlockMask mask, double softmax_scale, HostTensor& out, HostTensor& lse,
                              int threads, Dtype dtype = Dtype::fp64);
 
-/// Backward of one block given the *global* (fully merged) out and lse (HCP_ALGORITHM.md §5.2). For every visible
+/// Backward of one block given the *global* (fully merged) out and lse (docs/algorithm.md §5.2). For every visible
 /// pair (r, c), with D_r = Σ_d dout_r·out_r and P_rc = exp(s_rc − lse_r):
 ///   dV_c += P_rc·dout_r;  dS_rc = P_rc·(dout_r·v_c − D_r);  dQ_r += scale·dS_rc·k_c;  dK_c += scale·dS_rc·q_r.
 /// q, out, dout, lse are read at q_rows; k, v at kv_rows (same layouts as attention_block_forward).
@@ -49,7 +49,7 @@ void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTen
 ///            overwritten; GQA: summed over the hq/hkv query heads of each kv head, in ascending head order.
 /// @param threads  OpenMP threads over (batch, kv head) pairs; results are byte-identical for any count.
 /// @param dtype  fp64 computes in double; otherwise float with fp32 in-kernel dK/dV sums, and dq, dk, dv rounded
-///   to dtype (the kernel's output format, HCP_ALGORITHM.md §5.3).
+///   to dtype (the kernel's output format, docs/algorithm.md §5.3).
 /// A visible pair whose lse is −inf (impossible for a consistent global lse) yields inf/NaN on purpose.
 void attention_block_backward(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& out,
                               const HostTensor& dout, const HostTensor& lse, RowRange q_rows, RowRange kv_rows,

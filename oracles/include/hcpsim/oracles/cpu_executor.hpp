@@ -1,7 +1,7 @@
 #pragma once
 /// CPU schedule executor: runs a Schedule numerically in float64 over virtual CP ranks in one process; messages
 /// are buffer copies. Every op is executed exactly as its docstring in hcpsim/core/schedule.hpp defines it; the
-/// executor re-derives nothing (DESIGN.md "a schedule is the contract").
+/// executor re-derives nothing (docs/architecture.md "A schedule is the contract").
 
 #include <cstdint>
 
@@ -65,7 +65,7 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
 /// float64 but always hold a value of the format they model):
 /// - inputs are rounded to dtype when loaded (the caller normally passes already-rounded inputs);
 /// - attention blocks compute in fp32 (fp64 for dtype fp64) and round out/dq/dk/dv to dtype, lse to fp32
-///   (attention_block_forward/backward; HCP_ALGORITHM.md §4.4, §5.3);
+///   (attention_block_forward/backward; docs/algorithm.md §4.4, §5.3);
 /// - LseMergeOp merges in fp32 (TE ≥ v2.4), or naively when LseMergeOp::naive (always fp32);
 /// - OutCorrectionOp: weight exp(L_i − L) in fp32, dst = dtype(src·w) or dtype(dst + src·w) (O is kept in the
 ///   kernel's output dtype, every add_ rounds, §4.4);

@@ -57,7 +57,7 @@ struct DumpComparison {
 };
 
 /// Default tolerances of `hcpsim compare` for a dtype: fp64 1e-10, fp32 1e-5, bf16 2.5e-2, fp16 5e-3 (rtol = atol;
-/// the 16-bit values are TE's published CP test tolerances, HCP_ALGORITHM.md §10).
+/// the 16-bit values are TE's published CP test tolerances, docs/algorithm.md §10).
 double default_compare_tolerance(Dtype dtype);
 
 /// Compares b:/hcp with a:/hcp elementwise like torch.allclose (|b − a| ≤ atol + rtol·|a|, NaN/inf mismatch =

@@ -63,7 +63,7 @@ class BasicHostTensor {
   std::vector<T> values_;
 };
 
-/// The oracle's tensor: float64 throughout (HCP_ALGORITHM.md §6: the reference and the executor run in fp64).
+/// The oracle's tensor: float64 throughout (docs/algorithm.md §6: the reference and the executor run in fp64).
 using HostTensor = BasicHostTensor<double>;
 
 extern template class BasicHostTensor<double>;

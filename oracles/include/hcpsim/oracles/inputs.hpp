@@ -1,6 +1,6 @@
 #pragma once
 /// Deterministic oracle inputs: every value is a pure function of (seed, tensor tag, flat element index), so any
-/// backend, rank or subset regenerates exactly the same bits without communication (STYLE.md "Determinism").
+/// backend, rank or subset regenerates exactly the same bits without communication (docs/architecture.md "Conventions").
 /// Floats are made from hash bits by our own code, including our own log and cos, so the values do not depend on
 /// the C library either.
 
@@ -17,7 +17,7 @@ namespace hcpsim {
 
 /// How input values are distributed.
 /// clamped_normal: Box-Muller standard normal clamped to [−1, 1] (TE's tests use `clamp(randn, −1, 1)` for q, k, v
-///   and dout, tests/pytorch/attention/run_attention_with_cp.py L335-340, HCP_ALGORITHM.md §10);
+///   and dout, tests/pytorch/attention/run_attention_with_cp.py L335-340, docs/algorithm.md §10);
 /// normal: Box-Muller standard normal, unclamped; uniform: uniform on [−1, 1) with 53-bit granularity;
 /// adversarial: q and k rows of constant sign with magnitude √(110/√dk)·(1 ± 0.05), so that logits scale·q·k
 ///   (scale = dk^-1/2) lie near ±(100–120): an fp32 log(exp(a)+exp(b)) merge overflows (exp > FLT_MAX beyond

@@ -1,6 +1,6 @@
 #pragma once
 /// Rounding to the storage formats the oracle emulates (fp32, bf16, fp16), so that an fp64 host value holds exactly
-/// what a TE kernel or buffer of that dtype would hold (HCP_ALGORITHM.md §4.4 and §5.3 list where TE rounds).
+/// what a TE kernel or buffer of that dtype would hold (docs/algorithm.md §4.4 and §5.3 list where TE rounds).
 
 #include "hcpsim/core/types.hpp"
 #include "hcpsim/oracles/host_tensor.hpp"

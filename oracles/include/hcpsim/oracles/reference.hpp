@@ -1,6 +1,6 @@
 #pragma once
 /// Float64 full-attention reference (forward, softmax_lse, backward; GQA; causal or no mask): the ground truth the
-/// CPU and GPU schedule executors are compared against (HCP_ALGORITHM.md §6).
+/// CPU and GPU schedule executors are compared against (docs/algorithm.md §6).
 
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/oracles/host_tensor.hpp"

@@ -22,11 +22,11 @@ namespace hcpsim {
 /// row) and amplified a few times by exp/log in the merges (|scale·q·k| ≤ √dk for inputs in [−1, 1]): for
 /// S ≤ 1e6 that is ≲ 1e-16·1e3·10 = 1e-12, two orders of magnitude below 1e-10. A schedule bug (a missed block,
 /// a wrong mask, a copy instead of an add) changes the result by O(1/S) of a row's mass or more, i.e. ≥ 1e-7
-/// relative even at S = 1e6, far above 1e-10. Observed errors of correct schedules are ~1e-15 (HCP_ALGORITHM.md §0).
+/// relative even at S = 1e6, far above 1e-10. Observed errors of correct schedules are ~1e-15 (docs/algorithm.md §0).
 inline constexpr double kFp64RelL2Tolerance = 1e-10;
 
 /// TE's published tolerances for its CP tests (atol = rtol), used as the ceiling of the emulated-format tolerance.
-/// Source: TE tests/pytorch/attention/run_attention_with_cp.py get_tols L172-195 (HCP_ALGORITHM.md §10).
+/// Source: TE tests/pytorch/attention/run_attention_with_cp.py get_tols L172-195 (docs/algorithm.md §10).
 inline constexpr double kTeBf16Tolerance = 2.5e-2;
 inline constexpr double kTeBf16GqaTolerance = 3.5e-2;
 inline constexpr double kTeFp16Tolerance = 5e-3;
@@ -39,7 +39,7 @@ inline constexpr double kBaselineFactor = 2.0;
 ///       + err(the fp64 reference rounded once to the tensor's format)   ("the reference's rounding"),
 /// capped for bf16 at kTeBf16Tolerance (kTeBf16GqaTolerance when gqa) and for fp16 at kTeFp16Tolerance.
 /// Why: the CP schedule computes the same sums as one non-CP kernel but rounds at more points (every O_i, every
-/// output-correction add, every dQ/dKV partial; HCP_ALGORITHM.md §4.4, §5.3); each is one rounding of a value of
+/// output-correction add, every dQ/dKV partial; docs/algorithm.md §4.4, §5.3); each is one rounding of a value of
 /// the same magnitude, so for the ring sizes TE uses the CP error stays within a small multiple of the non-CP one,
 /// while a schedule bug is O(1). fp64: kFp64RelL2Tolerance.
 /// @param baseline_rel_l2  err of the non-CP computation in `dtype`; @param rounding_rel_l2 err of round(ref).

@@ -106,7 +106,7 @@ int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program);
 int64_t recv_size_bytes(const SendRecvOp& op, const RankProgram& program);
 
 /// Time of one point-to-point message of `bytes` crossing `level`, from rendezvous to delivery:
-/// message_latency_s + link latency_s + bytes / link bandwidth (NCCL send/recv bus factor 1, DESIGN.md).
+/// message_latency_s + link latency_s + bytes / link bandwidth (NCCL send/recv bus factor 1, docs/architecture.md "Numbers we stand on").
 /// @return ps. HCPSIM_ASSERT if the link bandwidth is not > 0.
 TimePs message_ps(int64_t bytes, LinkLevel level, const ClusterSpec& cluster);
 

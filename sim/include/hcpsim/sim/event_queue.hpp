@@ -2,7 +2,7 @@
 /// The discrete-event engine of the simulator: integer picosecond time, a priority queue of events ordered by
 /// (time_ps, priority, insertion_seq), and the one function that turns seconds into picoseconds.
 ///
-/// Determinism (STYLE.md "Determinism"): no floating-point value ever decides an order. Durations are computed
+/// Determinism (docs/architecture.md "Conventions"): no floating-point value ever decides an order. Durations are computed
 /// in seconds by the cost model and rounded once, by seconds_to_ps(), into int64 picoseconds; from there on all
 /// arithmetic is integer. Events with equal (time_ps, priority) run in insertion order (FIFO).
 

@@ -195,7 +195,7 @@ struct SimOptions {
   /// false: every stream computes at full speed whatever the others do (an idealised upper bound on
   /// overlap that can exceed the GPU's peak; kernel durations then equal the cost model's exactly).
   /// Source: assumption; concurrent kernels on one GPU divide its SMs, and TE overlaps consecutive ring
-  /// steps on two streams only to fill the SMs left by wave quantization (HCP_ALGORITHM.md §4.3).
+  /// steps on two streams only to fill the SMs left by wave quantization (docs/algorithm.md §4.3).
   bool share_gpu_between_kernels = true;
   /// true: SimResult::timeline holds every op (needed for the Chrome trace); false: it stays empty (all other
   /// results are unchanged), which saves a copy of every op label at large CP.
@@ -242,7 +242,7 @@ SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const s
 /// Node index of every CP rank of the (tp_rank, dp_rank, pp_rank) = (0, 0, 0) CP group: the `node` fields of
 /// place_cp_group() (Megatron rank order, node = global_rank / gpus_per_node), as simulate() takes them.
 /// @param order  a valid Megatron order, e.g. "tp-cp-ep-dp-pp"; @param gpus_per_node ≥ 1.
-/// Source: megatron/core/parallel_state.py RankGenerator; HCP_ALGORITHM.md §2.2 "Node mapping".
+/// Source: megatron/core/parallel_state.py RankGenerator; docs/algorithm.md §2.2 "Node mapping".
 std::vector<int64_t> cp_rank_nodes(const std::string& order, const ParallelSizes& sizes, int64_t gpus_per_node);
 
 /// Global GPU index (= global rank) of every CP rank of that group, as the topology-based simulate() takes them.

@@ -33,7 +33,7 @@ struct ParameterCounts {
 /// (naming the key and the fix), because the embedding cannot be sized without it.
 ParameterCounts parameter_counts(const Scenario& scenario);
 
-/// The two ways Megatron has counted core attention in its reported model FLOPs (DESIGN.md).
+/// The two ways Megatron has counted core attention in its reported model FLOPs (docs/architecture.md "Numbers we stand on").
 enum class FlopsConvention {
   megatron_causal,          ///< since 2025-03-06: a causal mask counts half of the s² score matrix
   megatron_full_attention,  ///< before 2025-03-06: the full s² whatever the mask
@@ -87,7 +87,7 @@ double activation_bytes_per_layer(const Scenario& scenario);
 /// (Korthikanti et al. 2022 §4.2.3; Narayanan et al. 2021 §2.2). Full recompute adds one layer's full
 /// activations (the layer being recomputed).
 /// Source: Megatron-LM docs, distributed optimizer: 18 bytes / parameter without it (2 param + 4 grad + 12
-/// optimizer) and 6 + 12/d with it; the optimizer shards over DP·CP (DESIGN.md "Numbers we stand on").
+/// optimizer) and 6 + 12/d with it; the optimizer shards over DP·CP (docs/architecture.md "Numbers we stand on").
 /// @throws InputError without model.vocab_size.
 MemoryBreakdown memory_per_gpu(const Scenario& scenario, int64_t data_parallel_size, int64_t num_microbatches,
                                double cp_attention_buffer_bytes);
