@@ -139,7 +139,23 @@ class Validator {
     return "";
   }
 
+  /// The parallel-config rules, in the order their errors are reported.
   void check_parallel() {
+    check_parallel_sizes();
+    check_cp_comm_type_list();
+    check_hierarchical_sizes();
+    check_sequence_split();
+    const std::vector<int> te = parsed_te_version();
+    for (CpCommType t : s_.parallel.distinct_cp_comm_types()) {
+      check_a2a_head_split(t);
+      check_cp_type_support(t, te);
+    }
+    check_step_layout();
+    add_parallel_warnings();
+  }
+
+  /// Each parallel size is positive, the order is a known one, and TP divides both head counts.
+  void check_parallel_sizes() const {
     const ParallelConfig& p = s_.parallel;
     const ModelConfig& m = s_.model;
     positive("parallel.tensor_model_parallel_size", p.tensor_model_parallel_size);
@@ -149,18 +165,29 @@ class Validator {
     if (!is_valid_parallel_order(p.order))
       fail("parallel.order", "'" + p.order + "' is not a '-'-separated order of tp, cp, ep, dp, pp",
            "use the Megatron default 'tp-cp-ep-dp-pp'");
-    const int64_t tp = p.tensor_model_parallel_size, cp = p.context_parallel_size;
+    const int64_t tp = p.tensor_model_parallel_size;
     if (m.num_attention_heads % tp != 0 || m.num_query_groups % tp != 0)
       fail("parallel.tensor_model_parallel_size",
            "tensor_model_parallel_size " + str(tp) + " must divide num_attention_heads " +
                str(m.num_attention_heads) + " and num_query_groups " + str(m.num_query_groups),
            "choose a TP size that divides both head counts");
-    const size_t n_types = p.cp_comm_type.size();
-    if (n_types != 1 && static_cast<int64_t>(n_types) != m.num_layers)
+  }
+
+  /// A per-layer cp_comm_type list has one entry per layer.
+  void check_cp_comm_type_list() const {
+    const size_t n_types = s_.parallel.cp_comm_type.size();
+    if (n_types != 1 && static_cast<int64_t>(n_types) != s_.model.num_layers)
       fail("parallel.cp_comm_type",
            "a per-layer list must have one entry per layer: " + str(static_cast<int64_t>(n_types)) +
-               " entries for num_layers " + str(m.num_layers),
+               " entries for num_layers " + str(s_.model.num_layers),
            "give one value, or exactly num_layers values");
+  }
+
+  /// hierarchical_context_parallel_sizes are given exactly when a2a+p2p is used, as two sizes [A, P] with
+  /// A*P = cp, and not with decentralized process groups.
+  void check_hierarchical_sizes() const {
+    const ParallelConfig& p = s_.parallel;
+    const int64_t cp = p.context_parallel_size;
     bool uses_hier = false;
     for (CpCommType t : p.cp_comm_type) uses_hier = uses_hier || t == CpCommType::a2a_p2p;
     const auto& sizes = p.hierarchical_context_parallel_sizes;
@@ -177,79 +204,105 @@ class Validator {
            "hierarchical_context_parallel_sizes is only used by cp_comm_type a2a+p2p, but cp_comm_type is " +
                to_string(p.cp_comm_type.front()),
            "remove hierarchical_context_parallel_sizes, or set cp_comm_type: a2a+p2p");
-    if (sizes) {
-      if (sizes->size() != 2)
-        fail(sizes_key, "expected two sizes [A, P] (a2a level, p2p level), got " + str(static_cast<int64_t>(sizes->size())),
-             "write [A, P] with A*P = context_parallel_size");
-      int64_t prod = 1;
-      for (int64_t v : *sizes) {
-        if (v < 1) fail(sizes_key, "every size must be at least 1, got " + str(v), "use positive sizes");
-        if (v > kMaxSize) fail(sizes_key, "size " + str(v) + " is larger than hcpsim models", "use a realistic value");
-        prod *= v;  // two factors ≤ 2^20: exact
-      }
-      if (prod != cp)
-        fail_between(sizes_key, {sizes_key, "parallel.context_parallel_size"},
-             str((*sizes)[0]) + "*" + str((*sizes)[1]) + " = " + str(prod) + " != context_parallel_size " + str(cp),
-             "choose [A, P] with A*P = " + str(cp) + " (e.g. [" + str(cp >= 2 ? cp / 2 : 1) + ", " +
-                 str(cp >= 2 ? 2 : 1) + "]), or change context_parallel_size to " + str(prod));
-      if (p.use_decentralized_pg)
-        fail("parallel.use_decentralized_pg",
-             "decentralized process groups do not support hierarchical_context_parallel_sizes (Megatron-Bridge raises "
-             "NotImplementedError)",
-             "set use_decentralized_pg: false");
+    if (!sizes) return;
+    if (sizes->size() != 2)
+      fail(sizes_key, "expected two sizes [A, P] (a2a level, p2p level), got " + str(static_cast<int64_t>(sizes->size())),
+           "write [A, P] with A*P = context_parallel_size");
+    int64_t prod = 1;
+    for (int64_t v : *sizes) {
+      if (v < 1) fail(sizes_key, "every size must be at least 1, got " + str(v), "use positive sizes");
+      if (v > kMaxSize) fail(sizes_key, "size " + str(v) + " is larger than hcpsim models", "use a realistic value");
+      prod *= v;  // two factors ≤ 2^20: exact
     }
-    if (cp > 1 && m.seq_length % (2 * cp) != 0)
+    if (prod != cp)
+      fail_between(sizes_key, {sizes_key, "parallel.context_parallel_size"},
+           str((*sizes)[0]) + "*" + str((*sizes)[1]) + " = " + str(prod) + " != context_parallel_size " + str(cp),
+           "choose [A, P] with A*P = " + str(cp) + " (e.g. [" + str(cp >= 2 ? cp / 2 : 1) + ", " +
+               str(cp >= 2 ? 2 : 1) + "]), or change context_parallel_size to " + str(prod));
+    if (p.use_decentralized_pg)
+      fail("parallel.use_decentralized_pg",
+           "decentralized process groups do not support hierarchical_context_parallel_sizes (Megatron-Bridge raises "
+           "NotImplementedError)",
+           "set use_decentralized_pg: false");
+  }
+
+  /// With CP, the load-balanced split cuts the sequence into 2*cp equal chunks.
+  void check_sequence_split() const {
+    const int64_t cp = s_.parallel.context_parallel_size, seq = s_.model.seq_length;
+    if (cp > 1 && seq % (2 * cp) != 0)
       fail_between("model.seq_length", {"model.seq_length", "parallel.context_parallel_size"},
-           "seq_length " + str(m.seq_length) + " is not divisible by 2*context_parallel_size = " + str(2 * cp) +
+           "seq_length " + str(seq) + " is not divisible by 2*context_parallel_size = " + str(2 * cp) +
                " (the load-balanced split cuts the sequence into 2*cp chunks)",
            "pad the sequence to a multiple of " + str(2 * cp) + ", e.g. " +
-               str((m.seq_length + 2 * cp - 1) / (2 * cp) * (2 * cp)));
+               str((seq + 2 * cp - 1) / (2 * cp) * (2 * cp)));
+  }
+
+  /// parallel.te_version as {major, minor, patch}, or {} when not given.
+  std::vector<int> parsed_te_version() const {
     std::vector<int> te;
-    if (p.te_version) {
-      te = parse_version(*p.te_version);
-      if (te.empty())
-        fail("parallel.te_version", "'" + *p.te_version + "' is not a version", "write e.g. te_version: \"2.4\"");
+    const auto& text = s_.parallel.te_version;
+    if (text) {
+      te = parse_version(*text);
+      if (te.empty()) fail("parallel.te_version", "'" + *text + "' is not a version", "write e.g. te_version: \"2.4\"");
     }
+    return te;
+  }
+
+  /// Ulysses (a2a, and the a2a level of a2a+p2p) scatters heads: the a2a size divides the heads per TP rank.
+  void check_a2a_head_split(CpCommType t) const {
+    const ParallelConfig& p = s_.parallel;
+    const ModelConfig& m = s_.model;
+    const int64_t tp = p.tensor_model_parallel_size, cp = p.context_parallel_size;
+    if (cp <= 1 || (t != CpCommType::a2a && t != CpCommType::a2a_p2p)) return;
     const int64_t h_tp = m.num_attention_heads / tp, hkv_tp = m.num_query_groups / tp;
-    for (CpCommType t : p.distinct_cp_comm_types()) {
-      if (cp > 1 && (t == CpCommType::a2a || t == CpCommType::a2a_p2p)) {
-        const int64_t a = t == CpCommType::a2a ? cp : (*sizes)[0];
-        const std::string what = t == CpCommType::a2a ? "context_parallel_size" : "the a2a size A";
-        const std::string key = t == CpCommType::a2a ? "parallel.context_parallel_size" : sizes_key;
-        if (h_tp % a != 0 || hkv_tp % a != 0) {
-          std::string problem = "heads per TP rank (num_attention_heads/TP = " + str(h_tp) +
-                                ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " + what +
-                                " = " + str(a) + " (Ulysses scatters heads)";
-          if (hkv_tp == 1) problem += "; with one KV head per TP rank (MQA) no a2a size >= 2 is possible";
-          fail_between(key,
-                       {key, "model.num_attention_heads", "model.num_query_groups",
-                        "parallel.tensor_model_parallel_size", "parallel.context_parallel_size"},
-                       problem,
-               t == CpCommType::a2a ? "use cp_comm_type a2a+p2p with an a2a size that divides " + str(hkv_tp) +
-                                          ", or p2p"
-                                    : "choose A dividing " + str(hkv_tp) + " (and " + str(h_tp) + "), or use p2p");
-        }
-      }
-      if (m.has_sliding_window() && (t == CpCommType::p2p || t == CpCommType::a2a_p2p))
-        fail("model.window_size",
-             "sliding window attention is not supported with cp_comm_type " + to_string(t) +
-                 " (TE supports it with a2a and all_gather)",
-             "use cp_comm_type a2a or all_gather, or window_size: [-1, -1]");
-      if (m.attention_bias && t != CpCommType::p2p && cp > 1)
-        fail("model.attention_bias",
-             "attention bias is not supported with cp_comm_type " + to_string(t) +
-                 " (TE supports core-attention bias with context parallelism only for p2p)",
-             "use cp_comm_type p2p, or attention_bias: false");
-      if (!te.empty() && cp > 1 && te < min_te_version(t)) {
-        const auto need = min_te_version(t);
-        fail("parallel.te_version",
-             "cp_comm_type " + to_string(t) + " needs Transformer Engine >= " + str(need[0]) + "." + str(need[1]) +
-                 ", got " + *p.te_version,
-             "upgrade Transformer Engine to " + str(need[0]) + "." + str(need[1]) + " or newer");
-      }
+    const int64_t a = t == CpCommType::a2a ? cp : (*p.hierarchical_context_parallel_sizes)[0];
+    const std::string what = t == CpCommType::a2a ? "context_parallel_size" : "the a2a size A";
+    const std::string key =
+        t == CpCommType::a2a ? "parallel.context_parallel_size" : "parallel.hierarchical_context_parallel_sizes";
+    if (h_tp % a == 0 && hkv_tp % a == 0) return;
+    std::string problem = "heads per TP rank (num_attention_heads/TP = " + str(h_tp) +
+                          ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " + what +
+                          " = " + str(a) + " (Ulysses scatters heads)";
+    if (hkv_tp == 1) problem += "; with one KV head per TP rank (MQA) no a2a size >= 2 is possible";
+    fail_between(key,
+                 {key, "model.num_attention_heads", "model.num_query_groups", "parallel.tensor_model_parallel_size",
+                  "parallel.context_parallel_size"},
+                 problem,
+                 t == CpCommType::a2a
+                     ? "use cp_comm_type a2a+p2p with an a2a size that divides " + str(hkv_tp) + ", or p2p"
+                     : "choose A dividing " + str(hkv_tp) + " (and " + str(h_tp) + "), or use p2p");
+  }
+
+  /// What TE supports with cp_comm_type `t`: sliding windows, attention bias, and the first TE release (`te`,
+  /// empty when not given) that has it.
+  void check_cp_type_support(CpCommType t, const std::vector<int>& te) const {
+    const ModelConfig& m = s_.model;
+    const int64_t cp = s_.parallel.context_parallel_size;
+    if (m.has_sliding_window() && (t == CpCommType::p2p || t == CpCommType::a2a_p2p))
+      fail("model.window_size",
+           "sliding window attention is not supported with cp_comm_type " + to_string(t) +
+               " (TE supports it with a2a and all_gather)",
+           "use cp_comm_type a2a or all_gather, or window_size: [-1, -1]");
+    if (m.attention_bias && t != CpCommType::p2p && cp > 1)
+      fail("model.attention_bias",
+           "attention bias is not supported with cp_comm_type " + to_string(t) +
+               " (TE supports core-attention bias with context parallelism only for p2p)",
+           "use cp_comm_type p2p, or attention_bias: false");
+    if (!te.empty() && cp > 1 && te < min_te_version(t)) {
+      const auto need = min_te_version(t);
+      fail("parallel.te_version",
+           "cp_comm_type " + to_string(t) + " needs Transformer Engine >= " + str(need[0]) + "." + str(need[1]) +
+               ", got " + *s_.parallel.te_version,
+           "upgrade Transformer Engine to " + str(need[0]) + "." + str(need[1]) + " or newer");
     }
-    // Whole-step rules. Source: Megatron-LM megatron/training/arguments.py validate_args.
-    const int64_t pp = p.pipeline_model_parallel_size;
+  }
+
+  /// Whole-step rules: layers split evenly over pipeline (and virtual) stages, TP divides the MLP width.
+  /// Source: Megatron-LM megatron/training/arguments.py validate_args.
+  void check_step_layout() const {
+    const ParallelConfig& p = s_.parallel;
+    const ModelConfig& m = s_.model;
+    const int64_t pp = p.pipeline_model_parallel_size, tp = p.tensor_model_parallel_size;
     if (m.num_layers % pp != 0)
       fail_between("model.num_layers", {"model.num_layers", "parallel.pipeline_model_parallel_size"},
                    "num_layers " + str(m.num_layers) + " is not divisible by pipeline_model_parallel_size " + str(pp),
@@ -273,11 +326,17 @@ class Validator {
                    "ffn_hidden_size " + str(m.ffn_hidden()) + " is not divisible by tensor_model_parallel_size " +
                        str(tp) + " (the MLP's column-parallel GEMM splits it)",
                    "use a tensor_model_parallel_size dividing " + str(m.ffn_hidden()));
-    if (p.sequence_parallel && tp == 1)
+  }
+
+  /// Legal settings that Megatron or TE quietly turn into something else.
+  void add_parallel_warnings() {
+    const ParallelConfig& p = s_.parallel;
+    const auto& sizes = p.hierarchical_context_parallel_sizes;
+    if (p.sequence_parallel && p.tensor_model_parallel_size == 1)
       report_.warnings.push_back(
           "sequence_parallel with tensor_model_parallel_size 1: Megatron turns sequence parallelism off (nothing to "
           "shard over)");
-    if (sizes && cp > 1) {
+    if (sizes && p.context_parallel_size > 1) {
       if ((*sizes)[0] == 1)
         report_.warnings.push_back(
             "hierarchical_context_parallel_sizes [1, " + str((*sizes)[1]) +

@@ -1,0 +1,73 @@
+// The `model:` section (attention shapes and whole-model sizes, Megatron TransformerConfig names) and the
+// `training:` section (recomputation, FP8, framework memory) that says how that model is trained.
+#include "scenario_sections.hpp"
+
+namespace hcpsim {
+
+void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
+  const std::string P = "model";
+  r.check_map(m, P, kModelKeys);
+  auto req = [&](const char* key) {
+    if (!m[key]) r.fail(m, P, std::string("missing required key '") + key + "'", std::string("add 'model.") + key + ": <value>'");
+    return r.get_int(m[key], P + "." + key);
+  };
+  mc.num_attention_heads = req("num_attention_heads");
+  mc.seq_length = req("seq_length");
+  mc.num_query_groups = m["num_query_groups"] ? r.get_int(m["num_query_groups"], P + ".num_query_groups")
+                                              : mc.num_attention_heads;
+  if (m["hidden_size"]) mc.hidden_size = r.get_int(m["hidden_size"], P + ".hidden_size");
+  if (m["ffn_hidden_size"]) mc.ffn_hidden_size = r.get_int(m["ffn_hidden_size"], P + ".ffn_hidden_size");
+  if (m["global_batch_size"] && !m["global_batch_size"].IsNull())
+    mc.global_batch_size = r.get_int(m["global_batch_size"], P + ".global_batch_size");
+  if (m["vocab_size"] && !m["vocab_size"].IsNull()) mc.vocab_size = r.get_int(m["vocab_size"], P + ".vocab_size");
+  if (m["gated_linear_unit"]) mc.gated_linear_unit = r.get_bool(m["gated_linear_unit"], P + ".gated_linear_unit");
+  if (m["untie_embeddings_and_output_weights"])
+    mc.untie_embeddings_and_output_weights =
+        r.get_bool(m["untie_embeddings_and_output_weights"], P + ".untie_embeddings_and_output_weights");
+  if (m["kv_channels"]) {
+    mc.kv_channels = r.get_int(m["kv_channels"], P + ".kv_channels");
+  } else if (mc.hidden_size && mc.num_attention_heads > 0) {
+    // Source: Megatron TransformerConfig: kv_channels defaults to hidden_size // num_attention_heads.
+    mc.kv_channels = *mc.hidden_size / mc.num_attention_heads;
+  } else {
+    r.fail(m, P, "missing required key 'kv_channels'", "add 'model.kv_channels: <head dim>' (or hidden_size)");
+  }
+  mc.kv_channels_v = m["kv_channels_v"] ? r.get_int(m["kv_channels_v"], P + ".kv_channels_v") : mc.kv_channels;
+  if (m["micro_batch_size"]) mc.micro_batch_size = r.get_int(m["micro_batch_size"], P + ".micro_batch_size");
+  if (m["num_layers"]) mc.num_layers = r.get_int(m["num_layers"], P + ".num_layers");
+  if (m["attn_mask_type"])
+    mc.attn_mask_type = r.get_enum<AttnMaskType>(m["attn_mask_type"], P + ".attn_mask_type", parse_attn_mask_type,
+                                                 "causal, no_mask");
+  if (m["qkv_format"])
+    mc.qkv_format = r.get_enum<QkvFormat>(m["qkv_format"], P + ".qkv_format", parse_qkv_format, "bshd, sbhd, thd");
+  if (m["window_size"] && !m["window_size"].IsNull()) {
+    mc.window_size = r.get_int_list(m["window_size"], P + ".window_size");
+    if (mc.window_size->size() != 2)
+      r.fail(m["window_size"], P + ".window_size", "expected two values [left, right]",
+             "write e.g. 'window_size: [4096, 0]', or [-1, -1] for no window");
+  }
+  if (m["attention_bias"]) mc.attention_bias = r.get_bool(m["attention_bias"], P + ".attention_bias");
+  if (m["params_dtype"])
+    mc.params_dtype = r.get_enum<Dtype>(m["params_dtype"], P + ".params_dtype", parse_dtype, "bf16, fp16, fp32");
+  if (mc.params_dtype == Dtype::fp64)
+    r.fail(m["params_dtype"], P + ".params_dtype", "fp64 is not a training dtype", "use bf16, fp16 or fp32");
+}
+
+void read_training(YamlReader& r, const YAML::Node& m, TrainingConfig& t) {
+  const std::string P = "training";
+  r.check_map(m, P, kTrainingKeys);
+  if (m["recompute_granularity"]) {
+    const std::string g = r.get_string(m["recompute_granularity"], P + ".recompute_granularity");
+    if (g == "none") t.recompute_granularity = RecomputeGranularity::none;
+    else if (g == "selective") t.recompute_granularity = RecomputeGranularity::selective;
+    else if (g == "full") t.recompute_granularity = RecomputeGranularity::full;
+    else
+      r.fail(m["recompute_granularity"], P + ".recompute_granularity", "unknown value '" + g + "'",
+             "use one of: none, selective, full");
+  }
+  if (m["fp8"]) t.fp8 = r.get_bool(m["fp8"], P + ".fp8");
+  if (m["framework_overhead_GB"])
+    t.framework_overhead_bytes = r.positive(m["framework_overhead_GB"], P + ".framework_overhead_GB", true) * 1e9;
+}
+
+}  // namespace hcpsim

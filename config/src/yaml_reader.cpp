@@ -1,0 +1,164 @@
+#include "yaml_reader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include "hcpsim/config/scenario_loader.hpp"
+
+namespace hcpsim {
+
+const std::vector<std::string> kModelKeys = {
+    "num_attention_heads", "num_query_groups", "kv_channels", "kv_channels_v", "seq_length", "micro_batch_size",
+    "num_layers", "hidden_size", "ffn_hidden_size", "attn_mask_type", "qkv_format", "window_size", "attention_bias",
+    "params_dtype", "global_batch_size", "vocab_size", "gated_linear_unit", "untie_embeddings_and_output_weights"};
+const std::vector<std::string> kParallelKeys = {
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "data_parallel_size",
+    "cp_comm_type", "hierarchical_context_parallel_sizes", "order", "use_decentralized_pg", "te_version",
+    "sequence_parallel", "virtual_pipeline_model_parallel_size", "use_distributed_optimizer", "overlap_grad_reduce",
+    "overlap_param_gather"};
+const std::vector<std::string> kClusterKeys = {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network",
+                                               "message_latency_us", "nics_per_node", "fabric", "topology"};
+const std::vector<std::string> kTrainingKeys = {"recompute_granularity", "fp8", "framework_overhead_GB"};
+const std::vector<std::string> kOracleKeys = {"seed", "dtype", "input_distribution", "heads", "inject"};
+
+std::string join_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+namespace {
+
+/// "section.key" when `key`, written at the top level, is a key of one of the sections (a Megatron user's
+/// `context_parallel_size=8`, or `context-parallel-size`); "" otherwise.
+std::string section_of_top_level_key(const std::string& key) {
+  std::string k = key;
+  std::replace(k.begin(), k.end(), '-', '_');
+  for (const auto& [section, keys] :
+       {std::pair<const char*, const std::vector<std::string>*>{"model", &kModelKeys},
+        {"parallel", &kParallelKeys}, {"cluster", &kClusterKeys}, {"training", &kTrainingKeys},
+        {"oracle", &kOracleKeys}})
+    if (std::find(keys->begin(), keys->end(), k) != keys->end()) return std::string(section) + "." + k;
+  return "";
+}
+
+/// The fix for an unknown `key` under `path`: the section it belongs in, the nearest allowed key, or the list
+/// of allowed keys.
+std::string unknown_key_fix(const std::string& path, const std::string& key, const std::vector<std::string>& allowed) {
+  std::string best;
+  int best_d = std::numeric_limits<int>::max();
+  for (const auto& a : allowed) {
+    int d = edit_distance(key, a);
+    if (d < best_d) { best_d = d; best = a; }
+  }
+  const std::string section_key = path.empty() ? section_of_top_level_key(key) : "";
+  if (!section_key.empty())
+    return "did you mean '" + section_key + "'? (keys live in sections; as an override: " + section_key + "=...)";
+  if (best_d <= std::max<int>(2, static_cast<int>(key.size()) / 3)) return "did you mean '" + join_path(path, best) + "'?";
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  return "remove it; keys allowed under '" + (path.empty() ? std::string("<top level>") : path) + "': " + list;
+}
+
+}  // namespace
+
+YamlReader::YamlReader(std::string file, std::map<std::string, std::string> overridden,
+                       std::map<std::string, SourceLoc>& locations)
+    : file_(std::move(file)), overridden_(std::move(overridden)), locations_(locations) {}
+
+SourceLoc YamlReader::loc(const YAML::Node& n, const std::string& path) const {
+  // An overridden value (or a value below an overridden key) points at the override text.
+  std::string k = path;
+  while (!k.empty()) {
+    auto it = overridden_.find(k);
+    if (it != overridden_.end()) {
+      SourceLoc l;
+      l.override_text = it->second;
+      return l;
+    }
+    auto dot = k.rfind('.');
+    if (dot == std::string::npos) break;
+    k.resize(dot);
+  }
+  SourceLoc l;
+  l.file = file_;
+  if (n.IsDefined() && n.Mark().line >= 0 && !n.Mark().is_null()) {
+    l.line = n.Mark().line + 1;
+    l.column = n.Mark().column + 1;
+  }
+  return l;
+}
+
+void YamlReader::fail(const YAML::Node& n, const std::string& path, const std::string& problem,
+                      const std::string& fix) const {
+  throw InputError(loc(n, path), path, problem, fix);
+}
+
+void YamlReader::check_map(const YAML::Node& map, const std::string& path, const std::vector<std::string>& allowed) {
+  if (!map.IsMap()) fail(map, path, "expected a mapping of keys", "write '" + path + ":' followed by indented keys");
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    const std::string full = join_path(path, key);
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      throw InputError(loc(it->first, full), full, "unknown key '" + key + "'", unknown_key_fix(path, key, allowed));
+    record(it->first, full);
+  }
+}
+
+void YamlReader::record(const YAML::Node& key, const std::string& path) { locations_[path] = loc(key, path); }
+
+int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const {
+  if (!n.IsScalar()) fail(n, path, "expected an integer", "write a whole number, e.g. '" + path + ": 8'");
+  const std::string text = n.Scalar();
+  try {
+    size_t pos = 0;
+    long long v = std::stoll(text, &pos, 10);
+    if (pos != text.size()) throw std::invalid_argument(text);
+    return v;
+  } catch (const std::exception&) {
+    fail(n, path, "expected an integer, got '" + text + "'", "write a whole number, e.g. '" + path + ": 8'");
+  }
+}
+
+double YamlReader::get_double(const YAML::Node& n, const std::string& path) const {
+  if (!n.IsScalar()) fail(n, path, "expected a number", "write a number, e.g. '" + path + ": 1.5'");
+  const std::string text = n.Scalar();
+  try {
+    size_t pos = 0;
+    double v = std::stod(text, &pos);
+    if (pos != text.size() || !std::isfinite(v)) throw std::invalid_argument(text);
+    return v;
+  } catch (const std::exception&) {
+    fail(n, path, "expected a number, got '" + text + "'", "write a number, e.g. '" + path + ": 1.5'");
+  }
+}
+
+bool YamlReader::get_bool(const YAML::Node& n, const std::string& path) const {
+  if (n.IsScalar()) {
+    const std::string& t = n.Scalar();
+    if (t == "true" || t == "True") return true;
+    if (t == "false" || t == "False") return false;
+  }
+  fail(n, path, "expected true or false", "write '" + path + ": true' or '" + path + ": false'");
+}
+
+std::string YamlReader::get_string(const YAML::Node& n, const std::string& path) const {
+  if (!n.IsScalar()) fail(n, path, "expected a string", "write a single value, e.g. '" + path + ": text'");
+  return n.Scalar();
+}
+
+std::vector<int64_t> YamlReader::get_int_list(const YAML::Node& n, const std::string& path) const {
+  if (!n.IsSequence()) fail(n, path, "expected a list of integers", "write e.g. '" + path + ": [2, 2]'");
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n.size(); ++i) out.push_back(get_int(n[i], path));
+  return out;
+}
+
+double YamlReader::positive(const YAML::Node& n, const std::string& path, bool allow_zero) const {
+  const double v = get_double(n, path);
+  if (v < 0 || (!allow_zero && v == 0)) fail(n, path, "must be positive", "give a value > 0");
+  return v;
+}
+
+}  // namespace hcpsim

@@ -1,0 +1,88 @@
+#pragma once
+/// Typed access to one scenario YAML tree, shared by the section readers of the scenario loader: every value is
+/// read with the place it came from (file:line:col, or the command-line override that set it), and every
+/// mapping's keys are checked against the keys its section allows, with a did-you-mean for unknown ones.
+/// Private to config: yaml-cpp stays out of the public headers.
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hcpsim/core/error.hpp"
+
+namespace hcpsim {
+
+/// Keys of each section (the did-you-mean at the top level looks a misplaced key up in them).
+extern const std::vector<std::string> kModelKeys;
+extern const std::vector<std::string> kParallelKeys;
+extern const std::vector<std::string> kClusterKeys;
+extern const std::vector<std::string> kTrainingKeys;
+extern const std::vector<std::string> kOracleKeys;
+
+/// "parent.key", or "key" at the top level (parent "").
+std::string join_path(const std::string& parent, const std::string& key);
+
+/// Reads typed values out of one scenario tree. Every getter takes the node and its dotted key path and raises
+/// InputError (location, key path, problem, fix) when the value has the wrong type or form.
+class YamlReader {
+ public:
+  /// `file` is named in locations; `overridden` maps each overridden dotted key to its override text (a value
+  /// at or below such a key points at that text); check_map records each key's location into `locations`.
+  YamlReader(std::string file, std::map<std::string, std::string> overridden,
+             std::map<std::string, SourceLoc>& locations);
+
+  /// Where the value of `path` (node `n`) came from: the override that set it or a parent of it, else the
+  /// 1-based line and column of `n` in the file.
+  [[nodiscard]] SourceLoc loc(const YAML::Node& n, const std::string& path) const;
+
+  /// @throws InputError at loc(n, path).
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& path, const std::string& problem,
+                         const std::string& fix) const;
+
+  /// Rejects keys of `map` not in `allowed` (with a did-you-mean) and records key locations.
+  /// @throws InputError if `map` is not a mapping or has an unknown key.
+  void check_map(const YAML::Node& map, const std::string& path, const std::vector<std::string>& allowed);
+
+  /// Records the location of the key node `key` as the location of `path`.
+  void record(const YAML::Node& key, const std::string& path);
+
+  /// A whole decimal number. @throws InputError otherwise.
+  [[nodiscard]] int64_t get_int(const YAML::Node& n, const std::string& path) const;
+  /// A finite number. @throws InputError otherwise.
+  [[nodiscard]] double get_double(const YAML::Node& n, const std::string& path) const;
+  /// true/True or false/False. @throws InputError otherwise.
+  [[nodiscard]] bool get_bool(const YAML::Node& n, const std::string& path) const;
+  /// A scalar's text. @throws InputError for a list or mapping.
+  [[nodiscard]] std::string get_string(const YAML::Node& n, const std::string& path) const;
+  /// A list of whole numbers. @throws InputError otherwise.
+  [[nodiscard]] std::vector<int64_t> get_int_list(const YAML::Node& n, const std::string& path) const;
+  /// A number > 0 (≥ 0 with `allow_zero`), in the unit the key names. @throws InputError otherwise.
+  [[nodiscard]] double positive(const YAML::Node& n, const std::string& path, bool allow_zero) const;
+
+  /// A string that `parse` (string → std::optional<E>) accepts; `choices` lists the accepted values for the fix.
+  /// @throws InputError for an unknown value.
+  template <class E, class ParseFn>
+  [[nodiscard]] E get_enum(const YAML::Node& n, const std::string& path, ParseFn parse,
+                           const std::string& choices) const {
+    const std::string s = get_string(n, path);
+    auto v = parse(s);
+    if (!v) fail(n, path, "unknown value '" + s + "'", "use one of: " + choices);
+    return *v;
+  }
+
+  /// The file named in locations ("" for text without a file).
+  [[nodiscard]] const std::string& file() const { return file_; }
+  /// Names `file` in the locations from now on (a calibration file read from inside the scenario).
+  void set_file(std::string file) { file_ = std::move(file); }
+
+ private:
+  std::string file_;
+  std::map<std::string, std::string> overridden_;
+  std::map<std::string, SourceLoc>& locations_;
+};
+
+}  // namespace hcpsim
