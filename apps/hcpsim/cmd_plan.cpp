@@ -1,5 +1,6 @@
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <system_error>
 
 #include "app_common.hpp"
+#include "hcpsim/io/csv.hpp"
 #include "report/plan_chart.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/core/error.hpp"
@@ -51,7 +53,8 @@ std::string csv_text(const sim::PlanResult& r) {
       "rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,dp,step_time_s,model_tflops_per_gpu,attention_forward_s,"
       "attention_backward_s,layer_exposed_comm_s,memory_per_gpu_bytes,fits,a2a_intra_node,dropped_reason\n";
   for (const auto& o : r.ranked)
-    out += fmt::format("{},\"{}\",{},{},{},{},{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.0f},{},{},\n", o.rank, o.label,
+    out += fmt::format("{},{},{},{},{},{},{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.0f},{},{},\n", o.rank,
+                       csv_quoted(o.label),
                        to_string(o.cp_comm_type), o.a2a_size, o.p2p_size, o.tp, o.cp, o.data_parallel_size,
                        static_cast<double>(o.step.step_ps) * 1e-12, o.step.model_tflops_per_gpu,
                        static_cast<double>(o.attention_forward_ps) * 1e-12,
@@ -59,10 +62,10 @@ std::string csv_text(const sim::PlanResult& r) {
                        static_cast<double>(o.step.layer_exposed_comm_ps) * 1e-12, o.step.memory.total_bytes,
                        o.step.memory.fits ? "yes" : "no", o.has_a2a ? (o.a2a_intra_node ? "yes" : "no") : "n/a");
   for (const auto& o : r.dropped) {
-    std::string reason;  // RFC 4180: a quoted field doubles its quotes
-    for (char c : o.dropped_reason) reason += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
-    out += fmt::format(",\"{}\",{},{},{},{},{},,,,,,,,,,\"{}\"\n", o.label, to_string(o.cp_comm_type), o.a2a_size, o.p2p_size,
-                       o.tp, o.cp, reason);
+    std::string reason = o.dropped_reason;  // one line per option
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    out += fmt::format(",{},{},{},{},{},{},,,,,,,,,,{}\n", csv_quoted(o.label), to_string(o.cp_comm_type), o.a2a_size,
+                       o.p2p_size, o.tp, o.cp, csv_quoted(reason));
   }
   return out;
 }

@@ -6,7 +6,7 @@
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/gpu/device_info.hpp"
-#include "hcpsim/sim/trace_writer.hpp"
+#include "hcpsim/io/chrome_trace.hpp"
 
 namespace hcpsim::app {
 
@@ -61,34 +61,7 @@ std::string describe_gpu_run(const GpuRunRecord& record) {
 }
 
 void write_gpu_trace(const std::string& path, const GpuRunRecord& record) {
-  const gpu::DeviceRunResult& r = record.run;
-  sim::SimResult sim;
-  int64_t ranks = 0;
-  for (const gpu::MeasuredOp& m : r.timeline) ranks = std::max(ranks, m.cp_rank + 1);
-  sim.ranks.resize(static_cast<size_t>(ranks));
-  for (int64_t i = 0; i < ranks; ++i) {
-    sim.ranks[static_cast<size_t>(i)].cp_rank = i;
-    sim.ranks[static_cast<size_t>(i)].node = 0;
-    sim.ranks[static_cast<size_t>(i)].gpu = i;  // single device: each virtual rank shown as its own GPU
-  }
-  sim.node_count = 1;
-  for (const gpu::MeasuredOp& m : r.timeline) {
-    sim::TimelineEntry e;
-    e.cp_rank = m.cp_rank;
-    e.stream = m.stream;
-    e.op_index = m.op_index;
-    e.kind = m.kind;
-    e.phase = m.phase;
-    e.ring_step = m.ring_step;
-    e.start_ps = static_cast<sim::TimePs>(m.start_s * 1e12);
-    e.end_ps = static_cast<sim::TimePs>(m.end_s * 1e12);
-    e.flops = m.flops;
-    e.bytes = m.bytes;
-    e.label = m.kernel.empty() ? m.label : m.label + " [" + m.kernel + "]";
-    sim.timeline.push_back(std::move(e));
-    sim.total_ps = std::max(sim.total_ps, sim.timeline.back().end_ps);
-  }
-  sim::write_chrome_trace(path, sim);
+  write_chrome_trace(path, gpu::measured_timeline(record.run));
 }
 
 void write_gpu_ops_csv(const std::string& path, const GpuRunRecord& record) {

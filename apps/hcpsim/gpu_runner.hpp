@@ -34,8 +34,8 @@ ScheduleRunner make_gpu_runner(const GpuVerifyOptions& options, std::shared_ptr<
 /// One line: backend, device, measured forward/backward time and kernel counts of the last run.
 std::string describe_gpu_run(const GpuRunRecord& record);
 
-/// Writes the measured timeline as a Chrome trace in the simulator's format (sim/trace_writer.hpp: one thread per
-/// rank and stream; single-device runs show each virtual rank as its own GPU) — temporary file, then rename.
+/// Writes the measured timeline as a Chrome trace laid out like the simulator's (gpu::measured_timeline: one thread
+/// per rank and stream; single-device runs show each virtual rank as its own GPU) — temporary file, then rename.
 void write_gpu_trace(const std::string& path, const GpuRunRecord& record);
 
 /// Writes the per-op CSV that `hcpsim calibrate` reads (gpu::measured_ops_csv).

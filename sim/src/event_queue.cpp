@@ -29,8 +29,6 @@ TimePs seconds_to_ps(double seconds) {
   return static_cast<TimePs>(std::llround(seconds * kPsPerSecond));
 }
 
-double ps_to_us(TimePs ps) { return static_cast<double>(ps) / 1e6; }
-
 EventId EventQueue::schedule_at(TimePs time_ps, int priority, Action action) {
   HCPSIM_ASSERT(time_ps >= now_ps_, "event scheduled in the past: " + std::to_string(time_ps) + " ps < now " +
                                         std::to_string(now_ps_) + " ps");

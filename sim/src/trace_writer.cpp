@@ -35,89 +35,62 @@ Json message_table_json(const MessageTable& table) {
 
 }  // namespace
 
-int64_t stream_tid(int64_t gpu, Stream s) { return gpu * kStreamCount + static_cast<int64_t>(s); }
-int64_t link_tid(int64_t link) { return kLinkTidBase + link; }
-
-std::string chrome_trace_json(const SimResult& result) {
-  Json events = Json::array();
+TraceTimeline trace_timeline(const SimResult& result) {
+  TraceTimeline t;
   const int64_t fabric_pid = result.node_count;  // leaf/spine links live in one extra process
-  std::vector<int64_t> gpu_of_rank;
-  for (const RankStats& r : result.ranks) gpu_of_rank.push_back(r.gpu);
   // Processes: one per node, then the fabric.
-  for (int64_t n = 0; n <= result.node_count; ++n) {
-    events.push_back(Json{{"name", "process_name"},
-                          {"ph", "M"},
-                          {"pid", n},
-                          {"args", Json{{"name", n < result.node_count ? "node " + std::to_string(n)
-                                                                        : std::string("fabric")}}}});
-    events.push_back(
-        Json{{"name", "process_sort_index"}, {"ph", "M"}, {"pid", n}, {"args", Json{{"sort_index", n}}}});
-  }
+  for (int64_t n = 0; n <= result.node_count; ++n)
+    t.processes.push_back(TraceProcess{n, n < result.node_count ? "node " + std::to_string(n) : std::string("fabric"), n});
   // Threads: one per GPU stream, then one per link direction that carried a flow.
-  for (const RankStats& r : result.ranks) {
-    for (int s = 0; s < kStreamCount; ++s) {
-      events.push_back(Json{{"name", "thread_name"},
-                            {"ph", "M"},
-                            {"pid", r.node},
-                            {"tid", stream_tid(r.gpu, static_cast<Stream>(s))},
-                            {"args", Json{{"name", "gpu " + std::to_string(r.gpu) + " cp rank " +
-                                                       std::to_string(r.cp_rank) + " " +
-                                                       to_string(static_cast<Stream>(s))}}}});
-    }
-  }
+  for (const RankStats& r : result.ranks)
+    for (int s = 0; s < kStreamCount; ++s)
+      t.threads.push_back(TraceThread{r.node, stream_tid(r.gpu, static_cast<Stream>(s)),
+                                      "gpu " + std::to_string(r.gpu) + " cp rank " + std::to_string(r.cp_rank) + " " +
+                                          to_string(static_cast<Stream>(s))});
   for (size_t l = 0; l < result.links.size(); ++l) {
     const LinkStats& ls = result.links[l];
     if (ls.flows == 0) continue;
-    events.push_back(Json{{"name", "thread_name"},
-                          {"ph", "M"},
-                          {"pid", ls.from_node >= 0 ? ls.from_node : fabric_pid},
-                          {"tid", link_tid(static_cast<int64_t>(l))},
-                          {"args", Json{{"name", "link " + ls.from + " -> " + ls.to}}}});
+    t.threads.push_back(TraceThread{ls.from_node >= 0 ? ls.from_node : fabric_pid, link_tid(static_cast<int64_t>(l)),
+                                    "link " + ls.from + " -> " + ls.to});
   }
   for (const TimelineEntry& e : result.timeline) {
     const RankStats& r = result.ranks[static_cast<size_t>(e.cp_rank)];
-    events.push_back(Json{{"name", e.label},
-                          {"cat", to_string(e.kind)},
-                          {"ph", "X"},
-                          {"pid", r.node},
-                          {"tid", stream_tid(r.gpu, e.stream)},
-                          {"ts", ps_to_us(e.start_ps)},
-                          {"dur", ps_to_us(e.end_ps - e.start_ps)},
-                          {"args", Json{{"cp_rank", e.cp_rank},
-                                        {"op_index", e.op_index},
-                                        {"kind", to_string(e.kind)},
-                                        {"phase", to_string(e.phase)},
-                                        {"ring_step", e.ring_step},
-                                        {"start_ps", e.start_ps},
-                                        {"end_ps", e.end_ps},
-                                        {"flops", e.flops},
-                                        {"bytes", e.bytes}}}});
+    t.slices.push_back(TraceSlice{e.label, to_string(e.kind), r.node, stream_tid(r.gpu, e.stream), e.start_ps, e.end_ps,
+                                  {{"cp_rank", e.cp_rank},
+                                   {"op_index", static_cast<int64_t>(e.op_index)},
+                                   {"kind", to_string(e.kind)},
+                                   {"phase", to_string(e.phase)},
+                                   {"ring_step", e.ring_step},
+                                   {"start_ps", e.start_ps},
+                                   {"end_ps", e.end_ps},
+                                   {"flops", e.flops},
+                                   {"bytes", e.bytes}}});
   }
   // Flows: one complete event per link of the route, from the first byte to the last.
   for (size_t f = 0; f < result.flows.size(); ++f) {
     const FlowRecord& fr = result.flows[f];
     for (int64_t l : fr.route) {
       const LinkStats& ls = result.links[static_cast<size_t>(l)];
-      events.push_back(Json{{"name", "cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank)},
-                            {"cat", "flow"},
-                            {"ph", "X"},
-                            {"pid", ls.from_node >= 0 ? ls.from_node : fabric_pid},
-                            {"tid", link_tid(l)},
-                            {"ts", ps_to_us(fr.start_ps)},
-                            {"dur", ps_to_us(fr.drained_ps - fr.start_ps)},
-                            {"args", Json{{"flow", f},
-                                          {"bytes", fr.bytes},
-                                          {"phase", to_string(fr.phase)},
-                                          {"start_ps", fr.start_ps},
-                                          {"drained_ps", fr.drained_ps}}}});
+      t.slices.push_back(TraceSlice{"cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank),
+                                    "flow",
+                                    ls.from_node >= 0 ? ls.from_node : fabric_pid,
+                                    link_tid(l),
+                                    fr.start_ps,
+                                    fr.drained_ps,
+                                    {{"flow", static_cast<int64_t>(f)},
+                                     {"bytes", fr.bytes},
+                                     {"phase", to_string(fr.phase)},
+                                     {"start_ps", fr.start_ps},
+                                     {"drained_ps", fr.drained_ps}}});
     }
   }
-  Json trace{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)}};
-  return trace.dump(1) + "\n";
+  return t;
 }
 
+std::string chrome_trace_json(const SimResult& result) { return hcpsim::chrome_trace_json(trace_timeline(result)); }
+
 void write_chrome_trace(const std::string& path, const SimResult& result) {
-  write_output_file(path, chrome_trace_json(result), "trace");
+  hcpsim::write_chrome_trace(path, trace_timeline(result));
 }
 
 std::string summary_json(const SimResult& result) {

@@ -1,3 +1,5 @@
 list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/output_file_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/csv_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chrome_trace_test.cpp
 )

@@ -9,7 +9,6 @@
 #include "hcpsim/sim/event_queue.hpp"
 
 using hcpsim::sim::EventQueue;
-using hcpsim::sim::ps_to_us;
 using hcpsim::sim::seconds_to_ps;
 using hcpsim::sim::TimePs;
 
@@ -156,11 +155,3 @@ TEST_CASE("sim: seconds_to_ps rounds once to the nearest picosecond", "[sim]") {
   REQUIRE(seconds_to_ps(3600) == 3'600'000'000'000'000);
 }
 
-TEST_CASE("sim: ps_to_us converts for trace output", "[sim]") {
-  REQUIRE(ps_to_us(0) == 0.0);
-  REQUIRE(ps_to_us(1'000'000) == 1.0);
-  REQUIRE(ps_to_us(16'000'000) == 16.0);
-  REQUIRE(ps_to_us(1'500'000) == 1.5);
-  const TimePs odd = 1'234'567;
-  REQUIRE(ps_to_us(odd) == 1.234567);
-}

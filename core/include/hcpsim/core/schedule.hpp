@@ -58,6 +58,8 @@ std::string to_string(Phase p);
 /// Execution streams of a rank. compute = TE's current stream (S[0]); cp = TE's cp_stream (S[1]);
 /// comm = NCCL's internal stream (collectives and send/recv).
 enum class Stream { compute = 0, cp = 1, comm = 2 };
+/// Number of Stream values (compute, cp, comm).
+constexpr int kStreamCount = 3;
 std::string to_string(Stream s);
 
 /// Makes a buffer live (memory accounting only; contents undefined, executors fill it with NaN).

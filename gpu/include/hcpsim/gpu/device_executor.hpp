@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hcpsim/core/schedule.hpp"
+#include "hcpsim/io/chrome_trace.hpp"
 #include "hcpsim/oracles/cpu_executor.hpp"
 #include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/reference.hpp"
@@ -82,11 +83,19 @@ struct DeviceRunResult {
 DeviceRunResult run_schedule_on_device(const Schedule& schedule, const AttentionInputs& inputs,
                                        const DeviceRunOptions& options);
 
-/// The per-op CSV the simulator's calibration reads (sim/calibration.hpp): header
+/// The per-op CSV the simulator's calibration reads (step/calibration.hpp): header
 /// "op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s,cp_rank,op_index,stream,kernel,label"
 /// and one row per measured op except alloc/free (zero-time bookkeeping), in timeline order; measured_s printed
 /// with 17 significant digits; labels quoted per RFC 4180.
 std::string measured_ops_csv(const DeviceRunResult& run, Dtype dtype);
+
+/// The measured timeline for the Chrome-trace writer (io/chrome_trace.hpp), laid out like the simulator's trace
+/// (sim/trace_writer.hpp) so both open side by side: one process "node 0" and an empty "fabric" process; per CP
+/// rank r the threads "gpu r cp rank r compute|cp_stream|comm" (single-device runs show each virtual rank as its own
+/// GPU); per measured op a slice named by its label (with " [kernel]" for attention blocks) from start_s to end_s
+/// (truncated to whole picoseconds), args {cp_rank, op_index, kind, phase, ring_step, start_ps, end_ps, flops,
+/// bytes}.
+TraceTimeline measured_timeline(const DeviceRunResult& run);
 
 /// Result of the one-rank NCCL check.
 struct NcclRingCheck {

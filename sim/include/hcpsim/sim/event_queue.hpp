@@ -26,9 +26,6 @@ constexpr double kPsPerSecond = 1e12;
 /// @return round(seconds · 10^12) in ps.
 TimePs seconds_to_ps(double seconds);
 
-/// Converts picoseconds to microseconds as a double (for trace output only; never used to order events).
-/// Exact for |ps| < 2^53; the result is the double nearest to ps / 10^6.
-double ps_to_us(TimePs ps);
 
 /// Handle of a scheduled event, usable with EventQueue::cancel. Handles are the insertion sequence number.
 using EventId = int64_t;

@@ -46,8 +46,6 @@
 
 namespace hcpsim::sim {
 
-/// Number of Stream values (compute, cp, comm).
-constexpr int kStreamCount = 3;
 /// Number of Phase values (forward, backward).
 constexpr int kPhaseCount = 2;
 

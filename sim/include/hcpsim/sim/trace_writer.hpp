@@ -6,28 +6,21 @@
 
 #include <string>
 
+#include "hcpsim/io/chrome_trace.hpp"
 #include "hcpsim/sim/simulator.hpp"
 
 namespace hcpsim::sim {
 
-/// First thread id of link threads in the trace (above every stream thread id of up to 10^8 GPUs).
-/// Source: arbitrary, chosen so that stream and link thread ids never collide.
-constexpr int64_t kLinkTidBase = 300000000;
+/// The timeline of a result for the Chrome-trace writer (io/chrome_trace.hpp): a process per node ("node <n>",
+/// pid n) and one "fabric" process (pid = node_count) for leaf/spine links; a thread per GPU stream ("gpu <g> cp
+/// rank <r> compute|cp_stream|comm", tid stream_tid) and per link direction that carried a flow ("link <from> -> <to>",
+/// tid link_tid, in the process of the link's source node); a slice per timeline entry on its stream thread
+/// (name = op label, cat = op kind, args {cp_rank, op_index, kind, phase, ring_step, start_ps, end_ps, flops,
+/// bytes}); then, per flow and per link of its route, a slice "cp <src>-><dst>" (cat "flow") from its first byte to
+/// its last, args {flow, bytes, phase, start_ps, drained_ps}.
+TraceTimeline trace_timeline(const SimResult& result);
 
-/// Trace thread id of a GPU stream: gpu · kStreamCount + stream.
-int64_t stream_tid(int64_t gpu, Stream s);
-/// Trace thread id of a directed link: kLinkTidBase + link id.
-int64_t link_tid(int64_t link);
-
-/// The Chrome trace JSON of a result: {"displayTimeUnit": "ns", "traceEvents": [...]}.
-/// Metadata events (ph "M"): a process per node ("node <n>", pid n) and one "fabric" process (pid =
-/// node_count) for leaf/spine links; a thread per GPU stream ("gpu <g> cp rank <r> compute|cp|comm",
-/// tid stream_tid) and per link direction that carried a flow ("link <from> -> <to>", tid link_tid, in the
-/// process of the link's source node). Then one complete event (ph "X") per timeline entry on its stream
-/// thread: name = op label, cat = op kind, ts and dur in microseconds (ps_to_us: the printed decimal is exactly
-/// ps / 10^6 for times below 10^15 ps), args {cp_rank, op_index, kind, phase, ring_step, start_ps, end_ps, flops,
-/// bytes}; then, per flow and per link of its route, a complete event "cp <src>-><dst>" (cat "flow") from its
-/// first byte to its last, args {flow, bytes, phase, start_ps, drained_ps}.
+/// The Chrome trace JSON of a result: chrome_trace_json(trace_timeline(result)) (io/chrome_trace.hpp).
 std::string chrome_trace_json(const SimResult& result);
 
 /// Writes chrome_trace_json(result) to `path` (temporary file, then rename).
