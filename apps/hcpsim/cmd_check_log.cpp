@@ -110,21 +110,22 @@ const MegatronArg* arg_named(const MegatronLog& log, const std::string& name) {
   return found;
 }
 
-int run_check_log(const CheckLogOptions& o) {
-  const std::string bytes = read_bytes(o.log_path);
-  const MegatronLog log = parse_megatron_log(bytes, o.log_path);
-  const auto lines = split_lines(bytes);
-  const std::string& file = o.log_path;
-
-  // GPU peak: --scenario, else --gpu, else a GPU the log names, else the stated H100/H200-class assumption.
-  std::optional<Scenario> given;
+/// The GPU whose peak the log's throughput is held against, and where it came from.
+struct GpuChoice {
+  std::optional<Scenario> given;          ///< the --scenario, when given
   GpuPeak peak;
-  std::string preset_name = "dgx-h100";
+  std::string preset_name = "dgx-h100";   ///< cluster preset of the scenario written from the arguments
+};
+
+/// GPU peak: --scenario, else --gpu, else a GPU the log names, else the stated H100/H200-class assumption.
+GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
+  GpuChoice choice;
+  GpuPeak& peak = choice.peak;
   if (!o.scenario_path.empty()) {
-    given = load_scenario(o.scenario_path);
-    peak.tflops = given->cluster.gpu.peak_bf16_flops_per_s / 1e12;
-    peak.source = given->cluster.gpu.name + ", from --scenario " + o.scenario_path;
-    if (!given->cluster.preset.empty()) preset_name = given->cluster.preset;
+    choice.given = load_scenario(o.scenario_path);
+    peak.tflops = choice.given->cluster.gpu.peak_bf16_flops_per_s / 1e12;
+    peak.source = choice.given->cluster.gpu.name + ", from --scenario " + o.scenario_path;
+    if (!choice.given->cluster.preset.empty()) choice.preset_name = choice.given->cluster.preset;
   } else if (!o.gpu.empty()) {
     const auto p = preset_of_gpu_name(o.gpu);
     if (!p) {
@@ -132,94 +133,101 @@ int run_check_log(const CheckLogOptions& o) {
       for (const auto& n : cluster_preset_names()) names += ", " + n;
       throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + o.gpu + "'", "use H100, H200, A100, B200" + names);
     }
-    preset_name = *p;
+    choice.preset_name = *p;
     const auto c = cluster_preset(*p, 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
     peak.source = c->gpu.name + ", from --gpu " + o.gpu;
   } else if (log.gpu_name) {
-    preset_name = *preset_of_gpu_name(*log.gpu_name);
-    const auto c = cluster_preset(preset_name, 1);
+    choice.preset_name = *preset_of_gpu_name(*log.gpu_name);
+    const auto c = cluster_preset(choice.preset_name, 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
-    peak.source = c->gpu.name + ", named by the log at " + file + ":" + std::to_string(log.gpu_line);
+    peak.source = c->gpu.name + ", named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line);
   } else {
     const auto c = cluster_preset("dgx-h100", 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
     peak.source = "assumed H100/H200-class: no --scenario, --gpu or GPU name in the log";
     peak.assumed = true;
   }
-  const auto cluster = cluster_preset(preset_name, 1);
+  return choice;
+}
 
-  std::vector<LogFinding> findings;
-  std::optional<MegatronConfig> args;
-  if (!log.arguments.empty()) {
-    try {
-      args = interpret_megatron_args(log.arguments, o.log_path, true);
-    } catch (const InputError& e) {
-      const MegatronArg* a = arg_named(log, e.key());
-      findings.push_back({a ? a->line : log.arguments_begin_line,
-                          "arguments: " + e.key() + ": " + e.problem() + "; fix: " + e.fix()});
-    }
+/// The log's arguments block as a Megatron configuration; an argument the importer rejects becomes a finding at
+/// its line (or the block's first line) and gives std::nullopt.
+std::optional<MegatronConfig> interpret_log_arguments(const MegatronLog& log, const std::string& log_path,
+                                                      std::vector<LogFinding>& findings) {
+  if (log.arguments.empty()) return std::nullopt;
+  try {
+    return interpret_megatron_args(log.arguments, log_path, true);
+  } catch (const InputError& e) {
+    const MegatronArg* a = arg_named(log, e.key());
+    findings.push_back({a ? a->line : log.arguments_begin_line,
+                        "arguments: " + e.key() + ": " + e.problem() + "; fix: " + e.fix()});
   }
+  return std::nullopt;
+}
 
-  // (a) hierarchical CP as configured versus as reported.
-  for (auto& f : check_hierarchical_cp(log, args)) findings.push_back(std::move(f));
-  // (b) throughput versus the GPU's peak.
-  for (auto& f : check_throughput_peak(log, peak, args && args->fp8)) findings.push_back(std::move(f));
-
-  // (c) the arguments through the scenario loader and validate_scenario.
-  std::optional<Scenario> from_args;
+/// The scenario that the log's arguments describe, and the warnings of its validation.
+struct ArgumentsScenario {
+  std::optional<Scenario> scenario;   ///< std::nullopt when it fails to load or validate
   std::vector<std::string> warnings;
-  if (args) {
-    const size_t before = findings.size();
-    try {
-      ScenarioWriteOptions wo;
-      wo.cluster_preset = preset_name;
-      wo.gpus_per_node = cluster->gpus_per_node;
-      wo.generator = "hcpsim check-log";
-      Scenario s = load_scenario_text(scenario_yaml_of(*args, wo), file + " (arguments)");
-      warnings = validate_scenario(s, ValidationScope::placement).warnings;
-      // The whole-step model needs the vocabulary when --vocab-size is not an argument.
-      if (!s.model.vocab_size) s.model.vocab_size = log.padded_vocab_size;
-      from_args = std::move(s);
-    } catch (const InputError& e) {
-      const int line = args->loc_of_scenario_key(e.key()).line;
-      const bool seen = std::any_of(findings.begin(), findings.begin() + static_cast<std::ptrdiff_t>(before),
-                                    [&](const LogFinding& f) { return line > 0 && f.line == line; });
-      if (!seen)
-        findings.push_back({line, "the arguments fail validation: " + e.key() + ": " + e.problem() + "; fix: " +
-                                      e.fix()});
-    }
+};
+
+/// (c) the arguments through the scenario loader and validate_scenario, on the chosen GPU's preset. A failure is a
+/// finding at the argument's line, unless an earlier finding already points at that line.
+ArgumentsScenario scenario_of_arguments(const MegatronConfig& args, const MegatronLog& log, const std::string& file,
+                                        const std::string& preset_name, std::vector<LogFinding>& findings) {
+  ArgumentsScenario out;
+  const size_t before = findings.size();
+  const auto cluster = cluster_preset(preset_name, 1);
+  try {
+    ScenarioWriteOptions wo;
+    wo.cluster_preset = preset_name;
+    wo.gpus_per_node = cluster->gpus_per_node;
+    wo.generator = "hcpsim check-log";
+    Scenario s = load_scenario_text(scenario_yaml_of(args, wo), file + " (arguments)");
+    out.warnings = validate_scenario(s, ValidationScope::placement).warnings;
+    // The whole-step model needs the vocabulary when --vocab-size is not an argument.
+    if (!s.model.vocab_size) s.model.vocab_size = log.padded_vocab_size;
+    out.scenario = std::move(s);
+  } catch (const InputError& e) {
+    const int line = args.loc_of_scenario_key(e.key()).line;
+    const bool seen = std::any_of(findings.begin(), findings.begin() + static_cast<std::ptrdiff_t>(before),
+                                  [&](const LogFinding& f) { return line > 0 && f.line == line; });
+    if (!seen)
+      findings.push_back({line, "the arguments fail validation: " + e.key() + ": " + e.problem() + "; fix: " +
+                                    e.fix()});
   }
+  return out;
+}
 
-  // Throughput versus the whole-step model.
-  const Scenario* model_scenario = given ? &*given : from_args ? &*from_args : nullptr;
-  std::string model_line;
-  if (!model_scenario) {
-    model_line = "not checked (no scenario: give --scenario, or a log whose arguments validate)";
-  } else if (const auto predicted = predicted_model_tflops_per_gpu(*model_scenario)) {
-    const int64_t world = log.world ? log.world->world_size : 0;
-    const auto convention = log_convention(log, from_args ? *from_args : *model_scenario, world);
-    // In the log's own convention when its iteration times identify it; else the larger (full attention), so a
-    // reported value far above it is implausible in either.
-    const double value = convention == FlopsConvention::megatron_causal ? predicted->causal : predicted->full_attention;
-    const std::string which =
-        convention ? fmt::format("{} convention, identified from the log's iteration times", to_string(*convention))
-                   : std::string("megatron_full_attention convention, the larger: the log's iteration times do not "
-                                 "identify its convention");
-    const auto f = check_throughput_vs_model(log, value);
-    model_line = fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limit {:.2g}x)", value, which,
-                             f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
-    for (const auto& x : f) findings.push_back(x);
-  } else {
-    model_line = model_scenario->model.vocab_size
-                     ? "not checked (the configuration does not validate on its cluster)"
-                     : "not checked (the vocabulary size is unknown: neither the arguments nor a 'padded vocab' line "
-                       "give it; pass --scenario with model.vocab_size)";
-  }
+/// Throughput versus the whole-step model of `model_scenario` (the --scenario, else the arguments' scenario):
+/// the summary line, and a finding when the log reports more than the model allows.
+std::string compare_with_model(const MegatronLog& log, const Scenario* model_scenario,
+                               const std::optional<Scenario>& from_args, std::vector<LogFinding>& findings) {
+  if (!model_scenario) return "not checked (no scenario: give --scenario, or a log whose arguments validate)";
+  const auto predicted = predicted_model_tflops_per_gpu(*model_scenario);
+  if (!predicted)
+    return model_scenario->model.vocab_size
+               ? "not checked (the configuration does not validate on its cluster)"
+               : "not checked (the vocabulary size is unknown: neither the arguments nor a 'padded vocab' line "
+                 "give it; pass --scenario with model.vocab_size)";
+  const int64_t world = log.world ? log.world->world_size : 0;
+  const auto convention = log_convention(log, from_args ? *from_args : *model_scenario, world);
+  // In the log's own convention when its iteration times identify it; else the larger (full attention), so a
+  // reported value far above it is implausible in either.
+  const double value = convention == FlopsConvention::megatron_causal ? predicted->causal : predicted->full_attention;
+  const std::string which =
+      convention ? fmt::format("{} convention, identified from the log's iteration times", to_string(*convention))
+                 : std::string("megatron_full_attention convention, the larger: the log's iteration times do not "
+                               "identify its convention");
+  const auto f = check_throughput_vs_model(log, value);
+  for (const auto& x : f) findings.push_back(x);
+  return fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limit {:.2g}x)", value, which,
+                     f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
+}
 
-  std::stable_sort(findings.begin(), findings.end(),
-                   [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });
-
+/// What the log states: its world-size line, its arguments block and its throughput reports.
+void print_log_facts(const std::string& file, const MegatronLog& log, const std::optional<MegatronConfig>& args) {
   fmt::print("check-log {}\n", file);
   if (log.world) {
     const auto& w = *log.world;
@@ -255,9 +263,11 @@ int run_check_log(const CheckLogOptions& o) {
     fmt::print("  throughput: {} iterations report TFLOP/s per GPU, max {:.1f} ({}:{})\n", log.throughput.size(),
                mx->tflops_per_gpu, file, mx->line);
   }
-  fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", peak.tflops, peak.source,
-             peak.assumed ? " [assumption]" : "");
-  fmt::print("  throughput vs. model: {}\n", model_line);
+}
+
+/// The warnings, then each finding with its file:line and the quoted line; the exit code (0 clean, 1 findings).
+int print_findings(const std::string& file, const std::vector<std::string>& lines,
+                   const std::vector<std::string>& warnings, const std::vector<LogFinding>& findings) {
   for (const auto& w : warnings) fmt::print("warning: {}\n", w);
   for (const auto& f : findings) {
     if (f.line > 0) {
@@ -273,6 +283,35 @@ int run_check_log(const CheckLogOptions& o) {
   }
   fmt::print("result: {} finding{}\n", findings.size(), findings.size() == 1 ? "" : "s");
   return kExitFailed;
+}
+
+int run_check_log(const CheckLogOptions& o) {
+  const std::string bytes = read_bytes(o.log_path);
+  const MegatronLog log = parse_megatron_log(bytes, o.log_path);
+  const auto lines = split_lines(bytes);
+  const std::string& file = o.log_path;
+  const GpuChoice gpu = choose_gpu(o, log);
+
+  std::vector<LogFinding> findings;
+  const std::optional<MegatronConfig> args = interpret_log_arguments(log, o.log_path, findings);
+  // (a) hierarchical CP as configured versus as reported.
+  for (auto& f : check_hierarchical_cp(log, args)) findings.push_back(std::move(f));
+  // (b) throughput versus the GPU's peak.
+  for (auto& f : check_throughput_peak(log, gpu.peak, args && args->fp8)) findings.push_back(std::move(f));
+  // (c) the arguments against the validation rules.
+  ArgumentsScenario from_args;
+  if (args) from_args = scenario_of_arguments(*args, log, file, gpu.preset_name, findings);
+  // (d) throughput versus the whole-step model.
+  const Scenario* model_scenario = gpu.given ? &*gpu.given : from_args.scenario ? &*from_args.scenario : nullptr;
+  const std::string model_line = compare_with_model(log, model_scenario, from_args.scenario, findings);
+
+  std::stable_sort(findings.begin(), findings.end(),
+                   [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });
+  print_log_facts(file, log, args);
+  fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", gpu.peak.tflops, gpu.peak.source,
+             gpu.peak.assumed ? " [assumption]" : "");
+  fmt::print("  throughput vs. model: {}\n", model_line);
+  return print_findings(file, lines, from_args.warnings, findings);
 }
 
 }  // namespace

@@ -206,28 +206,18 @@ struct SimgridRun {
 /// True for a flow SimGrid replays: bytes > 0 and a non-empty route (hcpsim drains the others at once).
 bool replayed(const hcpsim::sim::FlowRecord& f) { return f.bytes > 0 && !f.route.empty(); }
 
-/// Builds the SimGrid platform for `flows` on `topology`, replays them, and returns per-flow times. Runs inside a
-/// child process (it creates the process's only SimGrid Engine). @param with_latency  false: every link latency 0.
-SimgridRun simgrid_replay(const hcpsim::Topology& topology, const std::vector<hcpsim::sim::FlowRecord>& flows,
-                          bool with_latency, const std::vector<std::string>& extra_cfg) {
+/// The SimGrid Engine's command line: the harness's settings, then the user's --cfg options (later ones win).
+std::vector<std::string> simgrid_args(const std::vector<std::string>& extra_cfg) {
   std::vector<std::string> args = {"hcpsim_simgrid_bench"};
   args.insert(args.end(), kSimgridConfig.begin(), kSimgridConfig.end());
   args.insert(args.end(), extra_cfg.begin(), extra_cfg.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int argc = static_cast<int>(args.size());
+  return args;
+}
 
-  SimgridRun out;
-  const size_t n = flows.size();
-  out.start_s.assign(n, std::nan(""));
-  out.finish_s.assign(n, std::nan(""));
-
-  const auto t0 = std::chrono::steady_clock::now();
-  sg4::Engine engine(&argc, argv.data());
-  sg4::NetZone* zone = sg4::create_full_zone("hcpsim");
-
-  // Links: one SimGrid link per directed hcpsim link that some flow uses, same bandwidth (and latency in (b)).
+/// One SimGrid link per directed hcpsim link that some flow uses (nullptr for the others), same bandwidth and
+/// (when `with_latency`) latency.
+std::vector<sg4::Link*> create_links(sg4::NetZone* zone, const hcpsim::Topology& topology,
+                                     const std::vector<hcpsim::sim::FlowRecord>& flows, bool with_latency) {
   const auto& links = topology.links();
   std::vector<sg4::Link*> sg_link(links.size(), nullptr);
   for (const auto& f : flows) {
@@ -236,13 +226,27 @@ SimgridRun simgrid_replay(const hcpsim::Topology& topology, const std::vector<hc
       auto& l = sg_link[static_cast<size_t>(id)];
       if (l != nullptr) continue;
       const auto& tl = links[static_cast<size_t>(id)];
-      l = zone->create_link("l" + std::to_string(id), tl.bandwidth_bytes_per_s);
+      std::string name = "l";  // not "l" + to_string(id): a GCC 12 -Wrestrict false positive once inlined
+      l = zone->create_link(name.append(std::to_string(id)), tl.bandwidth_bytes_per_s);
       l->set_latency(with_latency ? tl.latency_s : 0.0);
       l->seal();
     }
   }
-  // Hosts: one per GPU that sends or receives; a (src, dst) pair whose flows take k distinct routes gets k − 1
-  // extra source hosts, so that every (source host, destination host) has exactly one explicit route.
+  return sg_link;
+}
+
+/// Per flow its SimGrid source and destination host (nullptr if not replayed); the replay actor runs on `driver`.
+struct FlowHosts {
+  std::vector<sg4::Host*> src, dst;
+  sg4::Host* driver = nullptr;  ///< the host of the lowest-numbered GPU
+};
+
+/// Hosts: one per GPU that sends or receives; a (src, dst) pair whose flows take k distinct routes gets k − 1
+/// extra source hosts, so that every (source host, destination host) has exactly one explicit route.
+FlowHosts create_hosts_and_routes(sg4::NetZone* zone, const hcpsim::Topology& topology,
+                                  const std::vector<hcpsim::sim::FlowRecord>& flows,
+                                  const std::vector<sg4::Link*>& sg_link) {
+  const auto& links = topology.links();
   std::map<int64_t, sg4::Host*> gpu_host;
   auto host_of = [&](int64_t gpu) {
     auto it = gpu_host.find(gpu);
@@ -253,9 +257,8 @@ SimgridRun simgrid_replay(const hcpsim::Topology& topology, const std::vector<hc
   };
   std::map<std::tuple<int64_t, int64_t, std::vector<int64_t>>, sg4::Host*> route_src;  // (src, dst, route) → host
   std::map<std::pair<int64_t, int64_t>, int64_t> pair_routes;                          // routes so far per pair
-  std::vector<sg4::Host*> flow_src(n, nullptr);
-  std::vector<sg4::Host*> flow_dst(n, nullptr);
-  for (size_t i = 0; i < n; ++i) {
+  FlowHosts hosts{std::vector<sg4::Host*>(flows.size()), std::vector<sg4::Host*>(flows.size())};  // nullptr
+  for (size_t i = 0; i < flows.size(); ++i) {
     const auto& f = flows[i];
     if (!replayed(f)) continue;
     const int64_t src = links[static_cast<size_t>(f.route.front())].from;  // GPU vertices
@@ -274,30 +277,63 @@ SimgridRun simgrid_replay(const hcpsim::Topology& topology, const std::vector<hc
       zone->add_route(src_host->get_netpoint(), dst_host->get_netpoint(), nullptr, nullptr, route, false);
       it = route_src.emplace(key, src_host).first;
     }
-    flow_src[i] = it->second;
-    flow_dst[i] = dst_host;
+    hosts.src[i] = it->second;
+    hosts.dst[i] = dst_host;
   }
-  zone->seal();
+  hosts.driver = gpu_host.begin()->second;
+  return hosts;
+}
 
-  // One actor starts every flow at its start time (hcpsim's start order; starts are non-decreasing).
+/// The replayed flows in hcpsim's start order (starts are non-decreasing; ties keep flow order).
+std::vector<size_t> start_order(const std::vector<hcpsim::sim::FlowRecord>& flows) {
   std::vector<size_t> order;
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < flows.size(); ++i)
     if (replayed(flows[i])) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return flows[x].start_ps < flows[y].start_ps; });
-  std::vector<sg4::CommPtr> comms(n);
-  sg4::Host* driver = gpu_host.begin()->second;
-  sg4::Actor::create("replay", driver, [&]() {
+  return order;
+}
+
+/// One actor starts every flow at its start time, in `order`, into comms[i]; the arguments must outlive the run.
+void create_replay_actor(const std::vector<hcpsim::sim::FlowRecord>& flows, const std::vector<size_t>& order,
+                         const FlowHosts& hosts, std::vector<sg4::CommPtr>& comms) {
+  sg4::Actor::create("replay", hosts.driver, [&]() {
     std::vector<sg4::CommPtr> started;
     started.reserve(order.size());
     for (size_t i : order) {
       const double start_s = static_cast<double>(flows[i].start_ps) / hcpsim::sim::kPsPerSecond;
       if (start_s > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(start_s);
-      comms[i] = sg4::Comm::sendto_async(flow_src[i], flow_dst[i], static_cast<uint64_t>(flows[i].bytes));
+      comms[i] = sg4::Comm::sendto_async(hosts.src[i], hosts.dst[i], static_cast<uint64_t>(flows[i].bytes));
       started.push_back(comms[i]);
     }
     sg4::Comm::wait_all(started);
   });
+}
+
+/// Builds the SimGrid platform for `flows` on `topology`, replays them, and returns per-flow times. Runs inside a
+/// child process (it creates the process's only SimGrid Engine). @param with_latency  false: every link latency 0.
+SimgridRun simgrid_replay(const hcpsim::Topology& topology, const std::vector<hcpsim::sim::FlowRecord>& flows,
+                          bool with_latency, const std::vector<std::string>& extra_cfg) {
+  std::vector<std::string> args = simgrid_args(extra_cfg);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+
+  SimgridRun out;
+  const size_t n = flows.size();
+  out.start_s.assign(n, std::nan(""));
+  out.finish_s.assign(n, std::nan(""));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  sg4::Engine engine(&argc, argv.data());
+  sg4::NetZone* zone = sg4::create_full_zone("hcpsim");
+  const std::vector<sg4::Link*> sg_link = create_links(zone, topology, flows, with_latency);
+  const FlowHosts hosts = create_hosts_and_routes(zone, topology, flows, sg_link);
+  zone->seal();
+  const std::vector<size_t> order = start_order(flows);
+  std::vector<sg4::CommPtr> comms(n);
+  create_replay_actor(flows, order, hosts, comms);
   out.platform_s = seconds_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   engine.run();

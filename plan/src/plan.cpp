@@ -165,15 +165,8 @@ std::string explain(const PlanResult& r) {
                             time_text(ws.layer_forward_ps + ws.layer_backward_ps));
 }
 
-}  // namespace
-
-double DiffRow::relative() const {
-  if (a == b) return 0;
-  return a == 0 ? std::numeric_limits<double>::infinity() : std::fabs(b - a) / std::fabs(a);
-}
-
-PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
-  parameter_counts(scenario);  // the whole step needs model.vocab_size: fail before any work
+// The TP sizes to sweep (--tp, or the scenario's), sorted and unique, after the checks of the request.
+std::vector<int64_t> sweep_tp_sizes(const Scenario& scenario, const PlanRequest& request) {
   const SourceLoc cmd{};
   if (request.cp && request.gpus)
     throw InputError(cmd, "--cp", "--cp and --gpus both given", "give one: --cp N fixes CP, --gpus N fixes TP*CP*PP");
@@ -185,11 +178,12 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
     if (t < 1) throw InputError(cmd, "--tp", "every TP size must be at least 1", "give e.g. --tp 1,2,4");
   std::sort(tps.begin(), tps.end());
   tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
+  return tps;
+}
 
-  PlanResult result;
-  result.objective = request.objective;
-  // One global batch for every option, so step times compare the same work: the scenario's, or else
-  // micro_batch_size x the least common multiple of the options' data-parallel sizes (each divides it).
+// One global batch for every option, so step times compare the same work: the scenario's, or else
+// micro_batch_size x the least common multiple of the options' data-parallel sizes (each divides it).
+int64_t common_global_batch_size(const Scenario& scenario, const PlanRequest& request, const std::vector<int64_t>& tps) {
   int64_t dp_lcm = 1;
   for (int64_t tp : tps) {
     const int64_t model_gpus = request.gpus ? *request.gpus
@@ -205,75 +199,106 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
                                                                           : 1);
     dp_lcm = std::lcm(dp_lcm, dp);
   }
-  result.global_batch_size = scenario.model.global_batch_size.value_or(scenario.model.micro_batch_size * dp_lcm);
-  const int64_t pp = scenario.parallel.pipeline_model_parallel_size;
-  bool any_cp = false;
-  std::vector<Scenario> legal;  // one per entry of result.ranked, before ranking
-  for (int64_t tp : tps) {
-    int64_t cp = request.cp.value_or(scenario.parallel.context_parallel_size);
-    if (request.gpus) {
-      if (*request.gpus % (tp * pp) != 0) {
-        PlanOption d;
-        d.tp = tp;
-        d.label = fmt::format("TP{}", tp);
-        d.dropped_reason = fmt::format("--gpus {} is not divisible by TP*PP = {}", *request.gpus, tp * pp);
-        result.dropped.push_back(d);
-        continue;
-      }
-      cp = *request.gpus / (tp * pp);
-    }
-    any_cp = true;
-    std::vector<std::pair<CpCommType, int64_t>> candidates;  // (type, A)
-    candidates.emplace_back(CpCommType::p2p, 1);
-    if (cp > 1) {
-      candidates.emplace_back(CpCommType::a2a, cp);
-      candidates.emplace_back(CpCommType::all_gather, 1);
-      for (int64_t a = 1; a <= cp; ++a)
-        if (cp % a == 0) candidates.emplace_back(CpCommType::a2a_p2p, a);
-    }
-    for (const auto& [type, a] : candidates) {
-      PlanOption o;
-      o.cp_comm_type = type;
-      o.tp = tp;
-      o.cp = cp;
-      o.a2a_size = type == CpCommType::a2a ? cp : a;
-      o.p2p_size = type == CpCommType::a2a ? 1 : (type == CpCommType::a2a_p2p ? cp / a : cp);
-      o.label = label_of(type, o.a2a_size, o.p2p_size, tp);
-      if (type == CpCommType::a2a_p2p && (a == 1 || a == cp)) {
-        o.dropped_reason = a == 1 ? "[1, CP] runs as plain p2p in TE (see the p2p option)"
-                                  : "[CP, 1] runs as plain a2a in TE (see the a2a option)";
-        result.dropped.push_back(o);
-        continue;
-      }
-      Scenario c = scenario;
-      c.model.global_batch_size = result.global_batch_size;
-      c.parallel.tensor_model_parallel_size = tp;
-      c.parallel.context_parallel_size = cp;
-      c.parallel.cp_comm_type = {type};
-      c.parallel.hierarchical_context_parallel_sizes.reset();
-      if (type == CpCommType::a2a_p2p) c.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{a, cp / a};
-      if (request.gpus && c.cluster.topology.vertices.empty())
-        c.cluster.nodes = std::max(c.cluster.nodes, (*request.gpus + c.cluster.gpus_per_node - 1) / c.cluster.gpus_per_node);
-      ValidationReport report;
-      try {
-        report = validate_scenario(c, ValidationScope::placement);
-      } catch (const InputError& e) {
-        o.dropped_reason = e.key() + ": " + e.problem();
-        result.dropped.push_back(o);
-        continue;
-      }
-      legal.push_back(c);
-      result.ranked.push_back(describe(c, type, report.data_parallel_size));
-    }
+  return scenario.model.global_batch_size.value_or(scenario.model.micro_batch_size * dp_lcm);
+}
+
+// One option of the sweep: a comm type at (TP, CP), with A = the a2a group size of a2a+p2p [A, CP/A].
+struct Candidate {
+  CpCommType type = CpCommType::p2p;
+  int64_t tp = 1, cp = 1, a = 1;
+};
+
+// The options of one (TP, CP): p2p always; a2a, all_gather and a2a+p2p [A, CP/A] for every divisor A when CP > 1.
+std::vector<Candidate> comm_candidates(int64_t tp, int64_t cp) {
+  std::vector<Candidate> candidates;
+  candidates.push_back({CpCommType::p2p, tp, cp, 1});
+  if (cp > 1) {
+    candidates.push_back({CpCommType::a2a, tp, cp, cp});
+    candidates.push_back({CpCommType::all_gather, tp, cp, 1});
+    for (int64_t a = 1; a <= cp; ++a)
+      if (cp % a == 0) candidates.push_back({CpCommType::a2a_p2p, tp, cp, a});
   }
-  simulate_options(legal, result.ranked, request.threads > 0 ? request.threads : omp_get_num_procs());
-  if (!any_cp)
-    throw InputError(cmd, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
-                     "give a GPU count divisible by TP*PP");
+  return candidates;
+}
+
+// The scenario of option `k`: the common global batch, its TP, CP and comm type, and enough nodes for --gpus.
+Scenario option_scenario(const Scenario& scenario, const PlanRequest& request, int64_t global_batch_size,
+                         const Candidate& k) {
+  Scenario c = scenario;
+  c.model.global_batch_size = global_batch_size;
+  c.parallel.tensor_model_parallel_size = k.tp;
+  c.parallel.context_parallel_size = k.cp;
+  c.parallel.cp_comm_type = {k.type};
+  c.parallel.hierarchical_context_parallel_sizes.reset();
+  if (k.type == CpCommType::a2a_p2p) c.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{k.a, k.cp / k.a};
+  if (request.gpus && c.cluster.topology.vertices.empty())
+    c.cluster.nodes = std::max(c.cluster.nodes, (*request.gpus + c.cluster.gpus_per_node - 1) / c.cluster.gpus_per_node);
+  return c;
+}
+
+// What the sweep has collected so far, in sweep order.
+struct Sweep {
+  PlanResult& result;           ///< ranked: the legal options (not ranked yet); dropped: the others with reasons
+  std::vector<Scenario> legal;  ///< the scenario of each entry of result.ranked
+  bool any_cp = false;          ///< some TP of the list gave a CP size
+};
+
+// Adds option `k` to the legal ones, or to the dropped ones with the reason: a2a+p2p [1, CP] and [CP, 1] are
+// what TE runs as plain p2p and a2a, and a scenario that validation rejects names the rejected key.
+void consider_option(const Scenario& scenario, const PlanRequest& request, const Candidate& k, Sweep& sweep) {
+  PlanOption o;
+  o.cp_comm_type = k.type;
+  o.tp = k.tp;
+  o.cp = k.cp;
+  o.a2a_size = k.type == CpCommType::a2a ? k.cp : k.a;
+  o.p2p_size = k.type == CpCommType::a2a ? 1 : (k.type == CpCommType::a2a_p2p ? k.cp / k.a : k.cp);
+  o.label = label_of(k.type, o.a2a_size, o.p2p_size, k.tp);
+  if (k.type == CpCommType::a2a_p2p && (k.a == 1 || k.a == k.cp)) {
+    o.dropped_reason = k.a == 1 ? "[1, CP] runs as plain p2p in TE (see the p2p option)"
+                                : "[CP, 1] runs as plain a2a in TE (see the a2a option)";
+    sweep.result.dropped.push_back(o);
+    return;
+  }
+  Scenario c = option_scenario(scenario, request, sweep.result.global_batch_size, k);
+  ValidationReport report;
+  try {
+    report = validate_scenario(c, ValidationScope::placement);
+  } catch (const InputError& e) {
+    o.dropped_reason = e.key() + ": " + e.problem();
+    sweep.result.dropped.push_back(o);
+    return;
+  }
+  sweep.legal.push_back(c);
+  sweep.result.ranked.push_back(describe(c, k.type, report.data_parallel_size));
+}
+
+// Every option of one TP size: CP is --cp (or the scenario's), or --gpus / (TP*PP); a TP that does not divide
+// --gpus is dropped as a whole.
+void sweep_tp(const Scenario& scenario, const PlanRequest& request, int64_t tp, Sweep& sweep) {
+  const int64_t pp = scenario.parallel.pipeline_model_parallel_size;
+  int64_t cp = request.cp.value_or(scenario.parallel.context_parallel_size);
+  if (request.gpus) {
+    if (*request.gpus % (tp * pp) != 0) {
+      PlanOption d;
+      d.tp = tp;
+      d.label = fmt::format("TP{}", tp);
+      d.dropped_reason = fmt::format("--gpus {} is not divisible by TP*PP = {}", *request.gpus, tp * pp);
+      sweep.result.dropped.push_back(d);
+      return;
+    }
+    cp = *request.gpus / (tp * pp);
+  }
+  sweep.any_cp = true;
+  for (const Candidate& k : comm_candidates(tp, cp)) consider_option(scenario, request, k, sweep);
+}
+
+// Ranks the simulated options: by memory (then time) for the memory objective, else the ones that fit first,
+// then by step time and memory; the label breaks ties, so the order is total.
+void rank_options(PlanResult& result, PlanRequest::Objective objective) {
   result.nothing_fits = std::none_of(result.ranked.begin(), result.ranked.end(),
                                      [](const PlanOption& o) { return o.step.memory.fits; });
   auto key = [&](const PlanOption& o) {
-    if (request.objective == PlanRequest::Objective::memory)
+    if (objective == PlanRequest::Objective::memory)
       return std::make_tuple(0, o.step.memory.total_bytes, static_cast<double>(o.step.step_ps), o.label);
     return std::make_tuple(o.step.memory.fits ? 0 : 1, static_cast<double>(o.step.step_ps), o.step.memory.total_bytes,
                            o.label);
@@ -281,6 +306,28 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
   std::sort(result.ranked.begin(), result.ranked.end(),
             [&](const PlanOption& x, const PlanOption& y) { return key(x) < key(y); });
   for (size_t i = 0; i < result.ranked.size(); ++i) result.ranked[i].rank = static_cast<int>(i + 1);
+}
+
+}  // namespace
+
+double DiffRow::relative() const {
+  if (a == b) return 0;
+  return a == 0 ? std::numeric_limits<double>::infinity() : std::fabs(b - a) / std::fabs(a);
+}
+
+PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
+  parameter_counts(scenario);  // the whole step needs model.vocab_size: fail before any work
+  const std::vector<int64_t> tps = sweep_tp_sizes(scenario, request);
+  PlanResult result;
+  result.objective = request.objective;
+  result.global_batch_size = common_global_batch_size(scenario, request, tps);
+  Sweep sweep{result, {}, false};
+  for (int64_t tp : tps) sweep_tp(scenario, request, tp, sweep);
+  simulate_options(sweep.legal, result.ranked, request.threads > 0 ? request.threads : omp_get_num_procs());
+  if (!sweep.any_cp)
+    throw InputError(SourceLoc{}, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
+                     "give a GPU count divisible by TP*PP");
+  rank_options(result, request.objective);
   result.explanation = explain(result);
   return result;
 }

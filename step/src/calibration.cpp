@@ -137,12 +137,14 @@ std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
   return rows;
 }
 
-CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpec& base, const std::string& csv_path) {
-  CalibrationFit fit;
-  fit.gpu = base;
-  GpuSpec& g = fit.gpu;
+namespace {
 
-  // 1. Memory-bound kernels: t = a + bytes · s, least squares (s = 1 / bandwidth).
+// Measured attention efficiencies of one direction, keyed by (causal, head_dim, q_rows, kv_rows).
+using AttentionPoints = std::map<std::tuple<bool, int64_t, int64_t, int64_t>, std::vector<double>>;
+
+// Step 1. Memory-bound kernels: t = a + bytes · s, least squares (s = 1 / bandwidth).
+void fit_memory_bound(const std::vector<MeasuredOp>& rows, CalibrationFit& fit) {
+  GpuSpec& g = fit.gpu;
   std::vector<std::pair<double, double>> pts;
   std::set<int64_t> sizes;
   for (const auto& r : rows)
@@ -150,49 +152,54 @@ CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpe
       pts.emplace_back(static_cast<double>(r.bytes), r.measured_s);
       sizes.insert(r.bytes);
     }
-  if (sizes.size() >= 2) {
-    double mx = 0, my = 0;
-    for (const auto& [x, y] : pts) {
-      mx += x;
-      my += y;
-    }
-    mx /= static_cast<double>(pts.size());
-    my /= static_cast<double>(pts.size());
-    double sxy = 0, sxx = 0;
-    for (const auto& [x, y] : pts) {
-      sxy += (x - mx) * (y - my);
-      sxx += (x - mx) * (x - mx);
-    }
-    const double slope = sxy / sxx, intercept = my - slope * mx;
-    if (slope > 0 && intercept >= 0) {
-      g.hbm_bandwidth_bytes_per_s = 1 / slope;
-      g.kernel_launch_overhead_s = intercept;
-      fit.fitted_elementwise = true;
-      fit.rows_used += static_cast<int64_t>(pts.size());
-    } else {
-      fit.notes.push_back("elementwise fit gave a non-physical line (slope or intercept < 0); kept the base "
-                          "kernel_launch_overhead and hbm_bandwidth");
-    }
-  } else {
+  if (sizes.size() < 2) {
     fit.notes.push_back("fewer than 2 distinct elementwise sizes; kept the base kernel_launch_overhead and hbm_bandwidth");
+    return;
   }
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : pts) {
+    mx += x;
+    my += y;
+  }
+  mx /= static_cast<double>(pts.size());
+  my /= static_cast<double>(pts.size());
+  double sxy = 0, sxx = 0;
+  for (const auto& [x, y] : pts) {
+    sxy += (x - mx) * (y - my);
+    sxx += (x - mx) * (x - mx);
+  }
+  const double slope = sxy / sxx, intercept = my - slope * mx;
+  if (slope > 0 && intercept >= 0) {
+    g.hbm_bandwidth_bytes_per_s = 1 / slope;
+    g.kernel_launch_overhead_s = intercept;
+    fit.fitted_elementwise = true;
+    fit.rows_used += static_cast<int64_t>(pts.size());
+  } else {
+    fit.notes.push_back("elementwise fit gave a non-physical line (slope or intercept < 0); kept the base "
+                        "kernel_launch_overhead and hbm_bandwidth");
+  }
+}
 
-  // 2. GEMMs.
+// The peak rate a gemm row is measured against: the FP8 peak for fp8, else the dtype's share of the BF16 peak.
+double gemm_peak(const MeasuredOp& r, const GpuSpec& g, const std::string& csv_path) {
+  if (r.dtype == "fp8") {
+    if (g.peak_fp8_flops_per_s <= 0)
+      fail(csv_path, r.line, "dtype", "an fp8 GEMM, but the GPU " + g.name + " has no FP8 peak",
+           "pass --gpu with an FP8-capable GPU (H100, H200, B200)");
+    return g.peak_fp8_flops_per_s;
+  }
+  const auto d = parse_dtype(r.dtype);
+  if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32, fp64 or fp8");
+  return g.peak_bf16_flops_per_s * peak_fraction(*d);
+}
+
+// Step 2. gemm_efficiency = median of flops / ((t − overhead) · peak); uses the overhead fitted in step 1.
+void fit_gemm_efficiency(const std::vector<MeasuredOp>& rows, const std::string& csv_path, CalibrationFit& fit) {
+  GpuSpec& g = fit.gpu;
   std::vector<double> gemm_eff;
   for (const auto& r : rows) {
     if (r.op_kind != "gemm") continue;
-    const bool fp8 = r.dtype == "fp8";
-    double peak = 0;
-    if (fp8) {
-      if (g.peak_fp8_flops_per_s <= 0)
-        fail(csv_path, r.line, "dtype", "an fp8 GEMM, but the GPU " + g.name + " has no FP8 peak",
-             "pass --gpu with an FP8-capable GPU (H100, H200, B200)");
-      peak = g.peak_fp8_flops_per_s;
-    } else {
-      const auto d = parse_dtype(r.dtype);
-      if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32, fp64 or fp8");
-      peak = g.peak_bf16_flops_per_s * peak_fraction(*d);
-    }
+    const double peak = gemm_peak(r, g, csv_path);
     const double flops = r.flops > 0 ? r.flops : 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
     if (flops <= 0) fail(csv_path, r.line, "flops", "a gemm row needs flops or m, n, k", "fill the flops column");
     const double busy = r.measured_s - g.kernel_launch_overhead_s;
@@ -206,79 +213,123 @@ CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpe
   } else {
     fit.notes.push_back("no gemm rows; kept the base gemm_efficiency");
   }
+}
 
-  // 3. Attention tables.
-  for (const bool forward : {true, false}) {
-    const std::string kind = forward ? "attn_fwd_block" : "attn_bwd_block";
-    std::map<std::tuple<bool, int64_t, int64_t, int64_t>, std::vector<double>> points;  // causal, hd, q, kv
-    for (const auto& r : rows) {
-      if (r.op_kind != kind) continue;
-      if (r.head_dim < 1 || r.q_rows < 1 || r.kv_rows < 1 || r.flops <= 0)
-        fail(csv_path, r.line, "head_dim", "an attention row needs head_dim, q_rows, kv_rows and flops",
-             "fill those columns");
-      const auto d = parse_dtype(r.dtype);
-      if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32 or fp64");
-      const double eff = r.flops / (r.measured_s * g.peak_bf16_flops_per_s * peak_fraction(*d));
-      points[{r.causal, r.head_dim, r.q_rows, r.kv_rows}].push_back(std::min(1.0, eff));
-      ++fit.rows_used;
+// The measured efficiencies of the `kind` rows (clamped to 1), grouped by table point; counts them as used.
+AttentionPoints measured_attention_points(const std::vector<MeasuredOp>& rows, const std::string& kind,
+                                          const std::string& csv_path, CalibrationFit& fit) {
+  const GpuSpec& g = fit.gpu;
+  AttentionPoints points;
+  for (const auto& r : rows) {
+    if (r.op_kind != kind) continue;
+    if (r.head_dim < 1 || r.q_rows < 1 || r.kv_rows < 1 || r.flops <= 0)
+      fail(csv_path, r.line, "head_dim", "an attention row needs head_dim, q_rows, kv_rows and flops",
+           "fill those columns");
+    const auto d = parse_dtype(r.dtype);
+    if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32 or fp64");
+    const double eff = r.flops / (r.measured_s * g.peak_bf16_flops_per_s * peak_fraction(*d));
+    points[{r.causal, r.head_dim, r.q_rows, r.kv_rows}].push_back(std::min(1.0, eff));
+    ++fit.rows_used;
+  }
+  return points;
+}
+
+// Efficiency of a grid point that was not measured: the median of the nearest measured point of the same
+// (causal, head_dim) in (log2 q_rows, log2 kv_rows).
+double nearest_measured_efficiency(const AttentionPoints& points, bool causal, int64_t head_dim, int64_t q,
+                                   int64_t kv) {
+  double best = 1e300, eff = 0;
+  for (const auto& [pk, pv] : points) {
+    if (std::get<0>(pk) != causal || std::get<1>(pk) != head_dim) continue;
+    const double dq = std::log2(static_cast<double>(std::get<2>(pk))) - std::log2(static_cast<double>(q));
+    const double dkv = std::log2(static_cast<double>(std::get<3>(pk))) - std::log2(static_cast<double>(kv));
+    const double dist = dq * dq + dkv * dkv;
+    if (dist < best) {  // map order = (q, kv) ascending, so ties keep the smaller q, then kv
+      best = dist;
+      eff = median(pv);
     }
-    if (points.empty()) {
-      fit.notes.push_back("no " + kind + " rows; kept the base " + (forward ? "forward" : "backward") + " efficiency");
-      continue;
-    }
-    std::map<std::pair<bool, int64_t>, std::pair<std::set<int64_t>, std::set<int64_t>>> grids;
-    for (const auto& [key, v] : points) {
-      auto& gr = grids[{std::get<0>(key), std::get<1>(key)}];
-      gr.first.insert(std::get<2>(key));
-      gr.second.insert(std::get<3>(key));
-    }
-    std::vector<EfficiencyPoint> table;
-    for (const auto& [gk, axes] : grids) {
-      for (int64_t q : axes.first) {
-        for (int64_t kv : axes.second) {
-          const auto it = points.find({gk.first, gk.second, q, kv});
-          double eff = 0;
-          if (it != points.end()) {
-            eff = median(it->second);
-            ++fit.attention_points;
-          } else {
-            double best = 1e300;
-            for (const auto& [pk, pv] : points) {
-              if (std::get<0>(pk) != gk.first || std::get<1>(pk) != gk.second) continue;
-              const double dq = std::log2(static_cast<double>(std::get<2>(pk))) - std::log2(static_cast<double>(q));
-              const double dkv = std::log2(static_cast<double>(std::get<3>(pk))) - std::log2(static_cast<double>(kv));
-              const double dist = dq * dq + dkv * dkv;
-              if (dist < best) {  // map order = (q, kv) ascending, so ties keep the smaller q, then kv
-                best = dist;
-                eff = median(pv);
-              }
-            }
-            ++fit.filled_points;
-          }
-          table.push_back(EfficiencyPoint{gk.second, q, kv, gk.first, eff});
+  }
+  return eff;
+}
+
+// The full table: per (causal, head_dim) every q_rows × kv_rows of the measured axes, measured points as
+// their median and the others filled from the nearest measured one (counted in the fit).
+std::vector<EfficiencyPoint> attention_table(const AttentionPoints& points, CalibrationFit& fit) {
+  std::map<std::pair<bool, int64_t>, std::pair<std::set<int64_t>, std::set<int64_t>>> grids;
+  for (const auto& [key, v] : points) {
+    auto& gr = grids[{std::get<0>(key), std::get<1>(key)}];
+    gr.first.insert(std::get<2>(key));
+    gr.second.insert(std::get<3>(key));
+  }
+  std::vector<EfficiencyPoint> table;
+  for (const auto& [gk, axes] : grids) {
+    for (int64_t q : axes.first) {
+      for (int64_t kv : axes.second) {
+        const auto it = points.find({gk.first, gk.second, q, kv});
+        double eff = 0;
+        if (it != points.end()) {
+          eff = median(it->second);
+          ++fit.attention_points;
+        } else {
+          eff = nearest_measured_efficiency(points, gk.first, gk.second, q, kv);
+          ++fit.filled_points;
         }
+        table.push_back(EfficiencyPoint{gk.second, q, kv, gk.first, eff});
       }
     }
-    (forward ? g.attn_fwd_table : g.attn_bwd_table) = std::move(table);
   }
+  return table;
+}
+
+// Step 3. The attention table of one direction (kept from the base GPU when no row measures it).
+void fit_attention_table(const std::vector<MeasuredOp>& rows, bool forward, const std::string& csv_path,
+                         CalibrationFit& fit) {
+  const std::string kind = forward ? "attn_fwd_block" : "attn_bwd_block";
+  const AttentionPoints points = measured_attention_points(rows, kind, csv_path, fit);
+  if (points.empty()) {
+    fit.notes.push_back("no " + kind + " rows; kept the base " + (forward ? "forward" : "backward") + " efficiency");
+    return;
+  }
+  (forward ? fit.gpu.attn_fwd_table : fit.gpu.attn_bwd_table) = attention_table(points, fit);
+}
+
+// Rows of kinds that calibrate no compute (communication) are counted as skipped.
+int64_t count_skipped_rows(const std::vector<MeasuredOp>& rows) {
+  int64_t skipped = 0;
   for (const auto& r : rows)
     if (!is_elementwise_kind(r.op_kind) && r.op_kind != "gemm" && r.op_kind != "attn_fwd_block" &&
         r.op_kind != "attn_bwd_block")
-      ++fit.rows_skipped;
+      ++skipped;
+  return skipped;
+}
+
+// A note naming the head dims the attention tables cover (blocks of other head dims interpolate between them).
+void note_table_head_dims(CalibrationFit& fit) {
+  std::set<int64_t> head_dims;
+  for (const auto& p : fit.gpu.attn_fwd_table) head_dims.insert(p.head_dim);
+  for (const auto& p : fit.gpu.attn_bwd_table) head_dims.insert(p.head_dim);
+  if (head_dims.empty()) return;
+  std::string list;
+  for (int64_t d : head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+  fit.notes.push_back("attention tables cover head_dim " + list +
+                      "; blocks of another head dim use the nearest one (linear between two)");
+}
+
+}  // namespace
+
+CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpec& base, const std::string& csv_path) {
+  CalibrationFit fit;
+  fit.gpu = base;
+  fit_memory_bound(rows, fit);
+  fit_gemm_efficiency(rows, csv_path, fit);
+  for (const bool forward : {true, false}) fit_attention_table(rows, forward, csv_path, fit);
+  fit.rows_skipped = count_skipped_rows(rows);
   if (fit.rows_used == 0)
     fail(csv_path, 0, "op_kind",
          "no row can be fitted (only communication rows, or elementwise rows of a single size)",
          "measure attention blocks, GEMMs or elementwise kernels of at least two sizes");
-  std::set<int64_t> head_dims;
-  for (const auto& p : g.attn_fwd_table) head_dims.insert(p.head_dim);
-  for (const auto& p : g.attn_bwd_table) head_dims.insert(p.head_dim);
-  if (!head_dims.empty()) {
-    std::string list;
-    for (int64_t d : head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
-    fit.notes.push_back("attention tables cover head_dim " + list +
-                        "; blocks of another head dim use the nearest one (linear between two)");
-  }
-  g.calibration = "calibrated from " + csv_path;
+  note_table_head_dims(fit);
+  fit.gpu.calibration = "calibrated from " + csv_path;
   return fit;
 }
 

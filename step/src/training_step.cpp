@@ -19,40 +19,36 @@ constexpr double kOptimizerFp32BytesPerParam = 16 + 12;
 
 TimePs times(TimePs ps, double factor) { return static_cast<TimePs>(static_cast<double>(ps) * factor + 0.5); }
 
-}  // namespace
-
-TimePs ring_collective_ps(int64_t members, double bytes, bool spans_nodes, const ClusterSpec& cluster) {
-  HCPSIM_ASSERT(members >= 1 && bytes >= 0, "ring collective needs ≥ 1 member and ≥ 0 bytes");
-  if (members == 1) return 0;
-  const LinkSpec& link = spans_nodes ? cluster.network : cluster.nvlink;
-  HCPSIM_ASSERT(link.bandwidth_bytes_per_s > 0, "ring collective over a link without bandwidth");
-  const double n = static_cast<double>(members);
-  return seconds_to_ps((n - 1) * (cluster.message_latency_s + link.latency_s) +
-                       (n - 1) / n * bytes / link.bandwidth_bytes_per_s);
-}
-
-StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
-                         const Topology& topology, SimOptions options) {
+// The step's shape: world size, batch, microbatches and the layers of one pipeline stage.
+void set_step_shape(const Scenario& s, int64_t data_parallel_size, StepResult& r) {
   const ModelConfig& m = s.model;
   const ParallelConfig& p = s.parallel;
-  const ClusterSpec& cl = s.cluster;
-  StepResult r;
-  r.cp_comm_type = cp_comm_type;
-  r.data_parallel_size = data_parallel_size;
   const int64_t tp = p.tensor_model_parallel_size, cp = p.context_parallel_size, pp = p.pipeline_model_parallel_size;
   r.world_size = tp * cp * data_parallel_size * pp;
   r.global_batch_size = m.global_batch_size.value_or(m.micro_batch_size * data_parallel_size);
   r.num_microbatches = std::max<int64_t>(1, r.global_batch_size / (m.micro_batch_size * data_parallel_size));
   r.layers_per_stage = m.num_layers / pp;
   r.virtual_stages = p.virtual_pipeline_model_parallel_size.value_or(1);
-  const ParameterCounts params = parameter_counts(s);  // throws without vocab_size, before any work
+}
 
-  // The layer, simulated.
+ParallelSizes parallel_sizes(const ParallelConfig& p, int64_t data_parallel_size) {
+  ParallelSizes sizes;
+  sizes.tp = p.tensor_model_parallel_size;
+  sizes.cp = p.context_parallel_size;
+  sizes.dp = data_parallel_size;
+  sizes.pp = p.pipeline_model_parallel_size;
+  return sizes;
+}
+
+// One transformer layer, simulated (without symmetry reduction: TP ranks break it). Returns the largest
+// transient memory of a rank (peak − inputs), which the memory breakdown adds.
+int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
+                       const Topology& topology, SimOptions options, StepResult& r) {
   options.symmetry_reduction = false;
   const Schedule layer = build_layer_schedule(s, cp_comm_type);
   r.a2a_size = layer.a2a_size;
   r.p2p_size = layer.p2p_size;
-  r.layer = simulate(layer, cl, topology, layer_rank_gpus(s, data_parallel_size), options);
+  r.layer = simulate(layer, s.cluster, topology, layer_rank_gpus(s, data_parallel_size), options);
   r.layer_forward_ps = r.layer.forward_ps;
   r.layer_backward_ps = r.layer.total_ps - r.layer.forward_ps;
   int64_t transient = 0;
@@ -60,10 +56,16 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
     r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, rs.exposed_comm_ps);
     transient = std::max(transient, rs.peak_memory_bytes - rs.input_bytes);
   }
+  return transient;
+}
 
-  // Output layer and loss on the last stage, embedding lookup on the first: cost model.
-  const int64_t tokens = m.micro_batch_size * m.seq_length / cp;
-  const int64_t vocab_tp = params.padded_vocab / tp;
+// Output layer and loss on the last stage, embedding lookup on the first: cost model. Returns the FLOPs of
+// one logits GEMM (forward), which the executed FLOPs count three times (forward + two backward GEMMs).
+double set_output_layer_times(const Scenario& s, const ParameterCounts& params, StepResult& r) {
+  const ModelConfig& m = s.model;
+  const GpuSpec& gpu = s.cluster.gpu;
+  const int64_t tokens = m.micro_batch_size * m.seq_length / s.parallel.context_parallel_size;
+  const int64_t vocab_tp = params.padded_vocab / s.parallel.tensor_model_parallel_size;
   const int64_t h = m.hidden();
   const int e = dtype_size_bytes(m.params_dtype);
   const double logits_flops = 2.0 * static_cast<double>(tokens) * static_cast<double>(vocab_tp) * static_cast<double>(h);
@@ -71,20 +73,24 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   // Loss: read the logits, write their fp32 copy and the softmax (fwd); read both, write the grad (bwd).
   const int64_t loss_bytes = tokens * vocab_tp * (e + 4 + 4);
   const int64_t embedding_bytes = 2 * tokens * h * e;
-  r.output_layer_forward_ps = gemm_ps(logits_flops, logits_bytes, false, m.params_dtype, cl.gpu) +
-                              elementwise_ps(loss_bytes, cl.gpu) + elementwise_ps(embedding_bytes, cl.gpu);
-  r.output_layer_backward_ps = 2 * gemm_ps(logits_flops, logits_bytes, false, m.params_dtype, cl.gpu) +
-                               elementwise_ps(loss_bytes, cl.gpu) + elementwise_ps(embedding_bytes, cl.gpu);
+  r.output_layer_forward_ps = gemm_ps(logits_flops, logits_bytes, false, m.params_dtype, gpu) +
+                              elementwise_ps(loss_bytes, gpu) + elementwise_ps(embedding_bytes, gpu);
+  r.output_layer_backward_ps = 2 * gemm_ps(logits_flops, logits_bytes, false, m.params_dtype, gpu) +
+                               elementwise_ps(loss_bytes, gpu) + elementwise_ps(embedding_bytes, gpu);
+  return logits_flops;
+}
 
-  ParallelSizes sizes;
-  sizes.tp = tp;
-  sizes.cp = cp;
-  sizes.dp = data_parallel_size;
-  sizes.pp = pp;
-  const int64_t gpn = cl.gpus_per_node;
+// The pipeline: one activation message between stages, a stage's time per microbatch and the bubble.
+void set_pipeline_time(const Scenario& s, const ParallelSizes& sizes, StepResult& r) {
+  const ModelConfig& m = s.model;
+  const ParallelConfig& p = s.parallel;
+  const ClusterSpec& cl = s.cluster;
+  const int64_t tp = sizes.tp, pp = sizes.pp;
   if (pp > 1) {
+    const int64_t tokens = m.micro_batch_size * m.seq_length / sizes.cp;
     const bool sp = p.sequence_parallel && tp > 1;
-    const int64_t bytes = (sp ? tokens / tp : tokens) * h * e;
+    const int64_t bytes = (sp ? tokens / tp : tokens) * m.hidden() * dtype_size_bytes(m.params_dtype);
+    const int64_t gpn = cl.gpus_per_node;
     const int64_t a = global_rank(p.order, sizes, 0, 0, 0, 0) / gpn, b = global_rank(p.order, sizes, 0, 0, 0, 1) / gpn;
     r.pp_message_ps = message_ps(bytes, link_level(a, b), cl);
   }
@@ -94,14 +100,21 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   const double bubble = static_cast<double>(pp - 1) / static_cast<double>(r.virtual_stages);
   r.pipeline_bubble_fraction = bubble / m_micro;
   r.pipeline_ps = times(r.stage_microbatch_ps, m_micro + bubble);
+}
 
-  // Memory first: the DP collectives move this GPU's parameters.
-  r.memory = memory_per_gpu(s, data_parallel_size, r.num_microbatches, static_cast<double>(transient));
+// Memory first (the DP collectives move this GPU's parameters), then the DP gradient reduce and parameter
+// gather with the part that overlap leaves exposed, the optimizer update and the step time.
+void set_data_parallel_and_step_time(const Scenario& s, const ParallelSizes& sizes, int64_t transient, StepResult& r) {
+  const ParallelConfig& p = s.parallel;
+  const ClusterSpec& cl = s.cluster;
+  const int e = dtype_size_bytes(s.model.params_dtype);
+  const int64_t gpn = cl.gpus_per_node;
+  r.memory = memory_per_gpu(s, sizes.dp, r.num_microbatches, static_cast<double>(transient));
   const double params_gpu = r.memory.parameters_per_gpu;
   std::set<int64_t> nodes;
-  for (int64_t c = 0; c < cp; ++c)
-    for (int64_t d = 0; d < data_parallel_size; ++d) nodes.insert(global_rank(p.order, sizes, 0, c, d, 0) / gpn);
-  const int64_t dp_cp = data_parallel_size * cp;
+  for (int64_t c = 0; c < sizes.cp; ++c)
+    for (int64_t d = 0; d < sizes.dp; ++d) nodes.insert(global_rank(p.order, sizes, 0, c, d, 0) / gpn);
+  const int64_t dp_cp = sizes.dp * sizes.cp;
   const bool spans = nodes.size() > 1;
   const TimePs rs = ring_collective_ps(dp_cp, params_gpu * kGradReduceBytesPerParam, spans, cl);
   const double L = static_cast<double>(r.layers_per_stage);
@@ -122,18 +135,49 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   r.dp_grad_reduce_exposed_ps = exposed(r.dp_grad_reduce_ps, r.layer_backward_ps, p.overlap_grad_reduce);
   r.optimizer_ps = elementwise_ps(static_cast<int64_t>(optimizer_params * (kOptimizerFp32BytesPerParam + e)), cl.gpu);
   r.step_ps = r.pipeline_ps + r.dp_grad_reduce_exposed_ps + r.dp_param_gather_exposed_ps + r.optimizer_ps;
+}
 
+// Throughput, model FLOPs (both conventions), MFU and the FLOPs one GPU executes per iteration.
+void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
   const double step_s = static_cast<double>(r.step_ps) * 1e-12;
-  r.tokens_per_s = static_cast<double>(r.global_batch_size) * static_cast<double>(m.seq_length) / step_s;
+  r.tokens_per_s = static_cast<double>(r.global_batch_size) * static_cast<double>(s.model.seq_length) / step_s;
   r.model_flops = megatron_model_flops(s, r.global_batch_size, FlopsConvention::megatron_causal);
   r.model_flops_full_attention = megatron_model_flops(s, r.global_batch_size, FlopsConvention::megatron_full_attention);
   const double world = static_cast<double>(r.world_size);
   r.model_tflops_per_gpu = r.model_flops / (step_s * world) / 1e12;
   r.model_tflops_per_gpu_full_attention = r.model_flops_full_attention / (step_s * world) / 1e12;
-  r.mfu = r.model_flops / (step_s * world * cl.gpu.peak_bf16_flops_per_s);
+  r.mfu = r.model_flops / (step_s * world * s.cluster.gpu.peak_bf16_flops_per_s);
   const double layer_flops = (r.layer.phase_flops(Phase::forward) + r.layer.phase_flops(Phase::backward)) /
-                             static_cast<double>(tp * cp);
-  r.executed_flops_per_gpu = m_micro * (L * layer_flops + 3 * logits_flops);
+                             static_cast<double>(s.parallel.tensor_model_parallel_size * s.parallel.context_parallel_size);
+  const double L = static_cast<double>(r.layers_per_stage);
+  r.executed_flops_per_gpu = static_cast<double>(r.num_microbatches) * (L * layer_flops + 3 * logits_flops);
+}
+
+}  // namespace
+
+TimePs ring_collective_ps(int64_t members, double bytes, bool spans_nodes, const ClusterSpec& cluster) {
+  HCPSIM_ASSERT(members >= 1 && bytes >= 0, "ring collective needs ≥ 1 member and ≥ 0 bytes");
+  if (members == 1) return 0;
+  const LinkSpec& link = spans_nodes ? cluster.network : cluster.nvlink;
+  HCPSIM_ASSERT(link.bandwidth_bytes_per_s > 0, "ring collective over a link without bandwidth");
+  const double n = static_cast<double>(members);
+  return seconds_to_ps((n - 1) * (cluster.message_latency_s + link.latency_s) +
+                       (n - 1) / n * bytes / link.bandwidth_bytes_per_s);
+}
+
+StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
+                         const Topology& topology, SimOptions options) {
+  StepResult r;
+  r.cp_comm_type = cp_comm_type;
+  r.data_parallel_size = data_parallel_size;
+  set_step_shape(s, data_parallel_size, r);
+  const ParameterCounts params = parameter_counts(s);  // throws without vocab_size, before any work
+  const ParallelSizes sizes = parallel_sizes(s.parallel, data_parallel_size);
+  const int64_t transient = simulate_layer(s, cp_comm_type, data_parallel_size, topology, options, r);
+  const double logits_flops = set_output_layer_times(s, params, r);
+  set_pipeline_time(s, sizes, r);
+  set_data_parallel_and_step_time(s, sizes, transient, r);
+  set_throughput(s, logits_flops, r);
   return r;
 }
 
