@@ -68,16 +68,26 @@ double Schedule::total_flops(Phase phase) const {
 
 namespace {
 
+/// Walks a schedule's rank programs op by op and checks the invariants listed at Schedule::check_invariants,
+/// one family per method, in the order they were always checked (the first violation aborts, so the order decides
+/// which message a broken schedule reports).
 struct Checker {
+  explicit Checker(const Schedule& sched) : s(sched) {}
+
   const Schedule& s;
   const RankProgram* r = nullptr;
   std::vector<int> live;  // 0 = never allocated / freed, 1 = live
   size_t op_index = 0;
+  // (src, dst, tag) -> bytes, for matching sends with receives.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> sends, recvs;
+  // tag -> (group, count of members that issued it)
+  std::map<std::pair<std::vector<int64_t>, int64_t>, int64_t> a2a_members;
 
   std::string where() const {
     return "rank " + std::to_string(r->cp_rank) + " op " + std::to_string(op_index) + " '" +
            r->ops[op_index].label + "'";
   }
+  const Op& op() const { return r->ops[op_index]; }
   const BufferDecl& buf(BufferId id) const {
     HCPSIM_ASSERT(id >= 0 && static_cast<size_t>(id) < r->buffers.size(), where() + ": buffer id out of range");
     return r->buffers[static_cast<size_t>(id)];
@@ -97,6 +107,211 @@ struct Checker {
     HCPSIM_ASSERT(buf(a).heads == buf(b).heads, where() + ": heads mismatch");
     HCPSIM_ASSERT(buf(a).width == buf(b).width, where() + ": width mismatch");
   }
+  void member_of(const std::vector<int64_t>& group, const std::string& what) const {
+    bool member = false;
+    for (int64_t m : group) member = member || m == r->cp_rank;
+    HCPSIM_ASSERT(member, where() + ": rank is not a member of its " + what + " group");
+  }
+
+  /// Rank order and input bindings: each input's token count matches its buffer, which starts live.
+  void begin_rank(const RankProgram& rank) {
+    r = &rank;
+    live.assign(rank.buffers.size(), 0);
+    HCPSIM_ASSERT(rank.cp_rank == static_cast<int64_t>(&rank - s.ranks.data()),
+                  "rank programs must be in cp_rank order");
+    for (const auto& b : rank.inputs) {
+      op_index = 0;
+      HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == rank.buffers.at(static_cast<size_t>(b.buffer)).rows,
+                    "input binding '" + b.tensor + "' token count != buffer rows");
+      live[static_cast<size_t>(b.buffer)] = 1;
+    }
+  }
+
+  /// Streams: communication only on Stream::comm, compute ops never on it (alloc/free may run anywhere).
+  void check_stream() const {
+    const bool is_comm = is_communication(op().kind());
+    const bool is_memory = op().kind() == OpKind::alloc || op().kind() == OpKind::free;
+    HCPSIM_ASSERT(!is_comm || op().stream == Stream::comm, where() + ": communication must run on the comm stream");
+    HCPSIM_ASSERT(is_comm || is_memory || op().stream != Stream::comm, where() + ": compute op on the comm stream");
+  }
+
+  /// Dependencies point to earlier ops of the same rank.
+  void check_deps() const {
+    for (OpIndex d : op().deps) {
+      HCPSIM_ASSERT(d >= 0, where() + ": negative dependency");
+      HCPSIM_ASSERT(static_cast<size_t>(d) < op_index, where() + ": dependency must point to an earlier op");
+    }
+  }
+
+  // ---- payloads: one overload per op kind ----
+
+  /// Buffer lifetimes: alloc of a buffer that is not live, free of a live one.
+  void payload(const AllocOp& p) {
+    buf(p.buffer);
+    HCPSIM_ASSERT(live[static_cast<size_t>(p.buffer)] == 0, where() + ": alloc of a live buffer");
+    live[static_cast<size_t>(p.buffer)] = 1;
+  }
+  void payload(const FreeOp& p) {
+    use(p.buffer);
+    live[static_cast<size_t>(p.buffer)] = 0;
+  }
+
+  /// All-to-all: shapes of a head scatter / gather over the group, chunk order, membership (counted per tag).
+  void payload(const AllToAllOp& p) {
+    use(p.input);
+    use(p.output);
+    const int64_t A = static_cast<int64_t>(p.group.size());
+    HCPSIM_ASSERT(static_cast<int64_t>(p.chunk_order.size()) == 2 * A, where() + ": chunk_order size != 2A");
+    const auto& in = buf(p.input);
+    const auto& out = buf(p.output);
+    if (p.direction == AllToAllOp::Direction::scatter_heads) {
+      HCPSIM_ASSERT(out.rows == A * in.rows, where() + ": scatter output rows != A * input rows");
+      HCPSIM_ASSERT(in.heads == A * out.heads, where() + ": scatter heads not divisible");
+    } else {
+      HCPSIM_ASSERT(in.rows == A * out.rows, where() + ": gather input rows != A * output rows");
+      HCPSIM_ASSERT(out.heads == A * in.heads, where() + ": gather heads not divisible");
+    }
+    HCPSIM_ASSERT(in.width == out.width, where() + ": a2a width mismatch");
+    HCPSIM_ASSERT(p.input != p.output, where() + ": a2a input and output alias");
+    member_of(p.group, "a2a");
+    a2a_members[{p.group, p.tag}] += 1;
+  }
+
+  /// All-gather / reduce-scatter along the sequence: shapes, chunk order, membership (counted per tag).
+  template <class T>
+  void sequence_collective(const T& p, bool gather) {
+    use(p.input);
+    use(p.output);
+    HCPSIM_ASSERT(p.input != p.output, where() + ": collective input and output alias");
+    const int64_t n = static_cast<int64_t>(p.group.size());
+    HCPSIM_ASSERT(static_cast<int64_t>(p.chunk_order.size()) == 2 * n, where() + ": chunk_order size != 2n");
+    const auto& in = buf(p.input);
+    const auto& out = buf(p.output);
+    HCPSIM_ASSERT((gather ? out.rows == n * in.rows : in.rows == n * out.rows),
+                  where() + ": collective rows != group size × member rows");
+    HCPSIM_ASSERT(in.heads == out.heads, where() + ": collective heads mismatch");
+    HCPSIM_ASSERT(in.width == out.width, where() + ": collective width mismatch");
+    member_of(p.group, "collective");
+    a2a_members[{p.group, p.tag}] += 1;
+  }
+  void payload(const AllGatherOp& p) { sequence_collective(p, true); }
+  void payload(const ReduceScatterOp& p) { sequence_collective(p, false); }
+
+  /// Messages and peers: buffers live, peers set exactly when buffers are, no duplicate (src, dst, tag).
+  void payload(const SendRecvOp& p) {
+    int64_t sb = 0, rbytes = 0;
+    for (BufferId id : p.send) { use(id); sb += buf(id).size_bytes(); }
+    for (BufferId id : p.recv) { use(id); rbytes += buf(id).size_bytes(); }
+    HCPSIM_ASSERT(p.send.empty() == (p.send_peer < 0), where() + ": send peer and buffers disagree");
+    HCPSIM_ASSERT(p.recv.empty() == (p.recv_peer < 0), where() + ": recv peer and buffers disagree");
+    if (!p.send.empty()) {
+      auto key = std::make_tuple(r->cp_rank, p.send_peer, p.send_tag);
+      HCPSIM_ASSERT(sends.count(key) == 0, where() + ": duplicate message");
+      sends[key] = sb;
+    }
+    if (!p.recv.empty()) {
+      auto key = std::make_tuple(p.recv_peer, r->cp_rank, p.recv_tag);
+      HCPSIM_ASSERT(recvs.count(key) == 0, where() + ": duplicate receive");
+      recvs[key] = rbytes;
+    }
+  }
+
+  void payload(const GemmOp& p) const {
+    HCPSIM_ASSERT(p.m >= 0 && p.n >= 0 && p.k >= 0, where() + ": negative GEMM dimension");
+  }
+  void payload(const ElementwiseOp&) const {
+    HCPSIM_ASSERT(op().bytes >= 0, where() + ": negative elementwise bytes");
+  }
+
+  /// Attention blocks: row ranges inside live buffers, output shapes match the query rows, GQA divisibility.
+  void payload(const AttnFwdBlockOp& p) const {
+    rows(p.q, p.q_rows);
+    rows(p.k, p.kv_rows);
+    rows(p.v, p.kv_rows);
+    use(p.out);
+    use(p.lse);
+    HCPSIM_ASSERT(buf(p.out).rows == p.q_rows.count, where() + ": out rows != q rows");
+    HCPSIM_ASSERT(buf(p.lse).rows == p.q_rows.count, where() + ": lse rows != q rows");
+    HCPSIM_ASSERT(buf(p.q).heads % buf(p.k).heads == 0, where() + ": GQA heads not divisible");
+    HCPSIM_ASSERT(buf(p.lse).width == 1, where() + ": lse width must be 1");
+    HCPSIM_ASSERT(buf(p.out).heads == buf(p.q).heads, where() + ": out heads != q heads");
+    HCPSIM_ASSERT(buf(p.out).width == buf(p.v).width, where() + ": out width != v width");
+  }
+  void payload(const AttnBwdBlockOp& p) const {
+    rows(p.q, p.q_rows);
+    rows(p.out, p.q_rows);
+    rows(p.dout, p.q_rows);
+    rows(p.lse, p.q_rows);
+    rows(p.k, p.kv_rows);
+    rows(p.v, p.kv_rows);
+    use(p.dq);
+    use(p.dk);
+    use(p.dv);
+    HCPSIM_ASSERT(buf(p.dq).rows == p.q_rows.count, where() + ": dq rows != q rows");
+    HCPSIM_ASSERT(buf(p.dk).rows == p.kv_rows.count, where() + ": dk rows != kv rows");
+    HCPSIM_ASSERT(buf(p.dv).rows == p.kv_rows.count, where() + ": dv rows != kv rows");
+  }
+
+  /// Merges and corrections: row ranges, LSE width 1, no merge into its own source.
+  void payload(const LseMergeOp& p) const {
+    rows(p.dst, p.dst_rows);
+    rows(p.src, {0, p.dst_rows.count});
+    HCPSIM_ASSERT(buf(p.dst).width == 1, where() + ": lse width must be 1");
+    HCPSIM_ASSERT(buf(p.src).width == 1, where() + ": lse width must be 1");
+    HCPSIM_ASSERT(p.dst != p.src, where() + ": lse merge into its own source");
+  }
+  void payload(const OutCorrectionOp& p) const {
+    rows(p.dst, p.dst_rows);
+    rows(p.lse, p.dst_rows);
+    rows(p.src, {0, p.dst_rows.count});
+    rows(p.src_lse, {0, p.dst_rows.count});
+    same_row_shape(p.dst, p.src);
+    HCPSIM_ASSERT(buf(p.lse).width == 1, where() + ": lse width must be 1");
+    HCPSIM_ASSERT(buf(p.src_lse).width == 1, where() + ": lse width must be 1");
+    HCPSIM_ASSERT(buf(p.lse).heads == buf(p.dst).heads, where() + ": lse heads != out heads");
+    HCPSIM_ASSERT(p.dst != p.src, where() + ": out correction into its own source");
+  }
+
+  /// Copies: equal row counts, no overlap within one buffer, same row shape.
+  void payload(const CopyOp& p) const {
+    rows(p.dst, p.dst_rows);
+    rows(p.src, p.src_rows);
+    HCPSIM_ASSERT(p.dst_rows.count == p.src_rows.count, where() + ": copy row counts differ");
+    HCPSIM_ASSERT(p.dst != p.src || p.dst_rows.end() <= p.src_rows.begin || p.src_rows.end() <= p.dst_rows.begin,
+                  where() + ": copy between overlapping rows of one buffer");
+    same_row_shape(p.dst, p.src);
+  }
+
+  /// Output bindings: buffer in range, live at the end, token count matches.
+  void end_rank() const {
+    for (const auto& b : r->outputs) {
+      HCPSIM_ASSERT(b.buffer >= 0 && static_cast<size_t>(b.buffer) < r->buffers.size(),
+                    "output buffer id out of range");
+      HCPSIM_ASSERT(live[static_cast<size_t>(b.buffer)] == 1,
+                    "rank " + std::to_string(r->cp_rank) + ": output '" + b.tensor + "' is not live at the end");
+      HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == r->buffers[static_cast<size_t>(b.buffer)].rows,
+                    "output binding '" + b.tensor + "' token count != buffer rows");
+    }
+  }
+
+  /// Messages across ranks: every send has exactly one receive of the same size.
+  void check_messages_matched() const {
+    HCPSIM_ASSERT(sends.size() == recvs.size(), "every send needs exactly one matching receive");
+    for (const auto& [key, bytes] : sends) {
+      auto it = recvs.find(key);
+      HCPSIM_ASSERT(it != recvs.end(), "message " + std::to_string(std::get<0>(key)) + "->" +
+                                           std::to_string(std::get<1>(key)) + " tag " +
+                                           std::to_string(std::get<2>(key)) + " has no receive");
+      HCPSIM_ASSERT(it->second == bytes, "message size differs between send and receive");
+    }
+  }
+
+  /// Collectives across ranks: every (group, tag) is issued by every member of the group.
+  void check_collectives_complete() const {
+    for (const auto& [key, count] : a2a_members)
+      HCPSIM_ASSERT(count == static_cast<int64_t>(key.first.size()),
+                    "all-to-all tag " + std::to_string(key.second) + " is not issued by every group member");
+  }
 };
 
 }  // namespace
@@ -104,170 +319,19 @@ struct Checker {
 void Schedule::check_invariants() const {
   HCPSIM_ASSERT(static_cast<int64_t>(ranks.size()) == tp_size * a2a_size * p2p_size,
                 "one program per CP rank (per TP x CP rank in a layer schedule)");
-  // (src, dst, tag) -> bytes, for matching sends with receives.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> sends, recvs;
-  // tag -> (group, count of members that issued it)
-  std::map<std::pair<std::vector<int64_t>, int64_t>, int64_t> a2a_members;
-  Checker c{*this, nullptr, {}, 0};
+  Checker c(*this);
   for (const auto& r : ranks) {
-    c.r = &r;
-    c.live.assign(r.buffers.size(), 0);
-    HCPSIM_ASSERT(r.cp_rank == static_cast<int64_t>(&r - ranks.data()), "rank programs must be in cp_rank order");
-    for (const auto& b : r.inputs) {
-      c.op_index = 0;
-      HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == r.buffers.at(static_cast<size_t>(b.buffer)).rows,
-                    "input binding '" + b.tensor + "' token count != buffer rows");
-      c.live[static_cast<size_t>(b.buffer)] = 1;
-    }
+    c.begin_rank(r);
     for (size_t i = 0; i < r.ops.size(); ++i) {
       c.op_index = i;
-      const Op& op = r.ops[i];
-      const bool is_comm = is_communication(op.kind());
-      const bool is_memory = op.kind() == OpKind::alloc || op.kind() == OpKind::free;
-      HCPSIM_ASSERT(!is_comm || op.stream == Stream::comm, c.where() + ": communication must run on the comm stream");
-      HCPSIM_ASSERT(is_comm || is_memory || op.stream != Stream::comm, c.where() + ": compute op on the comm stream");
-      for (OpIndex d : op.deps) {
-        HCPSIM_ASSERT(d >= 0, c.where() + ": negative dependency");
-        HCPSIM_ASSERT(static_cast<size_t>(d) < i, c.where() + ": dependency must point to an earlier op");
-      }
-      std::visit(
-          [&](const auto& p) {
-            using T = std::decay_t<decltype(p)>;
-            if constexpr (std::is_same_v<T, AllocOp>) {
-              c.buf(p.buffer);
-              HCPSIM_ASSERT(c.live[static_cast<size_t>(p.buffer)] == 0, c.where() + ": alloc of a live buffer");
-              c.live[static_cast<size_t>(p.buffer)] = 1;
-            } else if constexpr (std::is_same_v<T, FreeOp>) {
-              c.use(p.buffer);
-              c.live[static_cast<size_t>(p.buffer)] = 0;
-            } else if constexpr (std::is_same_v<T, AllToAllOp>) {
-              c.use(p.input);
-              c.use(p.output);
-              const int64_t A = static_cast<int64_t>(p.group.size());
-              HCPSIM_ASSERT(static_cast<int64_t>(p.chunk_order.size()) == 2 * A, c.where() + ": chunk_order size != 2A");
-              const auto& in = c.buf(p.input);
-              const auto& out = c.buf(p.output);
-              if (p.direction == AllToAllOp::Direction::scatter_heads) {
-                HCPSIM_ASSERT(out.rows == A * in.rows, c.where() + ": scatter output rows != A * input rows");
-                HCPSIM_ASSERT(in.heads == A * out.heads, c.where() + ": scatter heads not divisible");
-              } else {
-                HCPSIM_ASSERT(in.rows == A * out.rows, c.where() + ": gather input rows != A * output rows");
-                HCPSIM_ASSERT(out.heads == A * in.heads, c.where() + ": gather heads not divisible");
-              }
-              HCPSIM_ASSERT(in.width == out.width, c.where() + ": a2a width mismatch");
-              HCPSIM_ASSERT(p.input != p.output, c.where() + ": a2a input and output alias");
-              bool member = false;
-              for (int64_t m : p.group) member = member || m == r.cp_rank;
-              HCPSIM_ASSERT(member, c.where() + ": rank is not a member of its a2a group");
-              a2a_members[{p.group, p.tag}] += 1;
-            } else if constexpr (std::is_same_v<T, AllGatherOp> || std::is_same_v<T, ReduceScatterOp>) {
-              c.use(p.input);
-              c.use(p.output);
-              HCPSIM_ASSERT(p.input != p.output, c.where() + ": collective input and output alias");
-              const int64_t n = static_cast<int64_t>(p.group.size());
-              HCPSIM_ASSERT(static_cast<int64_t>(p.chunk_order.size()) == 2 * n, c.where() + ": chunk_order size != 2n");
-              const auto& in = c.buf(p.input);
-              const auto& out = c.buf(p.output);
-              const bool gather = std::is_same_v<T, AllGatherOp>;
-              HCPSIM_ASSERT((gather ? out.rows == n * in.rows : in.rows == n * out.rows),
-                            c.where() + ": collective rows != group size × member rows");
-              HCPSIM_ASSERT(in.heads == out.heads, c.where() + ": collective heads mismatch");
-              HCPSIM_ASSERT(in.width == out.width, c.where() + ": collective width mismatch");
-              bool member = false;
-              for (int64_t m : p.group) member = member || m == r.cp_rank;
-              HCPSIM_ASSERT(member, c.where() + ": rank is not a member of its collective group");
-              a2a_members[{p.group, p.tag}] += 1;
-            } else if constexpr (std::is_same_v<T, SendRecvOp>) {
-              int64_t sb = 0, rbytes = 0;
-              for (BufferId id : p.send) { c.use(id); sb += c.buf(id).size_bytes(); }
-              for (BufferId id : p.recv) { c.use(id); rbytes += c.buf(id).size_bytes(); }
-              HCPSIM_ASSERT(p.send.empty() == (p.send_peer < 0), c.where() + ": send peer and buffers disagree");
-              HCPSIM_ASSERT(p.recv.empty() == (p.recv_peer < 0), c.where() + ": recv peer and buffers disagree");
-              if (!p.send.empty()) {
-                auto key = std::make_tuple(r.cp_rank, p.send_peer, p.send_tag);
-                HCPSIM_ASSERT(sends.count(key) == 0, c.where() + ": duplicate message");
-                sends[key] = sb;
-              }
-              if (!p.recv.empty()) {
-                auto key = std::make_tuple(p.recv_peer, r.cp_rank, p.recv_tag);
-                HCPSIM_ASSERT(recvs.count(key) == 0, c.where() + ": duplicate receive");
-                recvs[key] = rbytes;
-              }
-            } else if constexpr (std::is_same_v<T, GemmOp>) {
-              HCPSIM_ASSERT(p.m >= 0 && p.n >= 0 && p.k >= 0, c.where() + ": negative GEMM dimension");
-            } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
-              HCPSIM_ASSERT(op.bytes >= 0, c.where() + ": negative elementwise bytes");
-            } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
-              c.rows(p.q, p.q_rows);
-              c.rows(p.k, p.kv_rows);
-              c.rows(p.v, p.kv_rows);
-              c.use(p.out);
-              c.use(p.lse);
-              HCPSIM_ASSERT(c.buf(p.out).rows == p.q_rows.count, c.where() + ": out rows != q rows");
-              HCPSIM_ASSERT(c.buf(p.lse).rows == p.q_rows.count, c.where() + ": lse rows != q rows");
-              HCPSIM_ASSERT(c.buf(p.q).heads % c.buf(p.k).heads == 0, c.where() + ": GQA heads not divisible");
-              HCPSIM_ASSERT(c.buf(p.lse).width == 1, c.where() + ": lse width must be 1");
-              HCPSIM_ASSERT(c.buf(p.out).heads == c.buf(p.q).heads, c.where() + ": out heads != q heads");
-              HCPSIM_ASSERT(c.buf(p.out).width == c.buf(p.v).width, c.where() + ": out width != v width");
-            } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
-              c.rows(p.q, p.q_rows);
-              c.rows(p.out, p.q_rows);
-              c.rows(p.dout, p.q_rows);
-              c.rows(p.lse, p.q_rows);
-              c.rows(p.k, p.kv_rows);
-              c.rows(p.v, p.kv_rows);
-              c.use(p.dq);
-              c.use(p.dk);
-              c.use(p.dv);
-              HCPSIM_ASSERT(c.buf(p.dq).rows == p.q_rows.count, c.where() + ": dq rows != q rows");
-              HCPSIM_ASSERT(c.buf(p.dk).rows == p.kv_rows.count, c.where() + ": dk rows != kv rows");
-              HCPSIM_ASSERT(c.buf(p.dv).rows == p.kv_rows.count, c.where() + ": dv rows != kv rows");
-            } else if constexpr (std::is_same_v<T, LseMergeOp>) {
-              c.rows(p.dst, p.dst_rows);
-              c.rows(p.src, {0, p.dst_rows.count});
-              HCPSIM_ASSERT(c.buf(p.dst).width == 1, c.where() + ": lse width must be 1");
-              HCPSIM_ASSERT(c.buf(p.src).width == 1, c.where() + ": lse width must be 1");
-              HCPSIM_ASSERT(p.dst != p.src, c.where() + ": lse merge into its own source");
-            } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
-              c.rows(p.dst, p.dst_rows);
-              c.rows(p.lse, p.dst_rows);
-              c.rows(p.src, {0, p.dst_rows.count});
-              c.rows(p.src_lse, {0, p.dst_rows.count});
-              c.same_row_shape(p.dst, p.src);
-              HCPSIM_ASSERT(c.buf(p.lse).width == 1, c.where() + ": lse width must be 1");
-              HCPSIM_ASSERT(c.buf(p.src_lse).width == 1, c.where() + ": lse width must be 1");
-              HCPSIM_ASSERT(c.buf(p.lse).heads == c.buf(p.dst).heads, c.where() + ": lse heads != out heads");
-              HCPSIM_ASSERT(p.dst != p.src, c.where() + ": out correction into its own source");
-            } else if constexpr (std::is_same_v<T, CopyOp>) {
-              c.rows(p.dst, p.dst_rows);
-              c.rows(p.src, p.src_rows);
-              HCPSIM_ASSERT(p.dst_rows.count == p.src_rows.count, c.where() + ": copy row counts differ");
-              HCPSIM_ASSERT(p.dst != p.src || p.dst_rows.end() <= p.src_rows.begin || p.src_rows.end() <= p.dst_rows.begin,
-                            c.where() + ": copy between overlapping rows of one buffer");
-              c.same_row_shape(p.dst, p.src);
-            }
-          },
-          op.payload);
+      c.check_stream();
+      c.check_deps();
+      std::visit([&](const auto& p) { c.payload(p); }, r.ops[i].payload);
     }
-    for (const auto& b : r.outputs) {
-      HCPSIM_ASSERT(b.buffer >= 0 && static_cast<size_t>(b.buffer) < r.buffers.size(), "output buffer id out of range");
-      HCPSIM_ASSERT(c.live[static_cast<size_t>(b.buffer)] == 1,
-                    "rank " + std::to_string(r.cp_rank) + ": output '" + b.tensor + "' is not live at the end");
-      HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == r.buffers[static_cast<size_t>(b.buffer)].rows,
-                    "output binding '" + b.tensor + "' token count != buffer rows");
-    }
+    c.end_rank();
   }
-  HCPSIM_ASSERT(sends.size() == recvs.size(), "every send needs exactly one matching receive");
-  for (const auto& [key, bytes] : sends) {
-    auto it = recvs.find(key);
-    HCPSIM_ASSERT(it != recvs.end(), "message " + std::to_string(std::get<0>(key)) + "->" +
-                                         std::to_string(std::get<1>(key)) + " tag " +
-                                         std::to_string(std::get<2>(key)) + " has no receive");
-    HCPSIM_ASSERT(it->second == bytes, "message size differs between send and receive");
-  }
-  for (const auto& [key, count] : a2a_members)
-    HCPSIM_ASSERT(count == static_cast<int64_t>(key.first.size()),
-                  "all-to-all tag " + std::to_string(key.second) + " is not issued by every group member");
+  c.check_messages_matched();
+  c.check_collectives_complete();
 }
 
 }  // namespace hcpsim

@@ -1,0 +1,234 @@
+#pragma once
+// Private to hcpsim_core: the pieces the schedule builders (schedule_builder.cpp) compose a rank's program from.
+// The a2a+p2p rank (build_rank) is, in program order (docs/algorithm.md §3–§5, §7):
+//   forward:  a2a of q/k/v (schedule_builder_a2a.cpp) -> the KV ring (schedule_builder_fwd_ring.cpp: steps, LSE
+//             merges, output correction) -> a2a of out -> free the ring's KV buffers except the last;
+//   backward: a2a of dout -> the [KV | dKV] ring (schedule_builder_bwd_ring.cpp: buffers, steps with the §5.3
+//             copy/add rules, frees) -> a2a of dq/dk/dv.
+// Every piece appends to the rank's program through RankBuilder, so the order of the calls is the order of the
+// ops and buffers; the schedules are compared byte for byte, so that order must not change.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/core/schedule.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+
+namespace hcpsim::builder_parts {
+
+// Message tags: identical on every member of a collective and on both ends of a message.
+constexpr int64_t kTagFwdA2aQ = 1, kTagFwdA2aK = 2, kTagFwdA2aV = 3, kTagFwdA2aOut = 4;
+constexpr int64_t kTagBwdA2aDout = 11, kTagBwdA2aDq = 12, kTagBwdA2aDk = 13, kTagBwdA2aDv = 14;
+constexpr int64_t kTagFwdRing = 1000, kTagBwdRing = 2000;
+constexpr int64_t kTagFwdAgK = 21, kTagBwdAgK = 31, kTagBwdRsDk = 33, kTagBwdRsDv = 34;  // all_gather (+1: v)
+
+/// Appends buffers and ops to one rank's program.
+class RankBuilder {
+ public:
+  RankBuilder(RankProgram& prog, const AttentionShape& shape) : prog_(prog), shape_(shape) {}
+
+  BufferId declare(const std::string& name, int64_t rows, int64_t heads, int64_t width, Dtype dtype) {
+    prog_.buffers.push_back(BufferDecl{name, shape_.batch, rows, heads, width, dtype});
+    return static_cast<BufferId>(prog_.buffers.size() - 1);
+  }
+
+  OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
+              int64_t ring_step = -1, double flops = 0, int64_t bytes = 0) {
+    Op op;
+    op.payload = std::move(payload);
+    op.phase = phase;
+    op.stream = stream;
+    op.deps = std::move(deps);
+    op.label = std::move(label);
+    op.ring_step = ring_step;
+    op.flops = flops;
+    op.bytes = bytes;
+    prog_.ops.push_back(std::move(op));
+    return static_cast<OpIndex>(prog_.ops.size() - 1);
+  }
+
+  /// Declares a buffer and emits its AllocOp on `stream`.
+  BufferId alloc(const std::string& name, int64_t rows, int64_t heads, int64_t width, Dtype dtype, Phase phase,
+                 Stream stream) {
+    BufferId id = declare(name, rows, heads, width, dtype);
+    add(AllocOp{id}, phase, stream, {}, "alloc " + name);
+    return id;
+  }
+
+  OpIndex free(BufferId id, Phase phase, Stream stream, std::vector<OpIndex> deps = {}) {
+    return add(FreeOp{id}, phase, stream, std::move(deps), "free " + prog_.buffers[static_cast<size_t>(id)].name);
+  }
+
+  int64_t bytes_of(BufferId id) const { return prog_.buffers[static_cast<size_t>(id)].size_bytes(); }
+  int64_t row_bytes(BufferId id) const {
+    const auto& b = prog_.buffers[static_cast<size_t>(id)];
+    return b.batch * b.heads * b.width * dtype_size_bytes(b.dtype);
+  }
+
+  /// Elementwise copy/add of rows; bytes = read src (+ dst when adding) + write dst.
+  OpIndex copy(BufferId dst, RowRange dst_rows, BufferId src, RowRange src_rows, bool accumulate, Phase phase,
+               Stream stream, std::vector<OpIndex> deps, const std::string& label, int64_t ring_step = -1) {
+    int64_t bytes = row_bytes(src) * src_rows.count * (accumulate ? 3 : 2);
+    return add(CopyOp{dst, src, dst_rows, src_rows, accumulate}, phase, stream, std::move(deps), label, ring_step, 0,
+               bytes);
+  }
+
+  RankProgram& prog() { return prog_; }
+
+ private:
+  RankProgram& prog_;
+  const AttentionShape& shape_;
+};
+
+// ---- the a2a+p2p rank ----
+
+/// Where one flat CP rank g sits in the [A, P] layout and its local sizes (docs/algorithm.md §1–§2).
+struct RankDims {
+  int64_t A = 1, P = 1;  ///< a2a and p2p group sizes
+  int64_t a = 0, p = 0;  ///< this rank's a2a and p2p ranks
+  int64_t s_f = 0;       ///< tokens per rank before the a2a, S/cp
+  int64_t C = 0;         ///< super-chunk, S/(2P)
+  int64_t s_l = 0;       ///< tokens per rank after the a2a, S/P
+  int64_t batch = 0;     ///< b
+  int64_t H = 0, Hkv = 0, dk = 0, dv = 0;  ///< per-TP-rank heads and head dims
+  int64_t Hl = 0, Hkvl = 0;                ///< heads after the a2a: H/A, Hkv/A
+  Dtype dt = Dtype::bf16;
+  bool causal = false;
+  double fwd_pair = 0, bwd_pair = 0;  ///< attention FLOPs per (q, k) pair × batch × H/A
+  int64_t next = 0, prev = 0;         ///< flat CP ranks of p2p ranks p+1 and p−1 (same a2a rank)
+};
+
+/// The state every piece of an a2a+p2p rank's program shares: the program being appended to, the rank's
+/// dimensions, its a2a group with TE's chunk reorders, and the deliberate faults (all false = TE).
+struct RankState {
+  RankBuilder rb;
+  RankDims d;
+  std::vector<int64_t> a2a_group;    ///< flat CP ranks of this rank's a2a group
+  std::vector<int64_t> before_attn;  ///< chunk_ids_before_attn(A)
+  std::vector<int64_t> after_attn;   ///< chunk_ids_after_attn(A)
+  BuilderFaults faults;
+};
+
+/// The rank's input tensors, zigzag-sharded with the flat CP rank: [b, S/cp, heads, width].
+struct RankInputs {
+  BufferId q = -1, k = -1, v = -1, dout = -1;
+};
+
+/// Tensors in the attention layout [b, S/P, heads/A, width] (the inputs themselves when A = 1) and the ops the
+/// first kernel that reads them waits for (the a2a ops; none when A = 1).
+struct AttnLayoutTensors {
+  BufferId q = -1, k = -1, v = -1;
+  std::vector<OpIndex> ready;
+};
+
+/// What the forward ring leaves behind (docs/algorithm.md §4).
+struct ForwardRing {
+  std::vector<BufferId> k, v;  ///< KV ring buffers per step (p2p_comm_buffers); the last is saved for the backward
+  std::vector<BufferId> out_step, lse_step;  ///< per-step partial outputs and LSEs, freed by the correction
+  std::vector<Section> sections;             ///< forward section of each step
+  BufferId lse = -1;                         ///< merged softmax_lse, [b, S/P, H/A] fp32
+  OpIndex kv0_v = -1;                        ///< copy of the local V into ring buffer 0
+  OpIndex last_merge = -1;                   ///< the last LSE merge (or the LSE init when P = 1)
+};
+
+/// The forward's result: the corrected output in the attention layout, the output in the input layout (out_a
+/// itself when A = 1) and the op that ends the forward (the a2a of out, or the last correction when A = 1).
+struct ForwardOutput {
+  BufferId out_a = -1, out = -1;
+  OpIndex done = -1;
+};
+
+/// The backward's dout in the attention layout (the input itself when A = 1) and the ops the backward ring waits
+/// for: the forward's end and the a2a of dout.
+struct AttnLayoutDout {
+  BufferId dout = -1;
+  std::vector<OpIndex> ready;
+};
+
+/// What every backward kernel reads besides the travelling KV, all in the attention layout, and the ops the
+/// backward ring waits for.
+struct BackwardInputs {
+  BufferId q = -1, out = -1, dout = -1, lse = -1;
+  std::vector<OpIndex> ready;
+};
+
+/// One [KV | dKV] buffer of the backward ring.
+struct KvBuf {
+  BufferId k = -1, v = -1, dk = -1, dv = -1;
+};
+
+/// The backward ring's buffers (docs/algorithm.md §5.1): the dq accumulator, two [KV | dKV] buffers (one when
+/// P = 1: the saved KV with the dk/dv accumulators) and, for the fault stale_kv_backward only, a stale KV copy.
+struct BackwardRingBuffers {
+  BufferId dq = -1;
+  KvBuf buf[2];
+  BufferId saved_k = -1, saved_v = -1;  ///< the last forward KV buffer
+  BufferId stale_k = -1, stale_v = -1;
+  OpIndex b0_copy = -1;  ///< the last copy into the ring's first buffer (or into the stale KV), -1 when P = 1
+};
+
+/// dq, dk and dv of one rank: the accumulators in the attention layout or the gathered gradients.
+struct Grads {
+  BufferId dq = -1, dk = -1, dv = -1;
+};
+
+/// Section of the causal block a ring step computes: its query rows, KV rows and mask (docs/algorithm.md §4.2).
+struct RowsOfSection {
+  RowRange q, kv;
+  BlockMask mask;
+};
+
+/// The rows a section covers in the local [b, 2C, ...] q and KV, C = S/(2P) (docs/algorithm.md §4.2): diagonal =
+/// both halves with the causal mask, lower = all q against the first KV half, upper = the second q half against
+/// all KV, full = everything (non-causal).
+inline RowsOfSection rows_of(Section s, int64_t C) {
+  switch (s) {
+    case Section::diagonal: return {{0, 2 * C}, {0, 2 * C}, BlockMask::causal};
+    case Section::lower: return {{0, 2 * C}, {0, C}, BlockMask::none};
+    case Section::upper: return {{C, C}, {0, 2 * C}, BlockMask::none};
+    case Section::full: return {{0, 2 * C}, {0, 2 * C}, BlockMask::none};
+  }
+  HCPSIM_ASSERT(false, "unknown section");
+}
+
+// schedule_builder_a2a.cpp: TE flash_attn_a2a_communicate (docs/algorithm.md §3).
+
+/// Allocates q/k/v in the attention layout and scatters heads / gathers sequence into them (before_attn reorder);
+/// returns the inputs unchanged when A = 1.
+AttnLayoutTensors a2a_qkv_before_attn(RankState& s, const RankInputs& in);
+/// Gathers heads of the corrected output back to the input layout (after_attn reorder) after `last_correction`
+/// and frees the post-a2a k and v (not saved for the backward); when A = 1 the output is out_a itself.
+ForwardOutput a2a_out_after_attn(RankState& s, const AttnLayoutTensors& qkv, BufferId out_a,
+                                 OpIndex last_correction);
+/// Allocates dout in the attention layout and scatters it after `fwd_done` (A > 1); returns it with the ops the
+/// backward ring waits for.
+AttnLayoutDout a2a_dout_before_attn(RankState& s, BufferId dout, OpIndex fwd_done);
+/// Gathers the dq, dk, dv accumulators back to the input layout after `last_accum` and frees the accumulators;
+/// returns `acc` unchanged when A = 1.
+Grads a2a_grads_after_attn(RankState& s, const Grads& acc, OpIndex last_accum);
+
+// schedule_builder_fwd_ring.cpp: TE AttnFuncWithCPAndKVP2P.forward (docs/algorithm.md §4).
+
+/// The P ring steps: KV send/recv, section choice, attention block and softmax_lse merge per step.
+ForwardRing fwd_ring(RankState& s, const AttnLayoutTensors& qkv);
+/// Allocates the output in the attention layout and applies the per-step output corrections (TE L1980-2028);
+/// returns the output buffer and the last correction.
+std::pair<BufferId, OpIndex> fwd_out_correction(RankState& s, const ForwardRing& ring);
+/// Frees every forward KV ring buffer except the last (TE saves kv = p2p_comm_buffers[P-1]) after `fwd_done`.
+void free_fwd_ring_buffers(RankState& s, const ForwardRing& ring, OpIndex fwd_done);
+
+// schedule_builder_bwd_ring.cpp: TE AttnFuncWithCPAndKVP2P.backward (docs/algorithm.md §5).
+
+/// Allocates the dq accumulator and the [KV | dKV] ring buffers. P > 1: copies the saved KV (the last forward KV
+/// buffer) into the first, then frees it; P = 1: the saved KV is used in place with fresh dk/dv accumulators.
+BackwardRingBuffers alloc_bwd_ring_buffers(RankState& s, const BackwardInputs& in, const ForwardRing& ring);
+/// The P backward ring steps (message, attention-backward block, §5.3 copy/add rules); returns the last step's
+/// last accumulation op.
+OpIndex bwd_ring(RankState& s, const BackwardRingBuffers& bufs, const BackwardInputs& in);
+/// Frees the backward ring's KV and spare buffers; returns the buffer holding the final dk/dv accumulators.
+KvBuf free_bwd_ring_buffers(RankState& s, const BackwardRingBuffers& bufs);
+
+}  // namespace hcpsim::builder_parts
