@@ -38,7 +38,7 @@ GpuSpec base_gpu(const std::string& name) {
 
 int cmd_calibrate(const CalibrateArgs& a) {
   const GpuSpec base = base_gpu(a.gpu);
-  const auto rows = sim::read_measured_csv(a.csv);
+  const auto rows = read_measured_ops_csv(a.csv);
   const auto fit = sim::fit_calibration(rows, base, a.csv);
   const std::string yaml = sim::calibration_yaml(fit, a.csv);
   fmt::print("calibrate {} on {} ({} rows): used {}, skipped {} (communication)\n", a.csv, base.name, rows.size(),

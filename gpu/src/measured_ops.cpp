@@ -1,26 +1,33 @@
 // The measured per-op CSV of a device run (host code: built into hcpsim_gpu_plan, so it is tested without a GPU).
-#include <fmt/format.h>
-
 #include <algorithm>
 
 #include "hcpsim/gpu/device_executor.hpp"
-#include "hcpsim/io/csv.hpp"
+#include "hcpsim/io/measured_ops.hpp"
 
 namespace hcpsim::gpu {
 
 std::string measured_ops_csv(const DeviceRunResult& run, Dtype dtype) {
-  std::string csv = "op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s,cp_rank,op_index,stream,"
-                    "kernel,label\n";
+  std::vector<MeasuredOpRow> rows;
   for (const MeasuredOp& m : run.timeline) {
-    if (m.kind == OpKind::alloc || m.kind == OpKind::free) continue;
-    const bool attention = m.kind == OpKind::attn_fwd_block || m.kind == OpKind::attn_bwd_block;
-    csv += fmt::format("{},{},{},{},{},{},,,,{},{:.17g},{:.17g},{},{},{},{},{}\n", to_string(m.kind), to_string(dtype),
-                       attention ? std::to_string(m.head_dim) : "", attention ? std::to_string(m.q_rows) : "",
-                       attention ? std::to_string(m.kv_rows) : "", attention ? (m.causal ? "1" : "0") : "", m.bytes,
-                       m.flops, m.end_s - m.start_s, m.cp_rank, m.op_index, to_string(m.stream), m.kernel,
-                       csv_quoted(m.label));
+    if (m.kind == OpKind::alloc || m.kind == OpKind::free) continue;  // zero-time bookkeeping
+    MeasuredOpRow r;
+    r.op_kind = to_string(m.kind);
+    r.dtype = to_string(dtype);
+    r.head_dim = m.head_dim;
+    r.q_rows = m.q_rows;
+    r.kv_rows = m.kv_rows;
+    r.causal = m.causal;
+    r.bytes = m.bytes;
+    r.flops = m.flops;
+    r.measured_s = m.end_s - m.start_s;
+    r.cp_rank = m.cp_rank;
+    r.op_index = static_cast<int64_t>(m.op_index);
+    r.stream = to_string(m.stream);
+    r.kernel = m.kernel;
+    r.label = m.label;
+    rows.push_back(std::move(r));
   }
-  return csv;
+  return hcpsim::measured_ops_csv(rows);
 }
 
 TraceTimeline measured_timeline(const DeviceRunResult& run) {

@@ -25,20 +25,6 @@ namespace {
   throw InputError(l, key, problem, fix);
 }
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::stringstream ss(line);
-  while (std::getline(ss, cell, ',')) {
-    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
-    size_t b = 0;
-    while (b < cell.size() && cell[b] == ' ') ++b;
-    out.push_back(cell.substr(b));
-  }
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -53,97 +39,13 @@ std::string g17(double v) { return fmt::format("{:.17g}", v); }
 
 }  // namespace
 
-std::vector<MeasuredOp> read_measured_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, 0, "", "cannot open the measured CSV", "check the path");
-  std::string line;
-  int64_t line_no = 0;
-  std::map<std::string, size_t> col;
-  std::vector<MeasuredOp> rows;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.find('\0') != std::string::npos)
-      fail(path, line_no, "", "binary data in the measured CSV",
-           "give a per-op CSV with the header op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s");
-    if (line.empty() || line[0] == '#') continue;
-    const auto cells = split(line);
-    if (col.empty()) {
-      for (size_t i = 0; i < cells.size(); ++i) col[cells[i]] = i;
-      for (const char* need : {"op_kind", "measured_s"})
-        if (!col.count(need))
-          fail(path, line_no, need, std::string("the header has no '") + need + "' column",
-               "start the file with a header such as op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,"
-               "measured_s");
-      continue;
-    }
-    auto cell = [&](const char* name) -> std::string {
-      const auto it = col.find(name);
-      return it == col.end() || it->second >= cells.size() ? std::string() : cells[it->second];
-    };
-    auto integer = [&](const char* name) -> int64_t {
-      const std::string c = cell(name);
-      if (c.empty()) return 0;
-      try {
-        size_t used = 0;
-        const long long v = std::stoll(c, &used);
-        if (used != c.size() || v < 0) throw std::invalid_argument(c);
-        return v;
-      } catch (const std::exception&) {
-        fail(path, line_no, name, "'" + c + "' is not a non-negative integer", "write a plain integer");
-      }
-    };
-    auto real = [&](const char* name) -> double {
-      const std::string c = cell(name);
-      if (c.empty()) return 0;
-      try {
-        size_t used = 0;
-        const double v = std::stod(c, &used);
-        if (used != c.size() || !std::isfinite(v) || v < 0) throw std::invalid_argument(c);
-        return v;
-      } catch (const std::exception&) {
-        fail(path, line_no, name, "'" + c + "' is not a finite non-negative number", "write e.g. 1.25e-05");
-      }
-    };
-    MeasuredOp op;
-    op.line = line_no;
-    op.op_kind = cell("op_kind");
-    static const char* const kKinds[] = {"attn_fwd_block", "attn_bwd_block", "gemm", "elementwise", "copy",
-                                         "lse_merge", "out_correction", "send_recv", "all_to_all", "all_gather",
-                                         "reduce_scatter", "alloc", "free"};
-    if (std::find(std::begin(kKinds), std::end(kKinds), op.op_kind) == std::end(kKinds))
-      fail(path, line_no, "op_kind", "unknown op_kind '" + op.op_kind + "'",
-           "use an op kind of the schedule IR: attn_fwd_block, attn_bwd_block, gemm, elementwise, copy, lse_merge, "
-           "out_correction (fitted) or send_recv, all_to_all, all_gather, reduce_scatter, alloc, free (skipped)");
-    if (op.op_kind == "alloc" || op.op_kind == "free") continue;  // take no device time
-    if (!cell("dtype").empty()) op.dtype = cell("dtype");
-    op.head_dim = integer("head_dim");
-    op.q_rows = integer("q_rows");
-    op.kv_rows = integer("kv_rows");
-    const std::string c = cell("causal");
-    op.causal = c == "1" || c == "true" || c == "True";
-    op.m = integer("m");
-    op.n = integer("n");
-    op.k = integer("k");
-    op.bytes = integer("bytes");
-    op.flops = real("flops");
-    op.measured_s = real("measured_s");
-    if (op.measured_s <= 0) fail(path, line_no, "measured_s", "must be > 0", "give the measured duration in seconds");
-    rows.push_back(op);
-  }
-  if (col.empty())
-    fail(path, 0, "", "the measured CSV is empty",
-         "give a per-op CSV with the header op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s");
-  if (rows.empty()) fail(path, 0, "", "the measured CSV has a header but no rows", "measure at least one op");
-  return rows;
-}
-
 namespace {
 
 // Measured attention efficiencies of one direction, keyed by (causal, head_dim, q_rows, kv_rows).
 using AttentionPoints = std::map<std::tuple<bool, int64_t, int64_t, int64_t>, std::vector<double>>;
 
 // Step 1. Memory-bound kernels: t = a + bytes · s, least squares (s = 1 / bandwidth).
-void fit_memory_bound(const std::vector<MeasuredOp>& rows, CalibrationFit& fit) {
+void fit_memory_bound(const std::vector<MeasuredOpRow>& rows, CalibrationFit& fit) {
   GpuSpec& g = fit.gpu;
   std::vector<std::pair<double, double>> pts;
   std::set<int64_t> sizes;
@@ -181,7 +83,7 @@ void fit_memory_bound(const std::vector<MeasuredOp>& rows, CalibrationFit& fit) 
 }
 
 // The peak rate a gemm row is measured against: the FP8 peak for fp8, else the dtype's share of the BF16 peak.
-double gemm_peak(const MeasuredOp& r, const GpuSpec& g, const std::string& csv_path) {
+double gemm_peak(const MeasuredOpRow& r, const GpuSpec& g, const std::string& csv_path) {
   if (r.dtype == "fp8") {
     if (g.peak_fp8_flops_per_s <= 0)
       fail(csv_path, r.line, "dtype", "an fp8 GEMM, but the GPU " + g.name + " has no FP8 peak",
@@ -194,7 +96,7 @@ double gemm_peak(const MeasuredOp& r, const GpuSpec& g, const std::string& csv_p
 }
 
 // Step 2. gemm_efficiency = median of flops / ((t − overhead) · peak); uses the overhead fitted in step 1.
-void fit_gemm_efficiency(const std::vector<MeasuredOp>& rows, const std::string& csv_path, CalibrationFit& fit) {
+void fit_gemm_efficiency(const std::vector<MeasuredOpRow>& rows, const std::string& csv_path, CalibrationFit& fit) {
   GpuSpec& g = fit.gpu;
   std::vector<double> gemm_eff;
   for (const auto& r : rows) {
@@ -216,7 +118,7 @@ void fit_gemm_efficiency(const std::vector<MeasuredOp>& rows, const std::string&
 }
 
 // The measured efficiencies of the `kind` rows (clamped to 1), grouped by table point; counts them as used.
-AttentionPoints measured_attention_points(const std::vector<MeasuredOp>& rows, const std::string& kind,
+AttentionPoints measured_attention_points(const std::vector<MeasuredOpRow>& rows, const std::string& kind,
                                           const std::string& csv_path, CalibrationFit& fit) {
   const GpuSpec& g = fit.gpu;
   AttentionPoints points;
@@ -282,7 +184,7 @@ std::vector<EfficiencyPoint> attention_table(const AttentionPoints& points, Cali
 }
 
 // Step 3. The attention table of one direction (kept from the base GPU when no row measures it).
-void fit_attention_table(const std::vector<MeasuredOp>& rows, bool forward, const std::string& csv_path,
+void fit_attention_table(const std::vector<MeasuredOpRow>& rows, bool forward, const std::string& csv_path,
                          CalibrationFit& fit) {
   const std::string kind = forward ? "attn_fwd_block" : "attn_bwd_block";
   const AttentionPoints points = measured_attention_points(rows, kind, csv_path, fit);
@@ -294,7 +196,7 @@ void fit_attention_table(const std::vector<MeasuredOp>& rows, bool forward, cons
 }
 
 // Rows of kinds that calibrate no compute (communication) are counted as skipped.
-int64_t count_skipped_rows(const std::vector<MeasuredOp>& rows) {
+int64_t count_skipped_rows(const std::vector<MeasuredOpRow>& rows) {
   int64_t skipped = 0;
   for (const auto& r : rows)
     if (!is_elementwise_kind(r.op_kind) && r.op_kind != "gemm" && r.op_kind != "attn_fwd_block" &&
@@ -317,7 +219,7 @@ void note_table_head_dims(CalibrationFit& fit) {
 
 }  // namespace
 
-CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpec& base, const std::string& csv_path) {
+CalibrationFit fit_calibration(const std::vector<MeasuredOpRow>& rows, const GpuSpec& base, const std::string& csv_path) {
   CalibrationFit fit;
   fit.gpu = base;
   fit_memory_bound(rows, fit);

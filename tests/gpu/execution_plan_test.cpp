@@ -427,7 +427,7 @@ TEST_CASE("gpu plan: the measured per-op CSV is what hcpsim calibrate reads", "[
     std::ofstream f(dir / "measured.csv");
     f << csv;
   }
-  const auto rows = sim::read_measured_csv((dir / "measured.csv").string());
+  const auto rows = read_measured_ops_csv((dir / "measured.csv").string());
   REQUIRE(rows.size() == 3);  // alloc left out; send_recv is in the file, the fit skips it
   REQUIRE(rows[0].op_kind == "attn_fwd_block");
   REQUIRE(rows[0].dtype == "bf16");

@@ -64,7 +64,7 @@ TEST_CASE("calibration: a fit of a synthetic CSV recovers the efficiencies it wa
   const GpuSpec base = cluster_preset("dgx-h100", 1)->gpu;
   const auto dir = scratch_dir("calibration_recover");
   write(dir / "measured.csv", synthetic_csv(base, false));
-  const auto rows = read_measured_csv((dir / "measured.csv").string());
+  const auto rows = read_measured_ops_csv((dir / "measured.csv").string());
   CHECK(rows.size() == 9 + 2 + 32 + 1);
   const CalibrationFit fit = fit_calibration(rows, base, "measured.csv");
   CHECK(fit.fitted_elementwise);
@@ -106,7 +106,7 @@ TEST_CASE("calibration: a missing grid point is filled from its nearest measured
   const GpuSpec base = cluster_preset("dgx-h100", 1)->gpu;
   const auto dir = scratch_dir("calibration_fill");
   write(dir / "measured.csv", synthetic_csv(base, true));
-  const CalibrationFit fit = fit_calibration(read_measured_csv((dir / "measured.csv").string()), base, "m.csv");
+  const CalibrationFit fit = fit_calibration(read_measured_ops_csv((dir / "measured.csv").string()), base, "m.csv");
   CHECK(fit.filled_points == 1);
   CHECK(fit.attention_points == 15);
   // (4096, 4096) is at distance 2 from both (1024, 4096) and (4096, 1024); the smaller q_rows wins.
@@ -120,7 +120,7 @@ TEST_CASE("calibration: bad CSV files raise errors that name the file, line and 
   auto error_of = [&](const std::string& text) {
     write(dir / "bad.csv", text);
     try {
-      read_measured_csv((dir / "bad.csv").string());
+      read_measured_ops_csv((dir / "bad.csv").string());
     } catch (const InputError& e) {
       return std::string(e.what());
     }
@@ -139,13 +139,13 @@ TEST_CASE("calibration: bad CSV files raise errors that name the file, line and 
   // Rows that fit nothing (communication only) cannot make a calibration.
   write(dir / "comm.csv", "op_kind,bytes,measured_s\nsend_recv,1048576,2.5e-05\nall_to_all,1048576,3e-05\n");
   try {
-    fit_calibration(read_measured_csv((dir / "comm.csv").string()), cluster_preset("dgx-h100", 1)->gpu, "comm.csv");
+    fit_calibration(read_measured_ops_csv((dir / "comm.csv").string()), cluster_preset("dgx-h100", 1)->gpu, "comm.csv");
     FAIL("no error");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("no row can be fitted") != std::string::npos);
   }
   try {
-    read_measured_csv((dir / "missing.csv").string());
+    read_measured_ops_csv((dir / "missing.csv").string());
     FAIL("no error");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("cannot open") != std::string::npos);

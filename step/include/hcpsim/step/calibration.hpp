@@ -3,15 +3,7 @@
 /// device executor writes them (one row per executed op), and the calibration file that a scenario includes
 /// with `cluster.gpu.calibration: FILE`.
 ///
-/// Measured CSV (header required, columns in any order, extra columns ignored, empty field = not applicable):
-///   op_kind      attn_fwd_block | attn_bwd_block | gemm | elementwise | copy | lse_merge | out_correction
-///                (other kinds, e.g. send_recv, are skipped: messages calibrate the network, not compute)
-///   dtype        bf16 | fp16 | fp32 | fp64 | fp8 (gemm only)
-///   head_dim, q_rows, kv_rows, causal   attention blocks (causal: 0/1 or false/true)
-///   m, n, k      gemm
-///   bytes        bytes read + written (elementwise kinds; HBM traffic of attention/gemm, informational)
-///   flops        attention and gemm FLOPs (Op::flops)
-///   measured_s   measured duration in seconds (> 0)
+/// The measured per-op CSV (its columns, reader and writer) is io/measured_ops.hpp.
 ///
 /// Fit (deterministic; every step is a closed form):
 ///   1. memory-bound kernels: least squares t = overhead + bytes / bandwidth over all elementwise-kind rows →
@@ -29,25 +21,9 @@
 #include <vector>
 
 #include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/io/measured_ops.hpp"
 
 namespace hcpsim::sim {
-
-/// One measured op (a CSV row).
-struct MeasuredOp {
-  std::string op_kind;
-  std::string dtype = "bf16";
-  int64_t head_dim = 0, q_rows = 0, kv_rows = 0;
-  bool causal = false;
-  int64_t m = 0, n = 0, k = 0;
-  int64_t bytes = 0;
-  double flops = 0;
-  double measured_s = 0;
-  int64_t line = 0;  ///< 1-based line in the CSV (for messages)
-};
-
-/// Reads a measured CSV. @throws InputError naming `path`, the line, the column and the fix for a missing
-/// file, a missing header column (op_kind, measured_s), a malformed number, or a file without usable rows.
-std::vector<MeasuredOp> read_measured_csv(const std::string& path);
 
 /// Result of a fit: the calibrated GPU and what went into it.
 struct CalibrationFit {
@@ -62,7 +38,7 @@ struct CalibrationFit {
 
 /// Fits `rows` on top of `base` (its peaks are the reference rates). @throws InputError (naming the CSV line)
 /// for a row whose kind needs a field it lacks, or an fp8 gemm on a GPU without an FP8 peak.
-CalibrationFit fit_calibration(const std::vector<MeasuredOp>& rows, const GpuSpec& base, const std::string& csv_path);
+CalibrationFit fit_calibration(const std::vector<MeasuredOpRow>& rows, const GpuSpec& base, const std::string& csv_path);
 
 /// The calibration file: `source: <csv>` and a `gpu:` section with the keys of cluster.gpu (name,
 /// peak_bf16_TFLOP_per_s, memory_GB, hbm_bandwidth_GB_per_s, kernel_launch_overhead_us, gemm_efficiency,
