@@ -10,6 +10,7 @@
 #include "app_common.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/io/output_file.hpp"
+#include "hcpsim/io/yaml_text.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 #include "replay.hpp"
 #include "report/junit_report.hpp"
@@ -129,12 +130,7 @@ std::string expect_block(const Outcome& o, const ExpectSpec& old) {
   if (o.validate_exit_code != 0) {
     std::string err = old.validate_error.value_or(o.validate_error);
     if (o.validate_error.find(err) == std::string::npos) err = o.validate_error;
-    std::string escaped;
-    for (char ch : err) {
-      if (ch == '"' || ch == '\\') escaped.push_back('\\');
-      escaped.push_back(ch);
-    }
-    b += fmt::format("  validate: {{exit_code: {}, error: \"{}\"}}\n", o.validate_exit_code, escaped);
+    b += fmt::format("  validate: {{exit_code: {}, error: {}}}\n", o.validate_exit_code, yaml_double_quoted(err));
     return b;
   }
   b += "  validate: {exit_code: 0}\n";

@@ -1,9 +1,11 @@
-// MegatronConfig → scenario YAML text, written by hand (not with a YAML emitter) so that key order, the aligned
-// `# argument, line N` comments and the notes stay exactly as documented.
+// MegatronConfig → scenario YAML text. The layout is written by hand so that key order, the aligned
+// `# argument, line N` comments and the notes stay exactly as documented; string scalars go through yaml-cpp's
+// emitter (io/yaml_text.hpp), so a value that needs quoting is quoted.
 #include "hcpsim/interop/scenario_writer.hpp"
 
 #include <algorithm>
 
+#include "hcpsim/io/yaml_text.hpp"
 #include "input_names.hpp"
 
 namespace hcpsim {
@@ -105,7 +107,7 @@ void write_model(YamlWriter& w, const MegatronConfig& c, const RequiredSizes& r)
   }
   w.entry("gated_linear_unit", yaml_bool(c.gated_linear_unit));
   w.entry("untie_embeddings_and_output_weights", yaml_bool(c.untie_embeddings_and_output_weights));
-  w.entry("params_dtype", c.params_dtype);
+  w.entry("params_dtype", yaml_scalar(c.params_dtype));
 }
 
 /// `dp`: the data-parallel size, unknown (written as 1, noted) without a world size.
@@ -122,10 +124,10 @@ void write_parallel(YamlWriter& w, const MegatronConfig& c, const std::optional<
     w.entry("data_parallel_size", "1", "world size unknown: assumed 1");
   }
   if (c.cp_comm_type.size() == 1) {
-    w.entry("cp_comm_type", c.cp_comm_type[0], c.lines.count("cp_comm_type") ? "" : "Megatron default");
+    w.entry("cp_comm_type", yaml_scalar(c.cp_comm_type[0]), c.lines.count("cp_comm_type") ? "" : "Megatron default");
   } else {
     std::string list = "[";
-    for (size_t i = 0; i < c.cp_comm_type.size(); ++i) list += (i ? ", " : "") + c.cp_comm_type[i];
+    for (size_t i = 0; i < c.cp_comm_type.size(); ++i) list += (i ? ", " : "") + yaml_scalar(c.cp_comm_type[i]);
     w.entry("cp_comm_type", list + "]");
   }
   if (c.hierarchical_context_parallel_sizes)
@@ -140,7 +142,7 @@ void write_parallel(YamlWriter& w, const MegatronConfig& c, const std::optional<
 
 void write_training(YamlWriter& w, const MegatronConfig& c) {
   w.section("training");
-  w.entry("recompute_granularity", c.recompute_granularity);
+  w.entry("recompute_granularity", yaml_scalar(c.recompute_granularity));
   w.entry("fp8", yaml_bool(c.fp8));
   w.top();
 }
@@ -163,7 +165,7 @@ void write_cluster(YamlWriter& w, const MegatronConfig& c, const ScenarioWriteOp
     nodes_why = "no launcher sizes: the nodes TP*CP*PP needs";
   }
   w.section("cluster");
-  w.entry("preset", opt.cluster_preset, "--cluster");
+  w.entry("preset", yaml_scalar(opt.cluster_preset), "--cluster");
   w.entry("nodes", std::to_string(nodes), nodes_why);
   if (gpus_per_node) w.entry("gpus_per_node", std::to_string(*gpus_per_node));
 }
@@ -177,7 +179,7 @@ std::string scenario_yaml_of(const MegatronConfig& c, const ScenarioWriteOptions
   w.comment("Imported by `" + (opt.generator.empty() ? std::string("hcpsim import") : opt.generator) + "` from " +
             interop::display(c.source_path) + ". Comments name the Megatron argument and line behind each value.");
   w.raw("schema_version: 1");
-  w.raw("name: " + c.name);
+  w.raw("name: " + yaml_scalar(c.name));
   write_model(w, c, sizes);
   write_parallel(w, c, dp);
   write_training(w, c);

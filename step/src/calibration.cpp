@@ -12,6 +12,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/types.hpp"
+#include "hcpsim/io/yaml_text.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 
 namespace hcpsim::sim {
@@ -244,9 +245,9 @@ std::string calibration_yaml(const CalibrationFit& fit, const std::string& csv_p
                      fit.rows_used, fit.rows_skipped, fit.attention_points, fit.filled_points);
   for (const auto& n : fit.notes) out += "# note: " + n + "\n";
   out += "# Include it in a scenario with: cluster: {preset: ..., gpu: {calibration: THIS_FILE}}\n";
-  out += fmt::format("source: \"{}\"\n", csv_path);
+  out += "source: " + yaml_double_quoted(csv_path) + "\n";
   out += "gpu:\n";
-  out += fmt::format("  name: \"{}\"\n", g.name);
+  out += "  name: " + yaml_double_quoted(g.name) + "\n";
   out += fmt::format("  peak_bf16_TFLOP_per_s: {}\n", g17(g.peak_bf16_flops_per_s / 1e12));
   if (g.peak_fp8_flops_per_s > 0) out += fmt::format("  peak_fp8_TFLOP_per_s: {}\n", g17(g.peak_fp8_flops_per_s / 1e12));
   out += fmt::format("  memory_GB: {}\n", g17(g.memory_bytes / 1e9));
