@@ -113,7 +113,8 @@ const OpT& member_op(const Schedule& s, const std::map<int64_t, OpRef>& at, int6
 }
 
 /// Incoming segments of collective member `me` (AllToAllOp, AllGatherOp, ReduceScatterOp); `at` maps every member
-/// rank to its op in the batch. Semantics: schedule.hpp docstrings, as cpu_executor.cpp implements them.
+/// rank to its op in the batch. Semantics: schedule.hpp docstrings, as the CPU executor implements them
+/// (oracles/src/executor_comm_ops.cpp).
 std::vector<CopySegment> collective_segments(const Schedule& s, const std::map<int64_t, OpRef>& at,
                                              const OpRef& me) {
   std::vector<CopySegment> segs;
@@ -269,128 +270,166 @@ BufferUses op_buffer_uses(const Op& op) {
   return u;
 }
 
-ExecutionPlan build_execution_plan(const Schedule& schedule) {
-  schedule.check_invariants();
-  ExecutionPlan plan;
-  const auto nranks = static_cast<int64_t>(schedule.ranks.size());
+namespace {
 
-  // ---- cross-stream waits per rank (program-order hazards + explicit deps) ----
-  plan.waits.resize(static_cast<size_t>(nranks));
-  for (int64_t r = 0; r < nranks; ++r) {
-    const RankProgram& prog = schedule.ranks[static_cast<size_t>(r)];
-    auto& waits = plan.waits[static_cast<size_t>(r)];
-    waits.resize(prog.ops.size());
-    std::vector<OpIndex> last_writer(prog.buffers.size(), -1);
-    std::vector<std::vector<OpIndex>> readers(prog.buffers.size());
-    for (size_t i = 0; i < prog.ops.size(); ++i) {
-      const Op& op = prog.ops[i];
-      const BufferUses uses = op_buffer_uses(op);
-      std::vector<OpIndex> need(op.deps.begin(), op.deps.end());
-      for (BufferId b : uses.reads) {
-        if (last_writer[static_cast<size_t>(b)] >= 0) need.push_back(last_writer[static_cast<size_t>(b)]);
-      }
-      for (BufferId b : uses.writes) {
-        if (last_writer[static_cast<size_t>(b)] >= 0) need.push_back(last_writer[static_cast<size_t>(b)]);
-        for (OpIndex rd : readers[static_cast<size_t>(b)]) need.push_back(rd);
-      }
-      // Keep the latest op per other stream: events on one stream complete in order.
-      std::map<int, OpIndex> latest;
-      for (OpIndex d : need) {
-        const Stream st = prog.ops[static_cast<size_t>(d)].stream;
-        if (st == op.stream) continue;
-        auto& slot = latest.try_emplace(static_cast<int>(st), d).first->second;
-        slot = std::max(slot, d);
-      }
-      for (const auto& [st, d] : latest) waits[i].push_back(d);
-      std::sort(waits[i].begin(), waits[i].end());
-      for (BufferId b : uses.reads) readers[static_cast<size_t>(b)].push_back(static_cast<OpIndex>(i));
-      for (BufferId b : uses.writes) {
-        last_writer[static_cast<size_t>(b)] = static_cast<OpIndex>(i);
-        readers[static_cast<size_t>(b)].clear();
+/// ExecutionPlan::waits of one rank: for every op, its explicit deps and every read-after-write, write-after-read
+/// and write-after-write on a buffer in program order, reduced to the latest such op of each other stream.
+std::vector<std::vector<OpIndex>> hazard_waits(const RankProgram& prog) {
+  std::vector<std::vector<OpIndex>> waits(prog.ops.size());
+  std::vector<OpIndex> last_writer(prog.buffers.size(), -1);
+  std::vector<std::vector<OpIndex>> readers(prog.buffers.size());
+  for (size_t i = 0; i < prog.ops.size(); ++i) {
+    const Op& op = prog.ops[i];
+    const BufferUses uses = op_buffer_uses(op);
+    std::vector<OpIndex> need(op.deps.begin(), op.deps.end());
+    for (BufferId b : uses.reads) {
+      if (last_writer[static_cast<size_t>(b)] >= 0) need.push_back(last_writer[static_cast<size_t>(b)]);
+    }
+    for (BufferId b : uses.writes) {
+      if (last_writer[static_cast<size_t>(b)] >= 0) need.push_back(last_writer[static_cast<size_t>(b)]);
+      for (OpIndex rd : readers[static_cast<size_t>(b)]) need.push_back(rd);
+    }
+    // Keep the latest op per other stream: events on one stream complete in order.
+    std::map<int, OpIndex> latest;
+    for (OpIndex d : need) {
+      const Stream st = prog.ops[static_cast<size_t>(d)].stream;
+      if (st == op.stream) continue;
+      auto& slot = latest.try_emplace(static_cast<int>(st), d).first->second;
+      slot = std::max(slot, d);
+    }
+    for (const auto& [st, d] : latest) waits[i].push_back(d);
+    std::sort(waits[i].begin(), waits[i].end());
+    for (BufferId b : uses.reads) readers[static_cast<size_t>(b)].push_back(static_cast<OpIndex>(i));
+    for (BufferId b : uses.writes) {
+      last_writer[static_cast<size_t>(b)] = static_cast<OpIndex>(i);
+      readers[static_cast<size_t>(b)].clear();
+    }
+  }
+  return waits;
+}
+
+/// Where every rank stands in the host's enqueue walk: pc[r] = its next op not yet enqueued.
+struct EnqueueCursor {
+  const Schedule& schedule;
+  std::vector<int64_t> pc;
+
+  [[nodiscard]] bool finished(int64_t r) const {
+    return pc[static_cast<size_t>(r)] >= static_cast<int64_t>(schedule.ranks[static_cast<size_t>(r)].ops.size());
+  }
+  [[nodiscard]] OpRef next(int64_t r) const { return OpRef{r, static_cast<OpIndex>(pc[static_cast<size_t>(r)])}; }
+  [[nodiscard]] const Op& current(int64_t r) const { return op_at(schedule, next(r)); }
+  [[nodiscard]] int64_t ranks() const { return static_cast<int64_t>(schedule.ranks.size()); }
+};
+
+/// Enqueue order: round-robin over ranks in rank order, each rank enqueues its non-communication ops until it
+/// reaches a communication op (or its end).
+void enqueue_until_communication(EnqueueCursor& cur, std::vector<PlanStep>& steps) {
+  for (int64_t r = 0; r < cur.ranks(); ++r) {
+    while (!cur.finished(r) && !is_communication(cur.current(r).kind())) {
+      PlanStep step;
+      step.op = cur.next(r);
+      steps.push_back(std::move(step));
+      ++cur.pc[static_cast<size_t>(r)];
+    }
+  }
+}
+
+/// Rendezvous: the ranks whose waiting communication ops form the next batch, the largest mutually matched subset
+/// of the unfinished ranks; empty when every rank has finished.
+/// @throws InputError (key "schedule") when ranks wait but none of their ops can be matched (a deadlock).
+std::set<int64_t> next_rendezvous(const EnqueueCursor& cur) {
+  std::set<int64_t> waiting;
+  for (int64_t r = 0; r < cur.ranks(); ++r) {
+    if (!cur.finished(r)) waiting.insert(r);
+  }
+  if (waiting.empty()) return waiting;
+  // Largest mutually matched subset: drop unmatched members until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (!matched(cur.schedule, cur.pc, waiting, *it)) {
+        it = waiting.erase(it);
+        changed = true;
+      } else {
+        ++it;
       }
     }
   }
+  if (waiting.empty()) {
+    std::string text = "no communication op can be matched under NCCL rendezvous semantics:";
+    for (int64_t r = 0; r < cur.ranks(); ++r) {
+      if (!cur.finished(r)) text += "\n  " + op_ref_text(cur.schedule, cur.next(r));
+    }
+    throw schedule_error(text, "the schedule deadlocks when sends wait for their receives; use --backend cpu");
+  }
+  return waiting;
+}
 
-  // ---- enqueue order and communication batches ----
-  std::vector<int64_t> pc(static_cast<size_t>(nranks), 0);
-  auto finished = [&](int64_t r) { return pc[static_cast<size_t>(r)] >= static_cast<int64_t>(schedule.ranks[static_cast<size_t>(r)].ops.size()); };
-  auto current = [&](int64_t r) -> const Op& {
-    return schedule.ranks[static_cast<size_t>(r)].ops[static_cast<size_t>(pc[static_cast<size_t>(r)])];
-  };
+/// The batch of the current ops of `members` (in rank order), each with the copy segments that write into it.
+PlanStep batch_step(const EnqueueCursor& cur, const std::set<int64_t>& members) {
+  const Schedule& schedule = cur.schedule;
+  PlanStep step;
+  step.is_batch = true;
+  std::map<int64_t, OpRef> at;
+  for (int64_t r : members) at[r] = cur.next(r);
+  for (int64_t r : members) {
+    CommItem item;
+    item.op = at[r];
+    const Op& op = op_at(schedule, item.op);
+    if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) {
+      if (sr->recv_peer >= 0) {
+        const OpRef sender = at[sr->recv_peer];
+        item.incoming =
+            message_segments(schedule, sender, std::get<SendRecvOp>(op_at(schedule, sender).payload), item.op, *sr);
+      }
+    } else {
+      item.incoming = collective_segments(schedule, at, item.op);
+    }
+    step.items.push_back(std::move(item));
+  }
+  return step;
+}
+
+/// Fills every item's sources (ranks its segments read) and readers (ranks whose segments read it), and adds the
+/// batch's segments and cross-rank elements to the plan's totals.
+void link_sources_and_readers(PlanStep& step, ExecutionPlan& plan) {
+  std::map<int64_t, size_t> index_of;
+  for (size_t i = 0; i < step.items.size(); ++i) index_of[step.items[i].op.rank] = i;
+  for (CommItem& item : step.items) {
+    std::set<int64_t> src;
+    for (const CopySegment& seg : item.incoming) {
+      plan.segments += 1;
+      if (seg.src_rank != item.op.rank) {
+        src.insert(seg.src_rank);
+        plan.moved_elements += seg.elements();
+      }
+    }
+    item.sources.assign(src.begin(), src.end());
+  }
+  for (const CommItem& item : step.items) {
+    for (int64_t s : item.sources) step.items[index_of.at(s)].readers.push_back(item.op.rank);
+  }
+  for (CommItem& item : step.items) {
+    std::sort(item.readers.begin(), item.readers.end());
+    item.readers.erase(std::unique(item.readers.begin(), item.readers.end()), item.readers.end());
+  }
+}
+
+}  // namespace
+
+ExecutionPlan build_execution_plan(const Schedule& schedule) {
+  schedule.check_invariants();
+  ExecutionPlan plan;
+  // Cross-stream waits first: they reject layer-model ops before any rendezvous is formed.
+  for (const RankProgram& prog : schedule.ranks) plan.waits.push_back(hazard_waits(prog));
+  EnqueueCursor cur{schedule, std::vector<int64_t>(schedule.ranks.size(), 0)};
   for (;;) {
-    for (int64_t r = 0; r < nranks; ++r) {
-      while (!finished(r) && !is_communication(current(r).kind())) {
-        PlanStep step;
-        step.op = OpRef{r, static_cast<OpIndex>(pc[static_cast<size_t>(r)])};
-        plan.steps.push_back(std::move(step));
-        ++pc[static_cast<size_t>(r)];
-      }
-    }
-    std::set<int64_t> waiting;
-    for (int64_t r = 0; r < nranks; ++r) {
-      if (!finished(r)) waiting.insert(r);
-    }
-    if (waiting.empty()) break;
-    // Largest mutually matched subset: drop unmatched members until nothing changes.
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (auto it = waiting.begin(); it != waiting.end();) {
-        if (!matched(schedule, pc, waiting, *it)) {
-          it = waiting.erase(it);
-          changed = true;
-        } else {
-          ++it;
-        }
-      }
-    }
-    if (waiting.empty()) {
-      std::string text = "no communication op can be matched under NCCL rendezvous semantics:";
-      for (int64_t r = 0; r < nranks; ++r) {
-        if (!finished(r)) text += "\n  " + op_ref_text(schedule, OpRef{r, static_cast<OpIndex>(pc[static_cast<size_t>(r)])});
-      }
-      throw schedule_error(text, "the schedule deadlocks when sends wait for their receives; use --backend cpu");
-    }
-    PlanStep step;
-    step.is_batch = true;
-    std::map<int64_t, OpRef> at;
-    for (int64_t r : waiting) at[r] = OpRef{r, static_cast<OpIndex>(pc[static_cast<size_t>(r)])};
-    for (int64_t r : waiting) {
-      CommItem item;
-      item.op = at[r];
-      const Op& op = op_at(schedule, item.op);
-      if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) {
-        if (sr->recv_peer >= 0) {
-          const OpRef sender = at[sr->recv_peer];
-          item.incoming =
-              message_segments(schedule, sender, std::get<SendRecvOp>(op_at(schedule, sender).payload), item.op, *sr);
-        }
-      } else {
-        item.incoming = collective_segments(schedule, at, item.op);
-      }
-      step.items.push_back(std::move(item));
-    }
-    // sources and readers
-    std::map<int64_t, size_t> index_of;
-    for (size_t i = 0; i < step.items.size(); ++i) index_of[step.items[i].op.rank] = i;
-    for (CommItem& item : step.items) {
-      std::set<int64_t> src;
-      for (const CopySegment& seg : item.incoming) {
-        plan.segments += 1;
-        if (seg.src_rank != item.op.rank) {
-          src.insert(seg.src_rank);
-          plan.moved_elements += seg.elements();
-        }
-      }
-      item.sources.assign(src.begin(), src.end());
-    }
-    for (const CommItem& item : step.items) {
-      for (int64_t s : item.sources) step.items[index_of.at(s)].readers.push_back(item.op.rank);
-    }
-    for (CommItem& item : step.items) {
-      std::sort(item.readers.begin(), item.readers.end());
-      item.readers.erase(std::unique(item.readers.begin(), item.readers.end()), item.readers.end());
-    }
-    for (int64_t r : waiting) ++pc[static_cast<size_t>(r)];
+    enqueue_until_communication(cur, plan.steps);
+    const std::set<int64_t> members = next_rendezvous(cur);
+    if (members.empty()) break;
+    PlanStep step = batch_step(cur, members);
+    link_sources_and_readers(step, plan);
+    for (int64_t r : members) ++cur.pc[static_cast<size_t>(r)];
     plan.steps.push_back(std::move(step));
     ++plan.batches;
   }

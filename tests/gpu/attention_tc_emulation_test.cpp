@@ -93,26 +93,43 @@ struct Case {
   RoundFormat format;
 };
 
-void check_case(const Case& c) {
-  constexpr int D = 64;
-  // Tolerance: both sides compute in fp32 from the same 16-bit inputs and round out/dq/dk/dv once; the tensor-core
-  // path also rounds P (and dS) to the 16-bit format before the second products, like FlashAttention. Each rounding
-  // has relative size ≤ u (bf16 2^-8, fp16 2^-11) and enters the sums with random signs, so the relative L2
-  // difference is about u (measured 0.4–0.7 u); 4u bounds it, while a wrong mask, tile offset or head mapping
-  // changes whole rows (O(1) relative).
+constexpr int D = 64;  // head dim of every case (the kernels are instantiated for 64 and 128)
+
+/// Tolerance: both sides compute in fp32 from the same 16-bit inputs and round out/dq/dk/dv once; the tensor-core
+/// path also rounds P (and dS) to the 16-bit format before the second products, like FlashAttention. Each rounding
+/// has relative size ≤ u (bf16 2^-8, fp16 2^-11) and enters the sums with random signs, so the relative L2
+/// difference is about u (measured 0.4–0.7 u); 4u bounds it, while a wrong mask, tile offset or head mapping
+/// changes whole rows (O(1) relative).
+double tolerance(const Case& c) {
   const double u = c.format == RoundFormat::bf16 ? 0x1p-8 : 0x1p-11;
-  const double tol = 4 * u;
+  return 4 * u;
+}
+
+/// The inputs of a case, batch 1: q and dout filled at rows [q_row0, q_row0 + nq), k and v at rows
+/// [kv_row0, kv_row0 + nk), NaN in the rows around them.
+struct CaseInputs {
+  Buf q, dout, k, v;
+};
+
+CaseInputs make_inputs(const Case& c) {
   const int64_t b = 1, qrows = c.q_row0 + c.nq + 2, krows = c.kv_row0 + c.nk + 3;
-  Buf q(b, qrows, c.hq, D), dout(b, qrows, c.hq, D), k(b, krows, c.hkv, D), v(b, krows, c.hkv, D);
-  q.fill(c.q_row0, c.nq, 1, c.format);
-  k.fill(c.kv_row0, c.nk, 2, c.format);
-  v.fill(c.kv_row0, c.nk, 3, c.format);
-  dout.fill(c.q_row0, c.nq, 4, c.format);
-  Buf out(b, c.nq + 1, c.hq, D), lse(b, c.nq + 1, c.hq, 1), out_ref(b, c.nq + 1, c.hq, D), lse_ref(b, c.nq + 1, c.hq, 1);
+  CaseInputs in{Buf(b, qrows, c.hq, D), Buf(b, qrows, c.hq, D), Buf(b, krows, c.hkv, D), Buf(b, krows, c.hkv, D)};
+  in.q.fill(c.q_row0, c.nq, 1, c.format);
+  in.k.fill(c.kv_row0, c.nk, 2, c.format);
+  in.v.fill(c.kv_row0, c.nk, 3, c.format);
+  in.dout.fill(c.q_row0, c.nq, 4, c.format);
+  return in;
+}
+
+/// Forward: the tensor-core kernel against the row kernel, which writes its out and lse into out_ref and lse_ref
+/// ([1, nq + 1, hq, ·]) for the backward.
+void check_forward(const Case& c, CaseInputs& in, Buf& out_ref, Buf& lse_ref) {
+  const int64_t b = 1;
+  Buf out(b, c.nq + 1, c.hq, D), lse(b, c.nq + 1, c.hq, 1);
   AttnFwdArgs f;
-  f.q = q.ref();
-  f.k = k.ref();
-  f.v = v.ref();
+  f.q = in.q.ref();
+  f.k = in.k.ref();
+  f.v = in.v.ref();
   f.batch = b;
   f.q_row0 = c.q_row0;
   f.nq = c.nq;
@@ -134,7 +151,7 @@ void check_case(const Case& c) {
   } else {
     emu_fwd<float, __half, D>(fwd_params<float>(f, f.format));
   }
-  REQUIRE(rel_l2_rows(out, out_ref, c.nq) <= tol);
+  REQUIRE(rel_l2_rows(out, out_ref, c.nq) <= tolerance(c));
   for (int64_t r = 0; r < c.nq; ++r)
     for (int64_t h = 0; h < c.hq; ++h) {
       const float want = lse_ref.at(0, r, h, 0), got = lse.at(0, r, h, 0);
@@ -144,7 +161,12 @@ void check_case(const Case& c) {
         REQUIRE(std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)));
       }
     }
-  // Backward, given the reference's out and lse as the global ones.
+}
+
+/// Backward, given the reference's out and lse (rows [0, nq)) as the global ones: the tensor-core kernels'
+/// delta, dq, dk, dv against the row kernels'.
+void check_backward(const Case& c, CaseInputs& in, Buf& out_ref, Buf& lse_ref) {
+  const int64_t b = 1, qrows = in.q.rows;
   Buf gout(b, qrows, c.hq, D), glse(b, qrows, c.hq, 1);
   for (int64_t r = 0; r < c.nq; ++r)
     for (int64_t h = 0; h < c.hq; ++h) {
@@ -155,11 +177,11 @@ void check_case(const Case& c) {
   Buf dq_ref(b, c.nq + 1, c.hq, D), dk_ref(b, c.nk + 1, c.hkv, D), dv_ref(b, c.nk + 1, c.hkv, D);
   std::vector<float> delta(static_cast<size_t>(c.nq * c.hq)), delta_ref(delta.size());
   AttnBwdArgs g;
-  g.q = q.ref();
-  g.k = k.ref();
-  g.v = v.ref();
+  g.q = in.q.ref();
+  g.k = in.k.ref();
+  g.v = in.v.ref();
   g.out = gout.ref();
-  g.dout = dout.ref();
+  g.dout = in.dout.ref();
   g.lse = glse.ref();
   g.batch = b;
   g.q_row0 = c.q_row0;
@@ -191,9 +213,17 @@ void check_case(const Case& c) {
     emu_bwd<float, __half, D>(bwd_params<float>(g, g.format));
   }
   for (size_t i = 0; i < delta.size(); ++i) REQUIRE(std::fabs(delta[i] - delta_ref[i]) <= 1e-4);
+  const double tol = tolerance(c);
   REQUIRE(rel_l2_rows(dq, dq_ref, c.nq) <= tol);
   REQUIRE(rel_l2_rows(dk, dk_ref, c.nk) <= tol);
   REQUIRE(rel_l2_rows(dv, dv_ref, c.nk) <= tol);
+}
+
+void check_case(const Case& c) {
+  CaseInputs in = make_inputs(c);
+  Buf out_ref(1, c.nq + 1, c.hq, D), lse_ref(1, c.nq + 1, c.hq, 1);
+  check_forward(c, in, out_ref, lse_ref);
+  check_backward(c, in, out_ref, lse_ref);
 }
 
 }  // namespace

@@ -1,0 +1,171 @@
+// The CPU executor's compute ops: attention blocks, LSE merge, output correction, copy/add.
+
+#include "executor_compute_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/oracles/block_attention.hpp"
+#include "hcpsim/oracles/precision.hpp"
+
+namespace hcpsim::cpu_exec {
+
+void run_attn_fwd_block(const ExecutorState& state, RankState& st, const AttnFwdBlockOp& op,
+                        const std::string& where) {
+  HCPSIM_ASSERT(op.out != op.q && op.out != op.k && op.out != op.v, where + ": out aliases an input");
+  HCPSIM_ASSERT(op.lse != op.q && op.lse != op.k && op.lse != op.v && op.lse != op.out,
+                where + ": lse aliases another operand");
+  const HostTensor& q = live_buffer(st, op.q, "q");
+  const HostTensor& k = live_buffer(st, op.k, "k");
+  const HostTensor& v = live_buffer(st, op.v, "v");
+  HostTensor& out = live_buffer(st, op.out, "out");
+  HostTensor& lse = live_buffer(st, op.lse, "lse");
+  check_rows(q, op.q_rows, where + " q_rows");
+  check_rows(k, op.kv_rows, where + " kv_rows");
+  attention_block_forward(q, op.q_rows, k, v, op.kv_rows, op.mask, state.scale, out, lse, state.threads,
+                          state.dtype);
+}
+
+void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwdBlockOp& op,
+                        const std::string& where) {
+  for (BufferId w : {op.dq, op.dk, op.dv}) {
+    for (BufferId r : {op.q, op.k, op.v, op.out, op.dout, op.lse}) {
+      HCPSIM_ASSERT(w != r, where + ": a gradient output aliases an input");
+    }
+  }
+  HCPSIM_ASSERT(op.dq != op.dk && op.dq != op.dv && op.dk != op.dv, where + ": gradient outputs alias");
+  const HostTensor& q = live_buffer(st, op.q, "q");
+  const HostTensor& k = live_buffer(st, op.k, "k");
+  const HostTensor& v = live_buffer(st, op.v, "v");
+  const HostTensor& out = live_buffer(st, op.out, "out");
+  const HostTensor& dout = live_buffer(st, op.dout, "dout");
+  const HostTensor& lse = live_buffer(st, op.lse, "lse");
+  HostTensor& dq = live_buffer(st, op.dq, "dq");
+  HostTensor& dk = live_buffer(st, op.dk, "dk");
+  HostTensor& dv = live_buffer(st, op.dv, "dv");
+  check_rows(q, op.q_rows, where + " q_rows");
+  check_rows(k, op.kv_rows, where + " kv_rows");
+  attention_block_backward(q, k, v, out, dout, lse, op.q_rows, op.kv_rows, op.mask, state.scale, dq, dk, dv,
+                           state.threads, state.dtype);
+}
+
+void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& op, const std::string& where) {
+  HCPSIM_ASSERT(op.dst != op.src, where + ": lse_merge dst == src");
+  HostTensor& dst = live_buffer(st, op.dst, "lse_merge dst");
+  const HostTensor& src = live_buffer(st, op.src, "lse_merge src");
+  check_rows(dst, op.dst_rows, where + " dst_rows");
+  check_rows(src, RowRange{0, op.dst_rows.count}, where + " src rows");
+  HCPSIM_ASSERT(dst.batch() == src.batch(), where + ": batch differs");
+  HCPSIM_ASSERT(dst.heads() == src.heads(), where + ": heads differ");
+  HCPSIM_ASSERT(dst.width() == 1, where + ": dst width != 1");
+  HCPSIM_ASSERT(src.width() == 1, where + ": src width != 1");
+  for (int64_t b = 0; b < dst.batch(); ++b) {
+    for (int64_t r = 0; r < op.dst_rows.count; ++r) {
+      for (int64_t h = 0; h < dst.heads(); ++h) {
+        double& l = dst(b, op.dst_rows.begin + r, h, 0);
+        const double li = src(b, r, h, 0);
+        if (op.naive) {
+          l = lse_merge_naive_fp32(static_cast<float>(l), static_cast<float>(li));
+        } else if (state.dtype == Dtype::fp64) {
+          l = lse_merge(l, li);
+        } else {
+          l = lse_merge_fp32(static_cast<float>(l), static_cast<float>(li));
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+/// One row-vector of OutCorrectionOp: d (width elements) ← (d +) s · exp(step_lse − lse), at the run's rounding.
+void correct_row(double* d, const double* s, int64_t width, double step_lse, double lse, bool accumulate,
+                 Dtype dtype) {
+  if (step_lse == kNegInf) {  // the step saw no key for this row: contributes 0 (docstring)
+    if (!accumulate) std::fill(d, d + width, 0.0);
+    return;
+  }
+  if (dtype == Dtype::fp64) {
+    const double weight = std::exp(step_lse - lse);
+    for (int64_t w = 0; w < width; ++w) {
+      if (accumulate) {
+        d[w] += s[w] * weight;
+      } else {
+        d[w] = s[w] * weight;
+      }
+    }
+    return;
+  }
+  // fp32 weight and product (bf16 O_i times an fp32 tensor promotes to fp32), stored in dtype.
+  const float weight = std::exp(static_cast<float>(step_lse) - static_cast<float>(lse));
+  for (int64_t w = 0; w < width; ++w) {
+    const float term = static_cast<float>(s[w]) * weight;
+    const float sum = accumulate ? static_cast<float>(d[w]) + term : term;
+    d[w] = round_to_dtype(static_cast<double>(sum), dtype);
+  }
+}
+
+}  // namespace
+
+void run_out_correction(const ExecutorState& state, RankState& st, const OutCorrectionOp& op,
+                        const std::string& where) {
+  HCPSIM_ASSERT(op.dst != op.src && op.dst != op.src_lse && op.dst != op.lse, where + ": dst aliases an input");
+  HostTensor& dst = live_buffer(st, op.dst, "out_correction dst");
+  const HostTensor& src = live_buffer(st, op.src, "out_correction src");
+  const HostTensor& src_lse = live_buffer(st, op.src_lse, "out_correction src_lse");
+  const HostTensor& lse = live_buffer(st, op.lse, "out_correction lse");
+  const int64_t count = op.dst_rows.count;
+  check_rows(dst, op.dst_rows, where + " dst_rows");
+  check_rows(lse, op.dst_rows, where + " lse rows");
+  check_rows(src, RowRange{0, count}, where + " src rows");
+  check_rows(src_lse, RowRange{0, count}, where + " src_lse rows");
+  for (const HostTensor* t : {&src, &src_lse, &lse}) {
+    HCPSIM_ASSERT(t->batch() == dst.batch(), where + ": batch differs");
+    HCPSIM_ASSERT(t->heads() == dst.heads(), where + ": heads differ");
+  }
+  HCPSIM_ASSERT(src.width() == dst.width(), where + ": src width != dst width");
+  HCPSIM_ASSERT(src_lse.width() == 1, where + ": src_lse width != 1");
+  HCPSIM_ASSERT(lse.width() == 1, where + ": lse width != 1");
+  for (int64_t b = 0; b < dst.batch(); ++b) {
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t row = op.dst_rows.begin + r;
+      for (int64_t h = 0; h < dst.heads(); ++h) {
+        correct_row(dst.data() + dst.index(b, row, h, 0), src.data() + src.index(b, r, h, 0), dst.width(),
+                    src_lse(b, r, h, 0), lse(b, row, h, 0), op.accumulate, state.dtype);
+      }
+    }
+  }
+}
+
+void run_copy(const ExecutorState& state, RankState& st, const CopyOp& op, const std::string& where) {
+  HostTensor& dst = live_buffer(st, op.dst, "copy dst");
+  const HostTensor& src = live_buffer(st, op.src, "copy src");
+  check_rows(dst, op.dst_rows, where + " dst_rows");
+  check_rows(src, op.src_rows, where + " src_rows");
+  HCPSIM_ASSERT(op.dst_rows.count == op.src_rows.count, where + ": dst and src row counts differ");
+  HCPSIM_ASSERT(dst.batch() == src.batch(), where + ": batch differs");
+  HCPSIM_ASSERT(dst.heads() == src.heads(), where + ": heads differ");
+  HCPSIM_ASSERT(dst.width() == src.width(), where + ": width differs");
+  if (op.dst == op.src) {
+    const bool disjoint = op.dst_rows.end() <= op.src_rows.begin || op.src_rows.end() <= op.dst_rows.begin;
+    HCPSIM_ASSERT(disjoint, where + ": copy within one buffer with overlapping rows");
+  }
+  const int64_t row_elements = dst.heads() * dst.width();
+  for (int64_t b = 0; b < dst.batch(); ++b) {
+    for (int64_t r = 0; r < op.dst_rows.count; ++r) {
+      const double* s = src.data() + src.index(b, op.src_rows.begin + r, 0, 0);
+      double* d = dst.data() + dst.index(b, op.dst_rows.begin + r, 0, 0);
+      for (int64_t e = 0; e < row_elements; ++e) {
+        if (op.accumulate) {
+          d[e] = round_to_dtype(d[e] + s[e], state.acc_dtype);
+        } else {
+          d[e] = s[e];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace hcpsim::cpu_exec

@@ -1,0 +1,30 @@
+#pragma once
+// Private to oracles/: the CPU executor's compute ops on one rank — attention blocks, the LSE merge, the output
+// correction and copy/add — each executed as its docstring in hcpsim/core/schedule.hpp defines it, at the
+// rounding points listed in cpu_executor.hpp. `where` names the op in assertion messages (op_text).
+
+#include <string>
+
+#include "executor_state.hpp"
+
+namespace hcpsim::cpu_exec {
+
+/// AttnFwdBlockOp: attention_block_forward into out and lse. HCPSIM_ASSERT on aliasing operands, buffers not live
+/// or rows outside their buffers.
+void run_attn_fwd_block(const ExecutorState& state, RankState& st, const AttnFwdBlockOp& op, const std::string& where);
+
+/// AttnBwdBlockOp: attention_block_backward into dq, dk, dv. HCPSIM_ASSERT on a gradient output aliasing an input
+/// or another gradient, buffers not live or rows outside their buffers.
+void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwdBlockOp& op, const std::string& where);
+
+/// LseMergeOp: dst rows ← merge(dst, src) in fp32 (fp64 runs: float64; naive: the overflowing fp32 form).
+void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& op, const std::string& where);
+
+/// OutCorrectionOp: dst rows ← (dst +) src · exp(src_lse − lse); a row whose src_lse is −inf contributes 0.
+void run_out_correction(const ExecutorState& state, RankState& st, const OutCorrectionOp& op,
+                        const std::string& where);
+
+/// CopyOp: dst rows ← src rows, or dst + src rounded to the accumulator format when accumulating.
+void run_copy(const ExecutorState& state, RankState& st, const CopyOp& op, const std::string& where);
+
+}  // namespace hcpsim::cpu_exec
