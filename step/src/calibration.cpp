@@ -10,9 +10,9 @@
 #include <sstream>
 #include <tuple>
 
+#include "hcpsim/config/calibration_file.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/types.hpp"
-#include "hcpsim/io/yaml_text.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 
 namespace hcpsim::sim {
@@ -35,8 +35,6 @@ double median(std::vector<double> v) {
 bool is_elementwise_kind(const std::string& k) {
   return k == "elementwise" || k == "copy" || k == "lse_merge" || k == "out_correction";
 }
-
-std::string g17(double v) { return fmt::format("{:.17g}", v); }
 
 }  // namespace
 
@@ -237,39 +235,13 @@ CalibrationFit fit_calibration(const std::vector<MeasuredOpRow>& rows, const Gpu
 }
 
 std::string calibration_yaml(const CalibrationFit& fit, const std::string& csv_path) {
-  const GpuSpec& g = fit.gpu;
-  std::string out;
-  out += "# hcpsim calibration: compute cost model fitted from measured per-op times.\n";
-  out += fmt::format("# rows used {}, skipped {} (communication), attention points {} measured + {} filled from a "
-                     "neighbour\n",
-                     fit.rows_used, fit.rows_skipped, fit.attention_points, fit.filled_points);
-  for (const auto& n : fit.notes) out += "# note: " + n + "\n";
-  out += "# Include it in a scenario with: cluster: {preset: ..., gpu: {calibration: THIS_FILE}}\n";
-  out += "source: " + yaml_double_quoted(csv_path) + "\n";
-  out += "gpu:\n";
-  out += "  name: " + yaml_double_quoted(g.name) + "\n";
-  out += fmt::format("  peak_bf16_TFLOP_per_s: {}\n", g17(g.peak_bf16_flops_per_s / 1e12));
-  if (g.peak_fp8_flops_per_s > 0) out += fmt::format("  peak_fp8_TFLOP_per_s: {}\n", g17(g.peak_fp8_flops_per_s / 1e12));
-  out += fmt::format("  memory_GB: {}\n", g17(g.memory_bytes / 1e9));
-  out += fmt::format("  hbm_bandwidth_GB_per_s: {}\n", g17(g.hbm_bandwidth_bytes_per_s / 1e9));
-  out += fmt::format("  kernel_launch_overhead_us: {}\n", g17(g.kernel_launch_overhead_s * 1e6));
-  out += fmt::format("  compute_slowdown_during_comm: {}\n", g17(g.compute_slowdown_during_comm));
-  out += fmt::format("  gemm_efficiency: {}\n", g17(g.gemm_efficiency));
-  out += fmt::format("  attn_fwd_efficiency: {}\n", g17(g.attn_fwd_efficiency));
-  out += fmt::format("  attn_bwd_efficiency: {}\n", g17(g.attn_bwd_efficiency));
-  for (const bool forward : {true, false}) {
-    const auto& t = forward ? g.attn_fwd_table : g.attn_bwd_table;
-    out += forward ? "  attn_fwd_table:" : "  attn_bwd_table:";
-    if (t.empty()) {
-      out += " []\n";
-      continue;
-    }
-    out += "\n";
-    for (const auto& p : t)
-      out += fmt::format("    - {{head_dim: {}, q_rows: {}, kv_rows: {}, causal: {}, efficiency: {}}}\n", p.head_dim,
-                         p.q_rows, p.kv_rows, p.causal ? "true" : "false", g17(p.efficiency));
-  }
-  return out;
+  std::vector<std::string> comments{
+      "hcpsim calibration: compute cost model fitted from measured per-op times.",
+      fmt::format("rows used {}, skipped {} (communication), attention points {} measured + {} filled from a neighbour",
+                  fit.rows_used, fit.rows_skipped, fit.attention_points, fit.filled_points)};
+  for (const auto& n : fit.notes) comments.push_back("note: " + n);
+  comments.push_back("Include it in a scenario with: cluster: {preset: ..., gpu: {calibration: THIS_FILE}}");
+  return calibration_file_yaml(fit.gpu, csv_path, comments);
 }
 
 }  // namespace hcpsim::sim
