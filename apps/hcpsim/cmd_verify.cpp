@@ -12,6 +12,7 @@
 #include "hcpsim/core/fault_injection.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/io/output_file.hpp"
+#include "hcpsim/io/provenance.hpp"
 #include "hcpsim/oracles/dump.hpp"
 #include "hcpsim/oracles/head_selection.hpp"
 #include "hcpsim/oracles/verify.hpp"
@@ -133,8 +134,8 @@ void VerifyRunner::write_dump_once(CpCommType t, const CpLayout& layout, const H
   d.meta_text = {{"scenario_yaml", read_text(s.source_path)},
                  {"dtype", to_string(setup_.dtype)},
                  {"backend", args_.backend},
-                 {"hcpsim_version", HCPSIM_VERSION_STRING},
-                 {"x86_level", HCPSIM_X86_LEVEL_STRING},
+                 {"hcpsim_version", hcpsim_version()},
+                 {"x86_level", build_x86_level()},
                  {"attn_mask_type", to_string(s.model.attn_mask_type)},
                  {"qkv_format", to_string(s.model.qkv_format)},
                  {"cp_comm_type", to_string(t)},

@@ -5,6 +5,7 @@
 
 #include "app_common.hpp"
 #include "gpu_runner.hpp"
+#include "hcpsim/io/provenance.hpp"
 
 namespace hcpsim::app {
 
@@ -35,7 +36,7 @@ int run(int argc, char** argv) {
     return kExitBadInput;
   }
   if (version) {
-    fmt::print("hcpsim {} (x86 level {}, CUDA {})\n", HCPSIM_VERSION_STRING, HCPSIM_X86_LEVEL_STRING,
+    fmt::print("hcpsim {} (x86 level {}, CUDA {})\n", hcpsim_version(), build_x86_level(),
                gpu_backend_built() ? "on" : "off");
     return kExitOk;
   }

@@ -5,6 +5,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/io/xml.hpp"
+#include "hcpsim/io/provenance.hpp"
 #include "hcpsim/io/yaml_text.hpp"
 #include "test_util.hpp"
 
@@ -74,4 +75,12 @@ TEST_CASE("io: YAML scalars are escaped by one rule (yaml-cpp's emitter)", "[io]
   REQUIRE(yaml_scalar("x # y") == "\"x # y\"");  // a plain " #" would start a comment
   REQUIRE(yaml_scalar("null") == "\"null\"");
   REQUIRE(yaml_scalar("") == "\"\"");
+}
+
+TEST_CASE("io: provenance names the build and digests content", "[io]") {
+  REQUIRE(hcpsim_version() == HCPSIM_VERSION_STRING);
+  REQUIRE_FALSE(build_x86_level().empty());
+  // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c (the FNV reference vectors).
+  REQUIRE(content_digest("a") == "fnv1a64:af63dc4c8601ec8c");
+  REQUIRE(content_digest("") == "fnv1a64:cbf29ce484222325");
 }
