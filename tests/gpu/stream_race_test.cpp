@@ -41,14 +41,14 @@ struct Access {
   bool write = false;
 };
 
-/// Replays the single-device executor's synchronisation (device_executor.cpp: begin() = the plan's waits + start
-/// event; batch(): phase 1 begin on every member's comm stream, phase 2 each destination waits for its sources'
-/// start events, copies, records `moved`, phase 3 each member waits for its readers' `moved` and records its end)
-/// with vector clocks, and checks that every access to a buffer happens after every earlier conflicting access in
-/// enqueue order (read-after-write, write-after-read, write-after-write). Returns the number of violations and
-/// fills `first` with a description of the first.
-/// nccl = true replays the NCCL backend's protocol instead (device_executor.cpp nccl_batch): each sender packs the
-/// segments a destination reads from it on its own comm stream (reading its buffers there), the grouped
+/// Replays the single-device executor's synchronisation (device_op_launch.cpp: begin() = the plan's waits + start
+/// event; device_comm_batch.cpp batch(): phase 1 begin on every member's comm stream, phase 2 each destination
+/// waits for its sources' start events, copies, records `moved`, phase 3 each member waits for its readers' `moved`
+/// and records its end) with vector clocks, and checks that every access to a buffer happens after every earlier
+/// conflicting access in enqueue order (read-after-write, write-after-read, write-after-write). Returns the number
+/// of violations and fills `first` with a description of the first.
+/// nccl = true replays the NCCL backend's protocol instead (device_comm_nccl.cpp nccl_batch): each sender packs
+/// the segments a destination reads from it on its own comm stream (reading its buffers there), the grouped
 /// send/recv orders the destination's comm stream after the sender's packs, the destination unpacks in order (its
 /// own segments read its own buffers), and no member waits for its readers.
 int64_t race_check(const Schedule& s, const ExecutionPlan& plan, std::string& first, bool nccl = false) {
