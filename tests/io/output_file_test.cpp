@@ -4,9 +4,6 @@
 #include "catch_compat.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/io/output_file.hpp"
-#include "hcpsim/io/xml.hpp"
-#include "hcpsim/io/provenance.hpp"
-#include "hcpsim/io/yaml_text.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -54,33 +51,4 @@ TEST_CASE("io: commit_output_file that cannot rename removes the temporary and k
   REQUIRE_FALSE(fs::exists(tmp));
   REQUIRE(fs::is_directory(target / "child"));
   fs::remove_all(dir);
-}
-
-TEST_CASE("io: xml_escape replaces exactly the four markup characters", "[io]") {
-  REQUIRE(xml_escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c'");
-  REQUIRE(xml_escape("") == "");
-  REQUIRE(xml_escape("[8, 2] TP2") == "[8, 2] TP2");
-  // Already-escaped text is escaped again (the writers escape raw labels once).
-  REQUIRE(xml_escape("&amp;") == "&amp;amp;");
-}
-
-TEST_CASE("io: YAML scalars are escaped by one rule (yaml-cpp's emitter)", "[io]") {
-  REQUIRE(yaml_double_quoted("m.csv") == "\"m.csv\"");
-  REQUIRE(yaml_double_quoted("say \"hi\"") == "\"say \\\"hi\\\"\"");
-  REQUIRE(yaml_double_quoted("a\\b") == "\"a\\\\b\"");
-  REQUIRE(yaml_double_quoted("tab\there") == "\"tab\\there\"");
-  REQUIRE(yaml_scalar("a2a+p2p") == "a2a+p2p");
-  REQUIRE(yaml_scalar("llama3_8b_128k_launch") == "llama3_8b_128k_launch");
-  REQUIRE(yaml_scalar("a: b") == "\"a: b\"");  // a plain "a: b" would read back as a map
-  REQUIRE(yaml_scalar("x # y") == "\"x # y\"");  // a plain " #" would start a comment
-  REQUIRE(yaml_scalar("null") == "\"null\"");
-  REQUIRE(yaml_scalar("") == "\"\"");
-}
-
-TEST_CASE("io: provenance names the build and digests content", "[io]") {
-  REQUIRE(hcpsim_version() == HCPSIM_VERSION_STRING);
-  REQUIRE_FALSE(build_x86_level().empty());
-  // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c (the FNV reference vectors).
-  REQUIRE(content_digest("a") == "fnv1a64:af63dc4c8601ec8c");
-  REQUIRE(content_digest("") == "fnv1a64:cbf29ce484222325");
 }
