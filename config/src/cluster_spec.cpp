@@ -3,18 +3,22 @@
 namespace hcpsim {
 namespace {
 
-// Source: NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989.4 TFLOP/s dense BF16, 80 GB HBM3 at 3.35 TB/s.
+// Source: NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989.4 TFLOP/s dense BF16, "80 GB" HBM3 at 3.35 TB/s.
 constexpr double kH100PeakBf16FlopsPerS = 989.4e12;
-constexpr double kH100MemoryBytes = 80e9;
+// The "80 GB" is 80 GiB of HBM3, of which the driver exposes 81559 MiB (nvidia-smi --query-gpu=memory.total on
+// an H100 SXM5 80GB); that is the capacity PyTorch's allocator can fill, so memory fits are judged against it.
+constexpr double kH100MemoryBytes = 81559.0 * 1024 * 1024;
 constexpr double kH100HbmBytesPerS = 3.35e12;
 // Source: NVIDIA H100 SXM5 datasheet: 1,979 TFLOP/s dense FP8 (3,958 with sparsity); H200 SXM the same.
 constexpr double kH100PeakFp8FlopsPerS = 1978.9e12;
-// Source: NVIDIA H200 datasheet (SXM): same Hopper tensor cores as H100 SXM, 141 GB HBM3e at 4.8 TB/s.
+// Source: NVIDIA H200 datasheet (SXM): same Hopper tensor cores as H100 SXM, 141 GB HBM3e at 4.8 TB/s (kept as
+// decimal GB until a device-reported capacity is measured).
 constexpr double kH200MemoryBytes = 141e9;
 constexpr double kH200HbmBytesPerS = 4.8e12;
 // Source: NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s dense BF16, 2.039 TB/s HBM2e.
 constexpr double kA100PeakBf16FlopsPerS = 312e12;
-constexpr double kA100MemoryBytes = 80e9;
+// "80GB" is 80 GiB (nvidia-smi reports 81920 MiB on an A100-SXM4-80GB).
+constexpr double kA100MemoryBytes = 80.0 * 1024 * 1024 * 1024;
 constexpr double kA100HbmBytesPerS = 2.039e12;
 // Source: NVIDIA DGX B200 datasheet: 72 PFLOP/s FP8 training for 8 GPUs → 4.5 PFLOP/s FP8 dense per GPU,
 // 2.25 PFLOP/s dense BF16; 1,440 GB HBM3e for 8 GPUs (180 GB each) at 8 TB/s per GPU.

@@ -185,7 +185,8 @@ TEST_CASE("config: to_yaml writes the effective values in the file's units", "[c
   CHECK(back.oracle.seed == 1234);
   CHECK(back.expect.validate_exit_code == 0);
   // The preset's values are written out, in the file's units (TFLOP/s, GB, GB/s, µs); defaults are explicit.
-  for (const char* line : {"preset: dgx-h100", "nodes: 8", "peak_bf16_TFLOP_per_s: 989.4", "memory_GB: 80",
+  // memory_GB: the H100's 81559 MiB as the device reports it = 85520809984 bytes.
+  for (const char* line : {"preset: dgx-h100", "nodes: 8", "peak_bf16_TFLOP_per_s: 989.4", "memory_GB: 85.520809984",
                            "hbm_bandwidth_GB_per_s: 3350", "bandwidth_GB_per_s: 450", "bandwidth_GB_per_s: 48",
                            "latency_us: 3", "message_latency_us: 5", "kernel_launch_overhead_us: 3",
                            "peak_fp8_TFLOP_per_s: 1978.9", "framework_overhead_GB: 3", "kv_channels_v: 128",
