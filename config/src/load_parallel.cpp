@@ -42,6 +42,8 @@ void read_parallel(YamlReader& r, const YAML::Node& m, ParallelConfig& pc) {
   if (m["overlap_grad_reduce"]) pc.overlap_grad_reduce = r.get_bool(m["overlap_grad_reduce"], P + ".overlap_grad_reduce");
   if (m["overlap_param_gather"])
     pc.overlap_param_gather = r.get_bool(m["overlap_param_gather"], P + ".overlap_param_gather");
+  if (m["grad_reduce_in_fp32"])
+    pc.grad_reduce_in_fp32 = r.get_bool(m["grad_reduce_in_fp32"], P + ".grad_reduce_in_fp32");
 }
 
 }  // namespace hcpsim

@@ -1,5 +1,6 @@
 #include "scenario_overrides.hpp"
 
+#include <map>
 #include <sstream>
 
 #include "hcpsim/core/error.hpp"
@@ -15,6 +16,12 @@ struct Override {
 };
 
 /// Splits "a.b.c=value" (error locations name `where`, the override text).
+/// Megatron-Bridge key paths accepted as overrides for the scenario key they mean (a recipe's knob pasted as it is).
+/// Source: Megatron-Bridge ConfigContainer (`ddp:` holds DistributedDataParallelConfig).
+const std::map<std::string, std::string> kBridgeOverrideAliases = {
+    {"ddp.grad_reduce_in_fp32", "parallel.grad_reduce_in_fp32"},
+};
+
 Override parse_override(const std::string& text, const SourceLoc& where) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -22,6 +29,7 @@ Override parse_override(const std::string& text, const SourceLoc& where) {
                      "write e.g. model.seq_length=131072 or \"parallel.hierarchical_context_parallel_sizes=[8,2]\"");
   Override o;
   o.key = text.substr(0, eq);
+  if (const auto alias = kBridgeOverrideAliases.find(o.key); alias != kBridgeOverrideAliases.end()) o.key = alias->second;
   const std::string value_text = text.substr(eq + 1);
   std::stringstream ss(o.key);
   std::string part;

@@ -131,6 +131,7 @@ void emit_parallel(YAML::Emitter& e, const ParallelConfig& p) {
   put_bool(e, "use_distributed_optimizer", p.use_distributed_optimizer);
   put_bool(e, "overlap_grad_reduce", p.overlap_grad_reduce);
   put_bool(e, "overlap_param_gather", p.overlap_param_gather);
+  put_bool(e, "grad_reduce_in_fp32", p.grad_reduce_in_fp32);
   e << YAML::EndMap;
 }
 

@@ -181,6 +181,11 @@ class BridgeReader {
       mark(k, v);
       return true;
     }
+    if (section == "ddp" && k == "grad_reduce_in_fp32") {
+      if (!is_null(v)) c_.grad_reduce_in_fp32 = as_bool(v, key);
+      mark(k, v);
+      return true;
+    }
     if (section == "ddp" && (k == "overlap_grad_reduce" || k == "overlap_param_gather")) {
       (k == "overlap_grad_reduce" ? c_.overlap_grad_reduce : c_.overlap_param_gather) = as_bool(v, key);
       mark(k, v);

@@ -136,6 +136,7 @@ void write_parallel(YamlWriter& w, const MegatronConfig& c, const std::optional<
   w.entry("use_distributed_optimizer", yaml_bool(c.use_distributed_optimizer));
   w.entry("overlap_grad_reduce", yaml_bool(c.overlap_grad_reduce));
   w.entry("overlap_param_gather", yaml_bool(c.overlap_param_gather));
+  if (c.grad_reduce_in_fp32) w.entry("grad_reduce_in_fp32", yaml_bool(*c.grad_reduce_in_fp32));
   w.entry("use_decentralized_pg", yaml_bool(c.use_decentralized_pg));
   w.top();
 }

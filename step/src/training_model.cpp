@@ -9,9 +9,9 @@ namespace {
 
 // Source: Megatron-LM --make-vocab-size-divisible-by default 128.
 constexpr int64_t kVocabDivisor = 128;
-// Source: Megatron-LM docs (distributed optimizer): fp32 main gradients (4 B) and Adam's fp32 master weights,
-// first and second moments (4 + 4 + 4 B) per parameter.
-constexpr double kGradBytesPerParam = 4;
+// Source: Megatron-LM docs (distributed optimizer): Adam's fp32 master weights, first and second moments
+// (4 + 4 + 4 B) per parameter. The main gradients are fp32 (4 B) with grad_reduce_in_fp32, else params_dtype
+// (megatron/core/distributed param_and_grad_buffer: grad dtype = fp32 if grad_reduce_in_fp32 else param dtype).
 constexpr double kOptimizerBytesPerParam = 12;
 // softmax_lse is fp32 (TE flash attention).
 constexpr double kLseBytes = 4;
@@ -27,6 +27,10 @@ int64_t require_vocab(const Scenario& s) {
 }
 
 }  // namespace
+
+double main_grad_bytes_per_param(const Scenario& s) {
+  return s.parallel.grad_reduce_in_fp32 ? kFp32Bytes : static_cast<double>(dtype_size_bytes(s.model.params_dtype));
+}
 
 int64_t padded_vocab_size(int64_t vocab_size, int64_t tp) {
   const int64_t multiple = kVocabDivisor * tp;
@@ -115,7 +119,7 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
   MemoryBreakdown mb;
   mb.parameters_per_gpu = pp == 1 ? first + last_extra : std::max(first, last);
   mb.weights_bytes = mb.parameters_per_gpu * dtype_size_bytes(m.params_dtype);
-  mb.gradients_bytes = mb.parameters_per_gpu * kGradBytesPerParam;
+  mb.gradients_bytes = mb.parameters_per_gpu * main_grad_bytes_per_param(s);
   const double shards =
       p.use_distributed_optimizer ? static_cast<double>(data_parallel_size * p.context_parallel_size) : 1.0;
   mb.optimizer_bytes = mb.parameters_per_gpu * kOptimizerBytesPerParam / shards;

@@ -11,10 +11,10 @@
 namespace hcpsim::sim {
 namespace {
 
-// Bytes per parameter moved by the DP collectives and the optimizer. Sources: Megatron-LM docs (distributed
-// optimizer): gradients reduced in fp32 (4 B), updated parameters gathered in the params dtype; Adam reads the
-// fp32 gradient, master weight and two moments (16 B), writes master and moments (12 B) and the params-dtype copy.
-constexpr double kGradReduceBytesPerParam = 4;
+// Bytes per parameter the optimizer moves. Sources: Megatron-LM docs (distributed optimizer): gradients are
+// reduced in main_grad_bytes_per_param() (fp32 with grad_reduce_in_fp32), updated parameters gathered in the
+// params dtype; Adam reads the fp32 gradient, master weight and two moments (16 B), writes master and moments
+// (12 B) and the params-dtype copy.
 constexpr double kOptimizerFp32BytesPerParam = 16 + 12;
 
 TimePs times(TimePs ps, double factor) { return static_cast<TimePs>(static_cast<double>(ps) * factor + 0.5); }
@@ -116,7 +116,7 @@ void set_data_parallel_and_step_time(const Scenario& s, const ParallelSizes& siz
     for (int64_t d = 0; d < sizes.dp; ++d) nodes.insert(global_rank(p.order, sizes, 0, c, d, 0) / gpn);
   const int64_t dp_cp = sizes.dp * sizes.cp;
   const bool spans = nodes.size() > 1;
-  const TimePs rs = ring_collective_ps(dp_cp, params_gpu * kGradReduceBytesPerParam, spans, cl);
+  const TimePs rs = ring_collective_ps(dp_cp, params_gpu * main_grad_bytes_per_param(s), spans, cl);
   const double L = static_cast<double>(r.layers_per_stage);
   auto exposed = [L](TimePs total, TimePs window_per_layer, bool overlap) {
     if (!overlap) return total;

@@ -270,6 +270,22 @@ TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
   const Scenario s = load_scenario_text(scenario_yaml_of(on_two_nodes, ScenarioWriteOptions{}), "bridge.yaml");
   REQUIRE(validate_scenario(s, ValidationScope::placement).data_parallel_size == 1);
   REQUIRE(cp_layout_for(s, CpCommType::a2a_p2p).a2a_size() == 4);
+  // The fixture leaves ddp.grad_reduce_in_fp32 out: Megatron's default (fp32) and no key written.
+  REQUIRE_FALSE(c.grad_reduce_in_fp32.has_value());
+  REQUIRE(s.parallel.grad_reduce_in_fp32);
+  REQUIRE(scenario_yaml_of(on_two_nodes, ScenarioWriteOptions{}).find("grad_reduce_in_fp32") == std::string::npos);
+  // A recipe that reduces gradients in bf16 (as the performance recipes do) carries that into the scenario.
+  const std::string text = read_fixture("llama3_8b_128k_bridge.yaml");
+  const auto ddp = text.find("\nddp:\n");
+  REQUIRE(ddp != std::string::npos);
+  auto bf16 = parse_bridge_config(text.substr(0, ddp) + "\nddp:\n  grad_reduce_in_fp32: false\n" + text.substr(ddp + 6),
+                                  "bridge.yaml");
+  REQUIRE(bf16.grad_reduce_in_fp32 == std::optional<bool>(false));
+  bf16.nnodes = 2;
+  bf16.nproc_per_node = 8;
+  bf16.world_size = 16;
+  const Scenario sb = load_scenario_text(scenario_yaml_of(bf16, ScenarioWriteOptions{}), "bridge.yaml");
+  REQUIRE_FALSE(sb.parallel.grad_reduce_in_fp32);
 
   const auto bad = error_of([] { parse_bridge_config("model:\n  num_attention_heads: many\n", "b.yaml"); });
   REQUIRE(bad == "b.yaml:2:24: model.num_attention_heads: expected an integer, got 'many'; fix: write a whole number");

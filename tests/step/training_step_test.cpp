@@ -252,3 +252,26 @@ TEST_CASE("step: FP8 GEMMs run at the FP8 peak; model FLOPs do not change", "[st
         seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_fp8_flops_per_s * g.gemm_efficiency)));
 }
 
+
+TEST_CASE("step: grad_reduce_in_fp32 = false keeps main gradients and their DP reduction in params_dtype", "[step]") {
+  // Megatron's default (fp32 main gradients, 4 B per parameter) against the performance recipes' bf16 (2 B).
+  const Scenario fp32 = small();
+  const Scenario bf16 = small({"parallel.grad_reduce_in_fp32=false"});
+  REQUIRE(fp32.parallel.grad_reduce_in_fp32);
+  REQUIRE_FALSE(bf16.parallel.grad_reduce_in_fp32);
+  CHECK(main_grad_bytes_per_param(fp32) == 4.0);
+  CHECK(main_grad_bytes_per_param(bf16) == 2.0);
+  const StepResult a = step_of(fp32), b = step_of(bf16);
+  REQUIRE(a.memory.parameters_per_gpu > 0);
+  // Gradients: parameters per GPU × 4 B vs × 2 B; weights, optimizer and activations do not change.
+  CHECK(a.memory.gradients_bytes == a.memory.parameters_per_gpu * 4.0);
+  CHECK(b.memory.gradients_bytes == b.memory.parameters_per_gpu * 2.0);
+  CHECK(a.memory.total_bytes - b.memory.total_bytes == a.memory.parameters_per_gpu * 2.0);
+  CHECK(a.memory.optimizer_bytes == b.memory.optimizer_bytes);
+  // The DP gradient reduce-scatter moves half the bytes, so it cannot take longer (its latency part is the same).
+  CHECK(b.dp_grad_reduce_ps < a.dp_grad_reduce_ps);
+  // Megatron-Bridge's spelling of the knob is accepted as an override and means the same.
+  const Scenario alias = small({"ddp.grad_reduce_in_fp32=false"});
+  CHECK_FALSE(alias.parallel.grad_reduce_in_fp32);
+  CHECK(step_of(alias).memory.total_bytes == b.memory.total_bytes);
+}

@@ -75,6 +75,10 @@ struct ParallelConfig {
   /// Megatron --overlap-param-gather: the distributed optimizer's parameter all-gather runs during the next
   /// forward (default false: exposed before it).
   bool overlap_param_gather = false;
+  /// Megatron's grad_reduce_in_fp32 (DistributedDataParallelConfig; Bridge `ddp.grad_reduce_in_fp32`): the main
+  /// gradient buffer and the DP gradient reduction in fp32 (default true, as Megatron-LM sets it for bf16 training
+  /// and NeMo's bf16-mixed plugin), else in params_dtype (the NeMo / Megatron-Bridge performance recipes set false).
+  bool grad_reduce_in_fp32 = true;
 
   /// The distinct comm types, in first-use order (a per-layer list may repeat them).
   [[nodiscard]] std::vector<CpCommType> distinct_cp_comm_types() const;

@@ -58,6 +58,8 @@ struct MegatronConfig {
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;   ///< --overlap-grad-reduce (Bridge ddp.overlap_grad_reduce)
   bool overlap_param_gather = false;  ///< --overlap-param-gather (Bridge ddp.overlap_param_gather)
+  /// Bridge ddp.grad_reduce_in_fp32 when the input sets it (else Megatron's default, true, and no key is written).
+  std::optional<bool> grad_reduce_in_fp32;
   bool use_decentralized_pg = false;  ///< Megatron-Bridge dist.use_decentralized_pg
 
   // Training step.

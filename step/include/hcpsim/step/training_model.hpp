@@ -16,6 +16,11 @@ namespace hcpsim {
 /// @param vocab_size ≥ 1; @param tp ≥ 1. @return the padded size.
 int64_t padded_vocab_size(int64_t vocab_size, int64_t tp);
 
+/// Bytes per parameter of the main gradient buffer and of the DP gradient reduction: 4 (fp32) with
+/// parallel.grad_reduce_in_fp32, else the size of model.params_dtype.
+/// Source: megatron/core/distributed/param_and_grad_buffer.py (grad dtype = torch.float if grad_reduce_in_fp32).
+double main_grad_bytes_per_param(const Scenario& scenario);
+
 /// Parameter counts of the model (whole model, before any sharding), as doubles (exact below 2^53).
 /// No biases (Llama-style add_bias_linear = false); RMSNorm with one weight vector of h per norm.
 struct ParameterCounts {
