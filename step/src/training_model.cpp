@@ -116,33 +116,50 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
                                 tp +
                             pc.final_norm;
   const double last = layers_per_stage * layer_params + last_extra;
-  MemoryBreakdown mb;
-  mb.parameters_per_gpu = pp == 1 ? first + last_extra : std::max(first, last);
-  mb.weights_bytes = mb.parameters_per_gpu * dtype_size_bytes(m.params_dtype);
-  mb.gradients_bytes = mb.parameters_per_gpu * main_grad_bytes_per_param(s);
-  const double shards =
-      p.use_distributed_optimizer ? static_cast<double>(data_parallel_size * p.context_parallel_size) : 1.0;
-  mb.optimizer_bytes = mb.parameters_per_gpu * kOptimizerBytesPerParam / shards;
-
-  mb.activations_per_layer_bytes = activation_bytes_per_layer(s);
   const int64_t v = p.virtual_pipeline_model_parallel_size.value_or(1);
-  double in_flight = static_cast<double>(std::min<int64_t>(pp, std::max<int64_t>(num_microbatches, 1)));
-  if (pp > 1 && v > 1) in_flight *= 1 + static_cast<double>(pp - 1) / static_cast<double>(pp * v);
-  mb.in_flight_microbatches = in_flight;
-  mb.activations_bytes = mb.activations_per_layer_bytes * layers_per_stage * in_flight;
-  if (s.training.recompute_granularity == RecomputeGranularity::full) {
-    Scenario none = s;
-    none.training.recompute_granularity = RecomputeGranularity::none;
-    mb.activations_bytes += activation_bytes_per_layer(none);  // the layer being recomputed
-  }
+  const double m_micro = static_cast<double>(std::max<int64_t>(num_microbatches, 1));
   const double tokens = static_cast<double>(m.micro_batch_size) * static_cast<double>(m.seq_length) /
                         static_cast<double>(p.context_parallel_size);
   const double logits = tokens * static_cast<double>(pc.padded_vocab) / tp;
-  mb.output_layer_activations_bytes = logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes);
-  mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;
-  mb.framework_overhead_bytes = s.training.framework_overhead_bytes;
-  mb.total_bytes = mb.weights_bytes + mb.gradients_bytes + mb.optimizer_bytes + mb.activations_bytes +
-                   mb.output_layer_activations_bytes + mb.cp_attention_buffers_bytes + mb.framework_overhead_bytes;
+  const double shards =
+      p.use_distributed_optimizer ? static_cast<double>(data_parallel_size * p.context_parallel_size) : 1.0;
+  // One pipeline stage's memory: `params` parameters, activations of `in_flight` micro-batches, and the logits
+  // when the stage holds the output layer.
+  auto stage = [&](double params, double in_flight, bool holds_logits) {
+    MemoryBreakdown mb;
+    mb.parameters_per_gpu = params;
+    mb.weights_bytes = params * dtype_size_bytes(m.params_dtype);
+    mb.gradients_bytes = params * main_grad_bytes_per_param(s);
+    mb.optimizer_bytes = params * kOptimizerBytesPerParam / shards;
+    mb.activations_per_layer_bytes = activation_bytes_per_layer(s);
+    mb.in_flight_microbatches = in_flight;
+    mb.activations_bytes = mb.activations_per_layer_bytes * layers_per_stage * in_flight;
+    if (s.training.recompute_granularity == RecomputeGranularity::full) {
+      Scenario none = s;
+      none.training.recompute_granularity = RecomputeGranularity::none;
+      mb.activations_bytes += activation_bytes_per_layer(none);  // the layer being recomputed
+    }
+    mb.output_layer_activations_bytes = holds_logits ? logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes) : 0.0;
+    mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;
+    mb.framework_overhead_bytes = s.training.framework_overhead_bytes;
+    mb.total_bytes = mb.weights_bytes + mb.gradients_bytes + mb.optimizer_bytes + mb.activations_bytes +
+                     mb.output_layer_activations_bytes + mb.cp_attention_buffers_bytes + mb.framework_overhead_bytes;
+    return mb;
+  };
+  MemoryBreakdown mb;
+  if (pp == 1) {
+    mb = stage(first + last_extra, 1.0, true);
+  } else {
+    // 1F1B keeps min(PP, m) micro-batches in flight on the first stage and one on the last; with V model chunks
+    // the first stage holds PP·(1 + (PP − 1)/(PP·V)) and the last ((V − 1)·PP + 1)/V, each capped by m.
+    const double first_in_flight =
+        std::min(m_micro, static_cast<double>(pp)) *
+        (v > 1 ? 1 + static_cast<double>(pp - 1) / static_cast<double>(pp * v) : 1.0);
+    const double last_in_flight =
+        std::min(m_micro, v > 1 ? static_cast<double>((v - 1) * pp + 1) / static_cast<double>(v) : 1.0);
+    const MemoryBreakdown a = stage(first, first_in_flight, false), z = stage(last, last_in_flight, true);
+    mb = z.total_bytes > a.total_bytes ? z : a;  // the worst stage; ties report the first
+  }
   mb.capacity_bytes = s.cluster.gpu.memory_bytes;
   mb.headroom_bytes = mb.capacity_bytes - mb.total_bytes;
   mb.fits = mb.headroom_bytes >= 0;

@@ -112,10 +112,28 @@ TEST_CASE("step: memory per GPU of a small model equals the closed form", "[step
   CHECK(activation_bytes_per_layer(tp2) == 313344.0 / 2);
   const Scenario tp2_nosp = small({"parallel.tensor_model_parallel_size=2"});
   CHECK(activation_bytes_per_layer(tp2_nosp) == 313344.0 / 2 + 4 * 16384 / 2);
-  // Pipeline: the first stage holds min(PP, m) micro-batches; interleaving adds (PP−1)/(PP·V).
+  // Pipeline: the worst stage is reported. Without CP a layer saves 2 × 313344 = 626688 B (256 tokens). PP 2, one
+  // layer per stage, m = 4: the first stage holds min(PP, m) = 2 micro-batches (1253376 B), the last one micro-batch
+  // plus the logits, 256 tokens × 1024 (padded vocab) × (2 + 4) B = 1572864 B, so the last stage is the worse.
   const Scenario pp2 = small({"parallel.pipeline_model_parallel_size=2", "parallel.context_parallel_size=1",
                               "model.global_batch_size=16", "parallel.virtual_pipeline_model_parallel_size=1"});
-  CHECK(memory_per_gpu(pp2, 4, 4, 0).in_flight_microbatches == 2);
+  const MemoryBreakdown last = memory_per_gpu(pp2, 4, 4, 0);
+  CHECK(last.in_flight_microbatches == 1);
+  CHECK(last.output_layer_activations_bytes == 256.0 * 1024 * 6);
+  CHECK(last.activations_bytes == 626688.0);
+  // PP 4 over 8 layers (2 per stage), m = 4: the first stage's 4 × 2 × 626688 = 5013504 B of activations outweigh
+  // the last stage's 2 × 626688 + 1572864 = 2826240 B, so the first stage is reported and holds no logits.
+  const Scenario pp4 = small({"parallel.pipeline_model_parallel_size=4", "parallel.context_parallel_size=1",
+                              "model.num_layers=8", "model.global_batch_size=16"});
+  const MemoryBreakdown first = memory_per_gpu(pp4, 4, 4, 0);
+  CHECK(first.in_flight_microbatches == 4);
+  CHECK(first.output_layer_activations_bytes == 0);
+  CHECK(first.activations_bytes == 4 * 2 * 626688.0);
+  // Interleaving (V = 2): the first stage holds PP·(1 + (PP − 1)/(PP·V)) = 4·(1 + 3/8) = 5.5 micro-batches' worth.
+  const Scenario pp4v2 = small({"parallel.pipeline_model_parallel_size=4", "parallel.context_parallel_size=1",
+                                "model.num_layers=8", "model.global_batch_size=16",
+                                "parallel.virtual_pipeline_model_parallel_size=2"});
+  CHECK(memory_per_gpu(pp4v2, 4, 4, 0).in_flight_microbatches == 5.5);
 }
 
 TEST_CASE("step: full recompute lowers activation memory and adds the layer's forward FLOPs", "[step]") {

@@ -54,8 +54,8 @@ std::string to_string(FlopsConvention c);
 /// @param global_batch_size samples per iteration (B). @throws InputError without model.vocab_size.
 double megatron_model_flops(const Scenario& scenario, int64_t global_batch_size, FlopsConvention convention);
 
-/// Per-GPU memory in bytes, by category. The stage holding the embedding (and the output layer when PP = 1 or
-/// untied) is the largest; that stage is reported.
+/// Per-GPU memory in bytes, by category, of the pipeline stage that needs the most: with PP > 1 the first stage
+/// (embedding, the most micro-batches in flight) or the last (output layer and its logits), whichever is larger.
 struct MemoryBreakdown {
   double parameters_per_gpu = 0;       ///< parameters this GPU holds (its stage, / TP)
   double weights_bytes = 0;            ///< parameters · element size of params_dtype
@@ -70,7 +70,7 @@ struct MemoryBreakdown {
   double headroom_bytes = 0;           ///< capacity − total (negative: does not fit)
   bool fits = false;
   double activations_per_layer_bytes = 0;  ///< one layer, one micro-batch, as stored for backward
-  double in_flight_microbatches = 0;       ///< micro-batches whose activations the first stage holds at peak
+  double in_flight_microbatches = 0;       ///< micro-batches whose activations the reported stage holds at peak
 };
 
 /// Saved activation bytes of one transformer layer for one micro-batch on one GPU, Megatron + TE with flash
@@ -89,8 +89,10 @@ double activation_bytes_per_layer(const Scenario& scenario);
 /// Memory per GPU. @param data_parallel_size resolved DP; @param num_microbatches m = global batch / (b·DP);
 /// @param cp_attention_buffer_bytes transient attention buffers from the simulator (≥ 0).
 /// In-flight micro-batches of the first stage: min(PP, m), times 1 + (PP − 1)/(PP·V) with interleaving
-/// (Korthikanti et al. 2022 §4.2.3; Narayanan et al. 2021 §2.2). Full recompute adds one layer's full
-/// activations (the layer being recomputed).
+/// (Korthikanti et al. 2022 §4.2.3; Narayanan et al. 2021 §2.2); of the last stage: 1, or ((V − 1)·PP + 1)/V with
+/// interleaving (Megatron-LM schedules.py: the last rank warms up (V − 1)·PP model-chunk micro-batches), capped by
+/// m. The logits are on the last stage only. Full recompute adds one layer's full activations (the layer being
+/// recomputed).
 /// Source: Megatron-LM docs, distributed optimizer: 18 bytes / parameter without it (2 param + 4 grad + 12
 /// optimizer) and 6 + 12/d with it; the optimizer shards over DP·CP (docs/architecture.md "Numbers we stand on").
 /// @throws InputError without model.vocab_size.
