@@ -183,7 +183,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
 }  // namespace
 
 CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("simulate", "time one attention layer of the schedule on the cluster");
+  auto* cmd = app.add_subcommand("simulate", "time one attention layer of the schedule on the cluster, then the whole training step");
   auto common = std::make_shared<Common>();
   auto out = std::make_shared<SimulateOutputs>();
   add_scenario_args(cmd, *common);
