@@ -146,6 +146,19 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
     for (const auto& k : keys)
       if (!m[k]) r.fail(m, P, "explicit gpu without '" + k + "'", "add '" + P + "." + k + "'");
   read_gpu_fields(r, m, P, g);
+  // The provenance line names what the scenario itself set, so a preset's or calibration file's description
+  // ("GEMM efficiency 0.7") is never left standing for a value the scenario replaced.
+  std::string set_here;
+  for (const char* key : {"peak_bf16_TFLOP_per_s", "peak_fp8_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s",
+                          "gemm_efficiency", "attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table",
+                          "attn_bwd_table", "kernel_launch_overhead_us", "compute_slowdown_during_comm"}) {
+    if (!m[key]) continue;
+    set_here += (set_here.empty() ? "" : ", ") + std::string(key);
+    if (m[key].IsScalar()) set_here += " " + m[key].as<std::string>();
+  }
+  if (!set_here.empty())
+    g.calibration = (all_required && !m["calibration"]) ? "explicit cluster.gpu: " + set_here
+                                                        : g.calibration + "; set in the scenario: " + set_here;
 }
 
 }  // namespace hcpsim

@@ -136,3 +136,19 @@ TEST_CASE("loader: a section key at the top level is pointed to its section", "[
     CHECK(std::string(e.what()).find("did you mean 'training.recompute_granularity'?") != std::string::npos);
   }
 }
+
+TEST_CASE("config: the GPU provenance line names the values the scenario set", "[config][loader]") {
+  // The preset's description stays, followed by what the scenario replaced, so "GEMM efficiency 0.7" is never
+  // the last word about a GEMM efficiency of 0.55.
+  const auto preset = load_scenario_text(kMinimal, "s.yaml");
+  REQUIRE(preset.cluster.gpu.calibration.find("assumed: preset dgx-h100") == 0);
+  REQUIRE(preset.cluster.gpu.calibration.find("set in the scenario") == std::string::npos);
+  const auto set = load_scenario_text(
+      kMinimal, "s.yaml",
+      {"cluster.preset=dgx-h100", "cluster.gpu.gemm_efficiency=0.55", "cluster.gpu.attn_fwd_efficiency=0.5"});
+  // (kMinimal has no cluster section: the override names the preset, as a scenario file would.)
+  REQUIRE(set.cluster.gpu.gemm_efficiency == 0.55);
+  const std::string& c = set.cluster.gpu.calibration;
+  REQUIRE(c.find("assumed: preset dgx-h100") == 0);
+  REQUIRE(c.find("; set in the scenario: gemm_efficiency 0.55, attn_fwd_efficiency 0.5") != std::string::npos);
+}
