@@ -9,8 +9,9 @@ Usage: check_modules.py [REPO_ROOT]       (default: the folder above this script
 """
 import os
 import re
-import subprocess
 import sys
+
+from repo_files import repo_files
 
 # module -> hcpsim modules its sources may include (itself included). docs/architecture.md "Modules".
 ALLOWED = {
@@ -80,11 +81,8 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
         return self_test()
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
-    files += subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=root, capture_output=True,
-                            text=True, check=True).stdout.split()
     problems = []
-    for rel in sorted(set(files)):
+    for rel in repo_files(root):
         module = rel.split("/", 1)[0]
         if module not in ALLOWED or not rel.endswith(SOURCE) or not os.path.isfile(os.path.join(root, rel)):
             continue

@@ -17,8 +17,9 @@ a class, a namespace or a lambda inside another function (lambdas count towards 
 """
 import os
 import re
-import subprocess
 import sys
+
+from repo_files import repo_files
 
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 100
@@ -154,9 +155,6 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--self-test":
         return self_test()
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
-    untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=root, capture_output=True,
-                               text=True, check=True).stdout.split()
     ratchet = load_ratchet(root)
     seen = set()
     problems = []
@@ -173,7 +171,7 @@ def main():
         elif size > allowed:
             problems.append(f"{key}: {what} grew to {size} lines (ratchet {allowed}, limit {limit}); split it")
 
-    for rel in sorted(set(files + untracked)):
+    for rel in repo_files(root):
         if not rel.endswith(SOURCE_EXTENSIONS) or rel.endswith(KERNEL_EXTENSIONS):
             continue
         path = os.path.join(root, rel)

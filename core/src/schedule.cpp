@@ -52,6 +52,21 @@ bool is_communication(OpKind k) {
          k == OpKind::reduce_scatter;
 }
 
+OpIndex RankProgram::append(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps,
+                            std::string label, int64_t ring_step, double flops, int64_t bytes) {
+  Op op;
+  op.payload = std::move(payload);
+  op.phase = phase;
+  op.stream = stream;
+  op.deps = std::move(deps);
+  op.label = std::move(label);
+  op.ring_step = ring_step;
+  op.flops = flops;
+  op.bytes = bytes;
+  ops.push_back(std::move(op));
+  return static_cast<OpIndex>(ops.size() - 1);
+}
+
 BufferId RankProgram::buffer(const std::string& name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == name) return static_cast<BufferId>(i);

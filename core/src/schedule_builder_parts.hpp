@@ -37,17 +37,7 @@ class RankBuilder {
 
   OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
               int64_t ring_step = -1, double flops = 0, int64_t bytes = 0) {
-    Op op;
-    op.payload = std::move(payload);
-    op.phase = phase;
-    op.stream = stream;
-    op.deps = std::move(deps);
-    op.label = std::move(label);
-    op.ring_step = ring_step;
-    op.flops = flops;
-    op.bytes = bytes;
-    prog_.ops.push_back(std::move(op));
-    return static_cast<OpIndex>(prog_.ops.size() - 1);
+    return prog_.append(std::move(payload), phase, stream, std::move(deps), std::move(label), ring_step, flops, bytes);
   }
 
   /// Declares a buffer and emits its AllocOp on `stream`.

@@ -37,9 +37,8 @@ TraceTimeline measured_timeline(const DeviceRunResult& run) {
   t.processes = {TraceProcess{0, "node 0", 0}, TraceProcess{1, "fabric", 1}};
   for (int64_t r = 0; r < ranks; ++r)
     for (int s = 0; s < kStreamCount; ++s)
-      t.threads.push_back(TraceThread{0, stream_tid(r, static_cast<Stream>(s)),
-                                      "gpu " + std::to_string(r) + " cp rank " + std::to_string(r) + " " +
-                                          to_string(static_cast<Stream>(s))});
+      t.threads.push_back(
+          TraceThread{0, stream_tid(r, static_cast<Stream>(s)), stream_thread_name(r, r, static_cast<Stream>(s))});
   for (const MeasuredOp& m : run.timeline) {
     // Picoseconds are the trace's integer time unit; a measured time is cut to whole ps.
     const auto start_ps = static_cast<int64_t>(m.start_s * 1e12);

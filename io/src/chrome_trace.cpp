@@ -20,6 +20,9 @@ Json value_json(const TraceValue& v) {
 
 int64_t stream_tid(int64_t gpu, Stream s) { return gpu * kStreamCount + static_cast<int64_t>(s); }
 int64_t link_tid(int64_t link) { return kLinkTidBase + link; }
+std::string stream_thread_name(int64_t gpu, int64_t cp_rank, Stream s) {
+  return "gpu " + std::to_string(gpu) + " cp rank " + std::to_string(cp_rank) + " " + to_string(s);
+}
 double ps_to_us(int64_t ps) { return static_cast<double>(ps) / 1e6; }
 
 std::string chrome_trace_json(const TraceTimeline& timeline) {

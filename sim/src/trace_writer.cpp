@@ -45,8 +45,7 @@ TraceTimeline trace_timeline(const SimResult& result) {
   for (const RankStats& r : result.ranks)
     for (int s = 0; s < kStreamCount; ++s)
       t.threads.push_back(TraceThread{r.node, stream_tid(r.gpu, static_cast<Stream>(s)),
-                                      "gpu " + std::to_string(r.gpu) + " cp rank " + std::to_string(r.cp_rank) + " " +
-                                          to_string(static_cast<Stream>(s))});
+                                      stream_thread_name(r.gpu, r.cp_rank, static_cast<Stream>(s))});
   for (size_t l = 0; l < result.links.size(); ++l) {
     const LinkStats& ls = result.links[l];
     if (ls.flows == 0) continue;

@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include "hcpsim/config/calibration_file.hpp"

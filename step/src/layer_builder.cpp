@@ -111,16 +111,7 @@ class LayerRankBuilder {
 
   OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
               double flops, int64_t bytes) {
-    Op op;
-    op.payload = std::move(payload);
-    op.phase = phase;
-    op.stream = stream;
-    op.deps = std::move(deps);
-    op.label = std::move(label);
-    op.flops = flops;
-    op.bytes = bytes;
-    prog_.ops.push_back(std::move(op));
-    return static_cast<OpIndex>(prog_.ops.size() - 1);
+    return prog_.append(std::move(payload), phase, stream, std::move(deps), std::move(label), -1, flops, bytes);
   }
 
   OpIndex gemm(int64_t mm, int64_t nn, int64_t kk, bool fp8, Phase phase, std::vector<OpIndex> deps, std::string label) {

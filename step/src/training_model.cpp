@@ -123,6 +123,13 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
   const double logits = tokens * static_cast<double>(pc.padded_vocab) / tp;
   const double shards =
       p.use_distributed_optimizer ? static_cast<double>(data_parallel_size * p.context_parallel_size) : 1.0;
+  const double per_layer = activation_bytes_per_layer(s);
+  double recompute_bytes = 0;  // full recompute keeps the full activations of the layer being recomputed
+  if (s.training.recompute_granularity == RecomputeGranularity::full) {
+    Scenario none = s;
+    none.training.recompute_granularity = RecomputeGranularity::none;
+    recompute_bytes = activation_bytes_per_layer(none);
+  }
   // One pipeline stage's memory: `params` parameters, activations of `in_flight` micro-batches, and the logits
   // when the stage holds the output layer.
   auto stage = [&](double params, double in_flight, bool holds_logits) {
@@ -131,14 +138,9 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
     mb.weights_bytes = params * dtype_size_bytes(m.params_dtype);
     mb.gradients_bytes = params * main_grad_bytes_per_param(s);
     mb.optimizer_bytes = params * kOptimizerBytesPerParam / shards;
-    mb.activations_per_layer_bytes = activation_bytes_per_layer(s);
+    mb.activations_per_layer_bytes = per_layer;
     mb.in_flight_microbatches = in_flight;
-    mb.activations_bytes = mb.activations_per_layer_bytes * layers_per_stage * in_flight;
-    if (s.training.recompute_granularity == RecomputeGranularity::full) {
-      Scenario none = s;
-      none.training.recompute_granularity = RecomputeGranularity::none;
-      mb.activations_bytes += activation_bytes_per_layer(none);  // the layer being recomputed
-    }
+    mb.activations_bytes = per_layer * layers_per_stage * in_flight + recompute_bytes;
     mb.output_layer_activations_bytes = holds_logits ? logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes) : 0.0;
     mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;
     mb.framework_overhead_bytes = s.training.framework_overhead_bytes;

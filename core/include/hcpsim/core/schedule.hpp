@@ -242,6 +242,10 @@ struct RankProgram {
 
   /// Buffer id by name; HCPSIM_ASSERT if missing.
   [[nodiscard]] BufferId buffer(const std::string& name) const;
+
+  /// Appends an op built from its fields (what every builder does for each op) and returns its index in `ops`.
+  OpIndex append(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
+                 int64_t ring_step = -1, double flops = 0, int64_t bytes = 0);
 };
 
 /// Attention problem one schedule solves (per TP rank: head counts are already divided by TP).

@@ -20,6 +20,8 @@ constexpr int64_t kLinkTidBase = 300000000;
 
 /// Trace thread id of a GPU stream: gpu · kStreamCount + stream.
 int64_t stream_tid(int64_t gpu, Stream s);
+/// Trace thread name of a GPU stream: "gpu <gpu> cp rank <cp_rank> compute|cp_stream|comm".
+std::string stream_thread_name(int64_t gpu, int64_t cp_rank, Stream s);
 /// Trace thread id of a directed link: kLinkTidBase + link id.
 int64_t link_tid(int64_t link);
 
