@@ -46,7 +46,10 @@ int cmd_calibrate(const CalibrateArgs& a) {
   fmt::print("  elementwise: {}  launch overhead {:.3f} us, effective HBM bandwidth {:.1f} GB/s\n",
              fit.fitted_elementwise ? "fitted" : "kept ", fit.gpu.kernel_launch_overhead_s * 1e6,
              fit.gpu.hbm_bandwidth_bytes_per_s / 1e9);
-  fmt::print("  gemm:        {}  efficiency {:.4f}\n", fit.fitted_gemm ? "fitted" : "kept ", fit.gpu.gemm_efficiency);
+  fmt::print("  gemm bf16:   {}  efficiency {:.4f} (of a large GEMM)\n", fit.fitted_gemm_bf16 ? "fitted" : "kept ",
+             fit.gpu.gemm_efficiency_bf16);
+  fmt::print("  gemm fp8:    {}  efficiency {:.4f} (of a large GEMM)\n", fit.fitted_gemm_fp8 ? "fitted" : "kept ",
+             fit.gpu.gemm_efficiency_fp8);
   fmt::print("  attention:   {} table points measured, {} filled from a neighbour (forward {} points, backward {})\n",
              fit.attention_points, fit.filled_points, fit.gpu.attn_fwd_table.size(), fit.gpu.attn_bwd_table.size());
   for (const auto& n : fit.notes) fmt::print("  note: {}\n", n);

@@ -31,7 +31,9 @@ std::string calibration_file_yaml(const GpuSpec& g, const std::string& source_cs
   out += fmt::format("  hbm_bandwidth_GB_per_s: {}\n", g17(g.hbm_bandwidth_bytes_per_s / 1e9));
   out += fmt::format("  kernel_launch_overhead_us: {}\n", g17(g.kernel_launch_overhead_s * 1e6));
   out += fmt::format("  compute_slowdown_during_comm: {}\n", g17(g.compute_slowdown_during_comm));
-  out += fmt::format("  gemm_efficiency: {}\n", g17(g.gemm_efficiency));
+  out += fmt::format("  gemm_efficiency_bf16: {}\n", g17(g.gemm_efficiency_bf16));
+  out += fmt::format("  gemm_efficiency_fp8: {}\n", g17(g.gemm_efficiency_fp8));
+  out += fmt::format("  sm_count: {}\n", g.sm_count);
   out += fmt::format("  attn_fwd_efficiency: {}\n", g17(g.attn_fwd_efficiency));
   out += fmt::format("  attn_bwd_efficiency: {}\n", g17(g.attn_bwd_efficiency));
   for (const bool forward : {true, false}) {

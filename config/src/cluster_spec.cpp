@@ -26,11 +26,20 @@ constexpr double kB200PeakBf16FlopsPerS = 2.25e15;
 constexpr double kB200MemoryBytes = 180e9;
 constexpr double kB200HbmBytesPerS = 8e12;
 constexpr double kB200PeakFp8FlopsPerS = 4.5e15;
-// Source: achieved large-GEMM rates relative to dense peak: cuBLAS BF16 GEMMs of transformer shapes reach
-// ~700 TFLOP/s on H100 SXM (≈ 0.7 of 989), and Megatron-LM's reported end-to-end MFU of 40–50% for dense
-// GPT models implies linear-layer efficiencies of 0.6–0.75 (Narayanan et al. 2021; NVIDIA Megatron-LM
-// performance tables). Assumption until calibrated with `hcpsim calibrate`.
-constexpr double kGemmEfficiency = 0.7;
+// Source: a large cuBLAS BF16 GEMM reaches about 780 TFLOP/s on an H100 SXM5 (public cuBLAS benchmark of
+// square 8192-sized GEMMs; secondary): 780 / 989.4 = 0.79 of the dense BF16 peak. Used for every preset GPU
+// (A100 and B200 have no measurement here: assumed the same fraction until calibrated with `hcpsim calibrate`).
+constexpr double kGemmEfficiencyBf16 = 780.0 / 989.4;
+// Source: NVIDIA technical blog "Boosting Matrix Multiplication Speed and Flexibility with NVIDIA cuBLAS 12.9"
+// (2025): FP8 matmuls on Hopper run 1.75x the BF16 baseline for large matmuls. 1.75 · 780 / 1978.9 = 0.69 of
+// the dense FP8 peak. Smaller shapes lose more (the blog: "at least 1.25x for most other cases"), which
+// gemm_shape_factor reproduces through the fixed per-tile fill time that FP8's faster main loop exposes twice.
+constexpr double kGemmEfficiencyFp8 = 1.75 * 780.0 / 1978.9;
+// Source: NVIDIA datasheets / architecture whitepapers: H100 SXM5 and H200 SXM 132 SMs, A100 SXM4 108,
+// B200 148 (2 dies of 74 enabled SMs).
+constexpr int64_t kH100SmCount = 132;
+constexpr int64_t kA100SmCount = 108;
+constexpr int64_t kB200SmCount = 148;
 
 // Source: NVLink4 (H100/H200 SXM) 900 GB/s bidirectional = 450 GB/s per direction per GPU through NVSwitch.
 constexpr double kNvlink4BytesPerS = 450e9;
@@ -102,7 +111,8 @@ std::vector<EfficiencyPoint> fa3_table(const double (&d64)[6], const double (&d1
   return t;
 }
 
-ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_bytes_per_s, double nic_bytes_per_s) {
+ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_bytes_per_s, double nic_bytes_per_s,
+                int64_t sm_count) {
   ClusterSpec c;
   c.preset = preset;
   c.nodes = nodes;
@@ -116,9 +126,12 @@ ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_by
   c.fabric.spines = kSpines;
   c.gpu.kernel_launch_overhead_s = kKernelLaunchOverheadS;
   c.gpu.compute_slowdown_during_comm = kCommSlowdown;
-  c.gpu.gemm_efficiency = kGemmEfficiency;
+  c.gpu.sm_count = sm_count;
+  c.gpu.gemm_efficiency_bf16 = kGemmEfficiencyBf16;
+  c.gpu.gemm_efficiency_fp8 = kGemmEfficiencyFp8;
   c.gpu.calibration = std::string("assumed: preset ") + preset +
-                      " (datasheet peaks; attention efficiencies from FlashAttention-2/3; GEMM efficiency 0.7)";
+                      " (datasheet peaks; attention efficiencies from FlashAttention-2/3; large-GEMM efficiency "
+                      "BF16 0.79, FP8 0.69)";
   return c;
 }
 
@@ -135,7 +148,7 @@ std::optional<ClusterSpec> cluster_preset(const std::string& name, int64_t nodes
                  {h100 ? "H100-SXM5-80GB" : "H200-SXM-141GB", kH100PeakBf16FlopsPerS,
                   h100 ? kH100MemoryBytes : kH200MemoryBytes, h100 ? kH100HbmBytesPerS : kH200HbmBytesPerS,
                   kAttnFwdEfficiency, kAttnBwdEfficiency},
-                 kNvlink4BytesPerS, kCx7AchievedBytesPerS);
+                 kNvlink4BytesPerS, kCx7AchievedBytesPerS, kH100SmCount);
     c.gpu.peak_fp8_flops_per_s = kH100PeakFp8FlopsPerS;
     c.gpu.attn_fwd_table = fa3_table(kFa3FwdD64, kFa3FwdD128, kFa3FwdCausalD64, kFa3FwdCausalD128);
     c.gpu.attn_bwd_table = fa3_table(kFa3BwdD64, kFa3BwdD128, kFa3BwdCausalD64, kFa3BwdCausalD128);
@@ -145,12 +158,12 @@ std::optional<ClusterSpec> cluster_preset(const std::string& name, int64_t nodes
     return dgx("dgx-a100", nodes,
                {"A100-SXM4-80GB", kA100PeakBf16FlopsPerS, kA100MemoryBytes, kA100HbmBytesPerS, kAttnFwdEfficiency,
                 kAttnBwdEfficiency},
-               kNvlink3BytesPerS, kCx6AchievedBytesPerS);
+               kNvlink3BytesPerS, kCx6AchievedBytesPerS, kA100SmCount);
   if (name == "dgx-b200") {
     auto c = dgx("dgx-b200", nodes,
                  {"B200-180GB", kB200PeakBf16FlopsPerS, kB200MemoryBytes, kB200HbmBytesPerS, kAttnFwdEfficiency,
                   kAttnBwdEfficiency},
-                 kNvlink5BytesPerS, kCx7AchievedBytesPerS);
+                 kNvlink5BytesPerS, kCx7AchievedBytesPerS, kB200SmCount);
     c.gpu.peak_fp8_flops_per_s = kB200PeakFp8FlopsPerS;
     return c;
   }

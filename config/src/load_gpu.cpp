@@ -80,10 +80,22 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
   }
   if (m["peak_fp8_TFLOP_per_s"])
     g.peak_fp8_flops_per_s = r.positive(m["peak_fp8_TFLOP_per_s"], P + ".peak_fp8_TFLOP_per_s", true) * 1e12;
-  if (m["gemm_efficiency"]) {
-    const double e = r.get_double(m["gemm_efficiency"], P + ".gemm_efficiency");
-    if (e <= 0 || e > 1) r.fail(m["gemm_efficiency"], P + ".gemm_efficiency", "must be in (0, 1]", "give achieved/peak, e.g. 0.7");
-    g.gemm_efficiency = e;
+  // gemm_efficiency is the key of files written before BF16 and FP8 GEMMs had separate efficiencies; it meant
+  // the BF16 one (read_gpu's provenance line says so).
+  if (m["gemm_efficiency"] && m["gemm_efficiency_bf16"])
+    r.fail(m["gemm_efficiency"], P + ".gemm_efficiency", "given together with gemm_efficiency_bf16, which replaces it",
+           "keep only '" + P + ".gemm_efficiency_bf16'");
+  for (const char* key : {"gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8"}) {
+    if (!m[key]) continue;
+    const double e = r.get_double(m[key], P + "." + key);
+    if (e <= 0 || e > 1) r.fail(m[key], P + "." + key, "must be in (0, 1]", "give achieved/peak, e.g. 0.7");
+    (std::string(key) == "gemm_efficiency_fp8" ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = e;
+  }
+  if (m["sm_count"]) {
+    g.sm_count = r.get_int(m["sm_count"], P + ".sm_count");
+    if (g.sm_count < 0 || g.sm_count > 100000)
+      r.fail(m["sm_count"], P + ".sm_count", "must be in [0, 100000]",
+             "give the GPU's streaming multiprocessors (132 on H100 SXM5), or 0 for no wave quantization");
   }
 }
 
@@ -123,7 +135,8 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
   const YAML::Node g = root["gpu"];
   r.check_map(g, cp, {"name", "peak_bf16_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s", "attn_fwd_efficiency",
                       "attn_bwd_efficiency", "kernel_launch_overhead_us", "compute_slowdown_during_comm",
-                      "attn_fwd_table", "attn_bwd_table", "peak_fp8_TFLOP_per_s", "gemm_efficiency"});
+                      "attn_fwd_table", "attn_bwd_table", "peak_fp8_TFLOP_per_s", "gemm_efficiency",
+                      "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count"});
   read_gpu_fields(r, g, cp, gpu);
   r.set_file(scenario_file);
   std::string what = path.string();
@@ -139,7 +152,8 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   std::vector<std::string> allowed = keys;
   allowed.insert(allowed.end(),
                  {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table",
-                  "peak_fp8_TFLOP_per_s", "gemm_efficiency", "calibration"});
+                  "peak_fp8_TFLOP_per_s", "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8",
+                  "sm_count", "calibration"});
   r.check_map(m, P, allowed);
   if (m["calibration"]) read_calibration(r, m["calibration"], P + ".calibration", g);
   if (all_required && !m["calibration"])
@@ -150,11 +164,13 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   // ("GEMM efficiency 0.7") is never left standing for a value the scenario replaced.
   std::string set_here;
   for (const char* key : {"peak_bf16_TFLOP_per_s", "peak_fp8_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s",
-                          "gemm_efficiency", "attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table",
+                          "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count",
+                          "attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table",
                           "attn_bwd_table", "kernel_launch_overhead_us", "compute_slowdown_during_comm"}) {
     if (!m[key]) continue;
     set_here += (set_here.empty() ? "" : ", ") + std::string(key);
     if (m[key].IsScalar()) set_here += " " + m[key].as<std::string>();
+    if (std::string(key) == "gemm_efficiency") set_here += " (the older key, read as gemm_efficiency_bf16)";
   }
   if (!set_here.empty())
     g.calibration = (all_required && !m["calibration"]) ? "explicit cluster.gpu: " + set_here

@@ -165,7 +165,9 @@ void emit_gpu(YAML::Emitter& e, const GpuSpec& g) {
   if (!g.attn_fwd_table.empty()) emit_table(e, "attn_fwd_table", g.attn_fwd_table);
   if (!g.attn_bwd_table.empty()) emit_table(e, "attn_bwd_table", g.attn_bwd_table);
   put_unit(e, "peak_fp8_TFLOP_per_s", g.peak_fp8_flops_per_s, kTera);
-  put_num(e, "gemm_efficiency", g.gemm_efficiency);
+  put_num(e, "gemm_efficiency_bf16", g.gemm_efficiency_bf16);
+  put_num(e, "gemm_efficiency_fp8", g.gemm_efficiency_fp8);
+  e << YAML::Key << "sm_count" << YAML::Value << g.sm_count;
   e << YAML::EndMap;
 }
 

@@ -191,7 +191,7 @@ TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, cons
     case OpKind::out_correction:
     case OpKind::copy:
     case OpKind::elementwise: return elementwise_ps(op.bytes, gpu);
-    case OpKind::gemm: return gemm_ps(op.flops, op.bytes, std::get<GemmOp>(op.payload).fp8, dtype, gpu);
+    case OpKind::gemm: return gemm_ps(std::get<GemmOp>(op.payload), op.bytes, dtype, gpu);
     case OpKind::all_to_all:
     case OpKind::send_recv:
     case OpKind::all_gather:
@@ -201,15 +201,37 @@ TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, cons
   return 0;
 }
 
-TimePs gemm_ps(double flops, int64_t bytes, bool fp8, Dtype dtype, const GpuSpec& gpu) {
-  HCPSIM_ASSERT(flops >= 0 && bytes >= 0, "negative GEMM work");
-  require_positive(gpu.gemm_efficiency, "gpu.gemm_efficiency");
+namespace {
+
+double wave_fill(int64_t m, int64_t n, int64_t sm_count) {
+  if (sm_count <= 0) return 1.0;
+  const double tiles =
+      static_cast<double>((m + kGemmTileRows - 1) / kGemmTileRows) * static_cast<double>((n + kGemmTileCols - 1) / kGemmTileCols);
+  const double sms = static_cast<double>(sm_count);
+  return tiles / (std::ceil(tiles / sms) * sms);
+}
+
+}  // namespace
+
+double gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool fp8, const GpuSpec& gpu) {
+  HCPSIM_ASSERT(m >= 1 && n >= 1 && k >= 1, "GEMM dimensions must be ≥ 1");
+  const double fill = static_cast<double>(fp8 ? 2 * kGemmTileFillK : kGemmTileFillK);
+  auto loop = [fill](int64_t kk) { return static_cast<double>(kk) / (static_cast<double>(kk) + fill); };
+  return wave_fill(m, n, gpu.sm_count) / wave_fill(kGemmReferenceSize, kGemmReferenceSize, gpu.sm_count) *
+         loop(k) / loop(kGemmReferenceSize);
+}
+
+TimePs gemm_ps(const GemmOp& shape, int64_t bytes, Dtype dtype, const GpuSpec& gpu) {
+  HCPSIM_ASSERT(bytes >= 0, "negative GEMM bytes");
+  const double base = shape.fp8 ? gpu.gemm_efficiency_fp8 : gpu.gemm_efficiency_bf16;
+  require_positive(base, shape.fp8 ? "gpu.gemm_efficiency_fp8" : "gpu.gemm_efficiency_bf16");
   require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
-  const double peak = fp8 ? gpu.peak_fp8_flops_per_s : gpu.peak_bf16_flops_per_s * peak_fraction(dtype);
-  require_positive(peak, fp8 ? "gpu.peak_fp8_flops_per_s" : "gpu.peak_bf16_flops_per_s");
+  const double peak = shape.fp8 ? gpu.peak_fp8_flops_per_s : gpu.peak_bf16_flops_per_s * peak_fraction(dtype);
+  require_positive(peak, shape.fp8 ? "gpu.peak_fp8_flops_per_s" : "gpu.peak_bf16_flops_per_s");
+  const double efficiency = std::min(1.0, base * gemm_shape_factor(shape.m, shape.n, shape.k, shape.fp8, gpu));
+  const double flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k);
   return seconds_to_ps(gpu.kernel_launch_overhead_s +
-                       std::max(flops / (peak * gpu.gemm_efficiency),
-                                static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s));
+                       std::max(flops / (peak * efficiency), static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s));
 }
 
 int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program) {

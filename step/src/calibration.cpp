@@ -92,25 +92,33 @@ double gemm_peak(const MeasuredOpRow& r, const GpuSpec& g, const std::string& cs
   return g.peak_bf16_flops_per_s * peak_fraction(*d);
 }
 
-// Step 2. gemm_efficiency = median of flops / ((t − overhead) · peak); uses the overhead fitted in step 1.
+// Step 2. gemm_efficiency_bf16 / _fp8 = median over the BF16 (FP8) rows of flops / ((t − overhead) · peak ·
+// gemm_shape_factor); uses the overhead fitted in step 1. The shape factor is divided out (when m, n, k are
+// given) so that the fitted value is the large-GEMM efficiency the cost model scales from.
 void fit_gemm_efficiency(const std::vector<MeasuredOpRow>& rows, const std::string& csv_path, CalibrationFit& fit) {
   GpuSpec& g = fit.gpu;
-  std::vector<double> gemm_eff;
+  std::vector<double> gemm_eff[2];  // [0] BF16 (and other non-FP8 dtypes), [1] FP8
   for (const auto& r : rows) {
     if (r.op_kind != "gemm") continue;
     const double peak = gemm_peak(r, g, csv_path);
+    const bool fp8 = r.dtype == "fp8";
+    const bool has_shape = r.m > 0 && r.n > 0 && r.k > 0;
     const double flops = r.flops > 0 ? r.flops : 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
     if (flops <= 0) fail(csv_path, r.line, "flops", "a gemm row needs flops or m, n, k", "fill the flops column");
     const double busy = r.measured_s - g.kernel_launch_overhead_s;
     if (busy <= 0) continue;
-    gemm_eff.push_back(std::min(1.0, flops / (busy * peak)));
+    const double shape = has_shape ? gemm_shape_factor(r.m, r.n, r.k, fp8, g) : 1.0;
+    gemm_eff[fp8 ? 1 : 0].push_back(std::min(1.0, flops / (busy * peak * shape)));
   }
-  if (!gemm_eff.empty()) {
-    g.gemm_efficiency = median(gemm_eff);
-    fit.fitted_gemm = true;
-    fit.rows_used += static_cast<int64_t>(gemm_eff.size());
-  } else {
-    fit.notes.push_back("no gemm rows; kept the base gemm_efficiency");
+  for (const int fp8 : {0, 1}) {
+    const char* key = fp8 ? "gemm_efficiency_fp8" : "gemm_efficiency_bf16";
+    if (gemm_eff[fp8].empty()) {
+      fit.notes.push_back(std::string("no ") + (fp8 ? "fp8" : "bf16") + " gemm rows; kept the base " + key);
+      continue;
+    }
+    (fp8 ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = median(gemm_eff[fp8]);
+    (fp8 ? fit.fitted_gemm_fp8 : fit.fitted_gemm_bf16) = true;
+    fit.rows_used += static_cast<int64_t>(gemm_eff[fp8].size());
   }
 }
 

@@ -34,79 +34,144 @@ class LayerRankBuilder {
 
   RankProgram build() {
     const ModelConfig& m = s_.model;
-    const bool sp = s_.parallel.sequence_parallel && tp_ > 1;
-    const bool fp8 = s_.training.fp8;
-    const int64_t t = m.micro_batch_size * m.seq_length / s_.parallel.context_parallel_size;  // tokens per GPU
-    const int64_t tn = sp ? (t + tp_ - 1) / tp_ : t;  // tokens in the norm regions
-    const int64_t h = m.hidden(), ffn_tp = m.ffn_hidden() / tp_;
-    const int64_t qkv_tp = (m.num_attention_heads * m.kv_channels + m.num_query_groups * (m.kv_channels + m.kv_channels_v)) / tp_;
-    const int64_t proj_tp = m.num_attention_heads * m.kv_channels_v / tp_;
-    const int64_t fc1_tp = (m.gated_linear_unit ? 2 : 1) * ffn_tp;
-    const int64_t rope_elems = t * (m.num_attention_heads + m.num_query_groups) * m.kv_channels / tp_;
-    const auto F = Phase::forward, B = Phase::backward;
-    const auto recompute = s_.training.recompute_granularity;
+    d_.sp = s_.parallel.sequence_parallel && tp_ > 1;
+    d_.fp8 = s_.training.fp8;
+    d_.t = m.micro_batch_size * m.seq_length / s_.parallel.context_parallel_size;  // tokens per GPU
+    d_.tn = d_.sp ? (d_.t + tp_ - 1) / tp_ : d_.t;
+    d_.h = m.hidden();
+    d_.ffn_tp = m.ffn_hidden() / tp_;
+    d_.qkv_tp = (m.num_attention_heads * m.kv_channels + m.num_query_groups * (m.kv_channels + m.kv_channels_v)) / tp_;
+    d_.proj_tp = m.num_attention_heads * m.kv_channels_v / tp_;
+    d_.fc1_tp = (m.gated_linear_unit ? 2 : 1) * d_.ffn_tp;
+    d_.rope_elems = d_.t * (m.num_attention_heads + m.num_query_groups) * m.kv_channels / tp_;
 
-    size_t first_bwd = attn_.ops.size();
+    first_bwd_ = attn_.ops.size();
     for (size_t i = 0; i < attn_.ops.size(); ++i)
       if (attn_.ops[i].phase == Phase::backward) {
-        first_bwd = i;
+        first_bwd_ = i;
         break;
       }
-    for (size_t i = first_bwd; i < attn_.ops.size(); ++i)
+    for (size_t i = first_bwd_; i < attn_.ops.size(); ++i)
       HCPSIM_ASSERT(attn_.ops[i].phase == Phase::backward, "attention schedule interleaves forward and backward ops");
 
-    // The layer's forward; `phase` and `prefix` distinguish the full recompute copy.
-    auto forward = [&](Phase phase, const std::string& prefix, OpIndex after, bool recompute_copy) {
-      OpIndex x = elementwise(2 * tn * h, tn * h, phase, deps_of(after), prefix + "input norm");
-      if (sp) x = all_gather(t * h, phase, {x}, prefix + "SP all-gather (attention input)");
-      x = gemm(t, qkv_tp, h, fp8, phase, {x}, prefix + "QKV projection");
-      x = elementwise(2 * rope_elems, rope_elems, phase, {x}, prefix + "rotary embedding");
-      const std::vector<OpIndex> attn_ops =
-          splice(0, first_bwd, x, recompute_copy ? kRecomputeTagOffset : 0, recompute_copy, prefix);
-      x = gemm(t, h, proj_tp, fp8, phase, attn_ops, prefix + "output projection");
-      x = tp_reduce(t * h, phase, x, sp, prefix + "attention output");
-      x = elementwise(3 * tn * h + 2 * tn * h, tn * h, phase, {x}, prefix + "residual + pre-MLP norm");
-      if (sp) x = all_gather(t * h, phase, {x}, prefix + "SP all-gather (MLP input)");
-      x = gemm(t, fc1_tp, h, fp8, phase, {x}, prefix + "MLP fc1");
-      x = elementwise(fc1_tp * t + ffn_tp * t, ffn_tp * t, phase, {x},
-                      prefix + (m.gated_linear_unit ? "SwiGLU" : "activation"));
-      x = gemm(t, h, ffn_tp, fp8, phase, {x}, prefix + "MLP fc2");
-      x = tp_reduce(t * h, phase, x, sp, prefix + "MLP output");
-      return elementwise(3 * tn * h, tn * h, phase, {x}, prefix + "residual add");
-    };
-
-    const OpIndex fwd_end = forward(F, "", -1, false);
-    OpIndex x = fwd_end;
-    if (recompute == RecomputeGranularity::full) x = forward(B, "recompute ", x, true);
-
-    // Backward of the MLP block.
-    if (sp) x = all_gather(t * h, B, {x}, "SP all-gather (MLP output grad)");
-    x = gemm(t, ffn_tp, h, fp8, B, deps_of(x), "MLP fc2 dgrad");
-    OpIndex w = gemm(ffn_tp, h, t, fp8, B, {x}, "MLP fc2 wgrad");
-    x = elementwise(fc1_tp * t * 2 + ffn_tp * t, fc1_tp * t, B, {x}, m.gated_linear_unit ? "SwiGLU backward" : "activation backward");
-    x = gemm(t, h, fc1_tp, fp8, B, {x}, "MLP fc1 dgrad");
-    OpIndex c = tp_reduce(t * h, B, x, sp, "MLP input grad");
-    w = gemm(fc1_tp, h, t, fp8, B, {x, w}, "MLP fc1 wgrad");
-    x = elementwise(5 * tn * h, tn * h, B, {c, w}, "pre-MLP norm backward + residual");
-    // Backward of the attention block.
-    if (sp) x = all_gather(t * h, B, {x}, "SP all-gather (attention output grad)");
-    x = gemm(t, proj_tp, h, fp8, B, deps_of(x), "output projection dgrad");
-    w = gemm(proj_tp, h, t, fp8, B, {x}, "output projection wgrad");
-    if (recompute == RecomputeGranularity::selective) {
-      const auto again = splice(0, first_bwd, x, kRecomputeTagOffset, true, "recompute ");
-      // One zero-byte kernel waits for the whole recomputed forward, so the backward depends on one op.
-      x = elementwise(0, 0, B, again.empty() ? deps_of(x) : again, "recompute done");
-    }
-    const std::vector<OpIndex> attn_bwd = splice(first_bwd, attn_.ops.size(), x, 0, false, "");
-    x = elementwise(2 * rope_elems, rope_elems, B, attn_bwd, "rotary embedding backward");
-    x = gemm(t, h, qkv_tp, fp8, B, {x}, "QKV dgrad");
-    c = tp_reduce(t * h, B, x, sp, "attention input grad");
-    w = gemm(qkv_tp, h, t, fp8, B, {x, w}, "QKV wgrad");
-    elementwise(5 * tn * h, tn * h, B, {c, w}, "input norm backward + residual");
+    OpIndex x = forward(Phase::forward, "", -1, false);
+    if (s_.training.recompute_granularity == RecomputeGranularity::full) x = forward(Phase::backward, "recompute ", x, true);
+    x = backward_mlp(x);
+    backward_attention(x);
     return std::move(prog_);
   }
 
  private:
+  /// Per-GPU sizes of one layer (elements): t tokens (tn in the norm regions with SP), hidden h, and the
+  /// TP-sharded widths of the QKV, projection-input, fc1 and fc2-input tensors.
+  struct Dims {
+    bool sp = false, fp8 = false;
+    int64_t t = 0, tn = 0, h = 0, ffn_tp = 0, qkv_tp = 0, proj_tp = 0, fc1_tp = 0, rope_elems = 0;
+  };
+
+  /// The layer's forward; `phase` and `prefix` distinguish the full recompute copy. With FP8 every linear
+  /// layer's input is cast as Transformer Engine does it (fp8_input_cast).
+  OpIndex forward(Phase phase, const std::string& prefix, OpIndex after, bool recompute_copy) {
+    const Dims& d = d_;
+    const bool gated = s_.model.gated_linear_unit;
+    OpIndex x = elementwise(2 * d.tn * d.h, d.tn * d.h, phase, deps_of(after), prefix + "input norm");
+    if (d.sp) x = all_gather(d.t * d.h, phase, {x}, prefix + "SP all-gather (attention input)");
+    x = fp8_input_cast(d.t * d.h, true, phase, x, prefix + "QKV input");
+    x = gemm(d.t, d.qkv_tp, d.h, d.fp8, phase, {x}, prefix + "QKV projection");
+    x = elementwise(2 * d.rope_elems, d.rope_elems, phase, {x}, prefix + "rotary embedding");
+    const std::vector<OpIndex> attn_ops =
+        splice(0, first_bwd_, x, recompute_copy ? kRecomputeTagOffset : 0, recompute_copy, prefix);
+    x = d.fp8 ? fp8_input_cast(d.t * d.proj_tp, false, phase, attn_ops, prefix + "projection input") : -1;
+    x = gemm(d.t, d.h, d.proj_tp, d.fp8, phase, x < 0 ? attn_ops : deps_of(x), prefix + "output projection");
+    x = tp_reduce(d.t * d.h, phase, x, d.sp, prefix + "attention output");
+    x = elementwise(3 * d.tn * d.h + 2 * d.tn * d.h, d.tn * d.h, phase, {x}, prefix + "residual + pre-MLP norm");
+    if (d.sp) x = all_gather(d.t * d.h, phase, {x}, prefix + "SP all-gather (MLP input)");
+    x = fp8_input_cast(d.t * d.h, true, phase, x, prefix + "fc1 input");
+    x = gemm(d.t, d.fc1_tp, d.h, d.fp8, phase, {x}, prefix + "MLP fc1");
+    x = elementwise(d.fc1_tp * d.t + d.ffn_tp * d.t, d.ffn_tp * d.t, phase, {x},
+                    prefix + (gated ? "SwiGLU" : "activation"));
+    x = fp8_input_cast(d.t * d.ffn_tp, false, phase, x, prefix + "fc2 input");
+    x = gemm(d.t, d.h, d.ffn_tp, d.fp8, phase, {x}, prefix + "MLP fc2");
+    x = tp_reduce(d.t * d.h, phase, x, d.sp, prefix + "MLP output");
+    return elementwise(3 * d.tn * d.h, d.tn * d.h, phase, {x}, prefix + "residual add");
+  }
+
+  /// Backward of the MLP block, from the layer's output grad; returns the op producing the pre-MLP grad.
+  OpIndex backward_mlp(OpIndex x) {
+    const Dims& d = d_;
+    const auto B = Phase::backward;
+    auto [dgrad, w] = row_parallel_backward(d.ffn_tp, x, "MLP output grad", "fc2", "MLP fc2");
+    x = dgrad;
+    x = elementwise(d.fc1_tp * d.t * 2 + d.ffn_tp * d.t, d.fc1_tp * d.t, B, {x},
+                    s_.model.gated_linear_unit ? "SwiGLU backward" : "activation backward");
+    x = fp8_grad_cast(d.t * d.fc1_tp, x, "fc1 output grad");
+    x = gemm(d.t, d.h, d.fc1_tp, d.fp8, B, {x}, "MLP fc1 dgrad");
+    const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, "MLP input grad");
+    w = gemm(d.fc1_tp, d.h, d.t, d.fp8, B, {x, w}, "MLP fc1 wgrad");
+    return elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, w}, "pre-MLP norm backward + residual");
+  }
+
+  /// Backward of the attention block (with the selective recompute of the CP attention forward).
+  void backward_attention(OpIndex x) {
+    const Dims& d = d_;
+    const auto B = Phase::backward;
+    auto [dgrad, w] = row_parallel_backward(d.proj_tp, x, "attention output grad", "projection", "output projection");
+    x = dgrad;
+    if (s_.training.recompute_granularity == RecomputeGranularity::selective) {
+      const auto again = splice(0, first_bwd_, x, kRecomputeTagOffset, true, "recompute ");
+      // One zero-byte kernel waits for the whole recomputed forward, so the backward depends on one op.
+      x = elementwise(0, 0, B, again.empty() ? deps_of(x) : again, "recompute done");
+    }
+    const std::vector<OpIndex> attn_bwd = splice(first_bwd_, attn_.ops.size(), x, 0, false, "");
+    x = elementwise(2 * d.rope_elems, d.rope_elems, B, attn_bwd, "rotary embedding backward");
+    x = fp8_grad_cast(d.t * d.qkv_tp, x, "QKV output grad");
+    x = gemm(d.t, d.h, d.qkv_tp, d.fp8, B, {x}, "QKV dgrad");
+    const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, "attention input grad");
+    w = gemm(d.qkv_tp, d.h, d.t, d.fp8, B, {x, w}, "QKV wgrad");
+    elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, w}, "input norm backward + residual");
+  }
+
+  /// The backward entry of a row-parallel linear layer (fc2, output projection) of input width `in_tp`: the SP
+  /// all-gather of the output grad, its FP8 cast, the dgrad GEMM and the wgrad GEMM after it. Returns {dgrad,
+  /// wgrad}.
+  std::pair<OpIndex, OpIndex> row_parallel_backward(int64_t in_tp, OpIndex x, const std::string& grad,
+                                                    const std::string& cast, const std::string& gemm_name) {
+    const Dims& d = d_;
+    const auto B = Phase::backward;
+    if (d.sp) x = all_gather(d.t * d.h, B, {x}, "SP all-gather (" + grad + ")");
+    x = fp8_grad_cast(d.t * d.h, x, cast + " output grad");
+    x = gemm(d.t, in_tp, d.h, d.fp8, B, deps_of(x), gemm_name + " dgrad");
+    const OpIndex w = gemm(in_tp, d.h, d.t, d.fp8, B, {x}, gemm_name + " wgrad");
+    return {x, w};
+  }
+
+  /// FP8 cast of a linear layer's input (`elements` per GPU), nothing without FP8. Transformer Engine
+  /// (transformer_engine/pytorch/module/linear.py, layernorm_linear.py): a Linear's BF16 input goes through one
+  /// cast-transpose kernel writing the FP8 tensor for the forward GEMM and its transpose for the wgrad GEMM
+  /// (read 2 B, write 1 + 1 B per element); a LayerNormLinear's norm writes FP8 itself (`after_norm`), and
+  /// only the transpose remains (read 1 B, write 1 B). The amax of each cast is computed inside the kernel.
+  OpIndex fp8_input_cast(int64_t elements, bool after_norm, Phase phase, OpIndex after, const std::string& what) {
+    if (!d_.fp8) return after;
+    return fp8_input_cast(elements, after_norm, phase, deps_of(after), what);
+  }
+  OpIndex fp8_input_cast(int64_t elements, bool after_norm, Phase phase, std::vector<OpIndex> deps,
+                         const std::string& what) {
+    return kernel(elements * (after_norm ? 2 : 4), elements, phase, std::move(deps),
+                  "FP8 " + std::string(after_norm ? "transpose" : "cast-transpose") + " (" + what + ")");
+  }
+
+  /// FP8 cast-transpose of a linear layer's output grad for its dgrad and wgrad GEMMs (read 2 B, write 1 + 1 B
+  /// per element; TE's grad_output preprocessing); nothing without FP8.
+  OpIndex fp8_grad_cast(int64_t elements, OpIndex after, const std::string& what) {
+    if (!d_.fp8) return after;
+    return kernel(elements * 4, elements, Phase::backward, deps_of(after), "FP8 cast-transpose (" + what + ")");
+  }
+
+  /// A memory-bound kernel moving `bytes` bytes (read + written).
+  OpIndex kernel(int64_t bytes, int64_t elements, Phase phase, std::vector<OpIndex> deps, std::string label) {
+    return add(ElementwiseOp{elements}, phase, Stream::compute, std::move(deps), std::move(label), 0, bytes);
+  }
+
   static std::vector<OpIndex> deps_of(OpIndex i) { return i < 0 ? std::vector<OpIndex>{} : std::vector<OpIndex>{i}; }
 
   OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
@@ -251,6 +316,8 @@ class LayerRankBuilder {
   std::vector<char> live_;
   std::vector<int64_t> tp_group_;
   std::vector<OpIndex> primary_;
+  Dims d_;
+  size_t first_bwd_ = 0;  ///< index of the attention schedule's first backward op
   int64_t next_tag_ = kLayerTagBase;
   int e_ = 2;
 };

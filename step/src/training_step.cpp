@@ -73,9 +73,15 @@ double set_output_layer_times(const Scenario& s, const ParameterCounts& params, 
   // Loss: read the logits, write their fp32 copy and the softmax (fwd); read both, write the grad (bwd).
   const int64_t loss_bytes = tokens * vocab_tp * (e + 4 + 4);
   const int64_t embedding_bytes = 2 * tokens * h * e;
-  r.output_layer_forward_ps = gemm_ps(logits_flops, logits_bytes, false, m.params_dtype, gpu) +
-                              elementwise_ps(loss_bytes, gpu) + elementwise_ps(embedding_bytes, gpu);
-  r.output_layer_backward_ps = 2 * gemm_ps(logits_flops, logits_bytes, false, m.params_dtype, gpu) +
+  // The output layer is Megatron's ColumnParallelLinear, not a TE FP8 layer: BF16 GEMMs. Backward: dgrad
+  // (tokens × h × vocab) and wgrad (vocab × h × tokens).
+  const GemmOp logits{tokens, vocab_tp, h, false};
+  const GemmOp dgrad{tokens, h, vocab_tp, false};
+  const GemmOp wgrad{vocab_tp, h, tokens, false};
+  r.output_layer_forward_ps = gemm_ps(logits, logits_bytes, m.params_dtype, gpu) + elementwise_ps(loss_bytes, gpu) +
+                              elementwise_ps(embedding_bytes, gpu);
+  r.output_layer_backward_ps = gemm_ps(dgrad, logits_bytes, m.params_dtype, gpu) +
+                               gemm_ps(wgrad, logits_bytes, m.params_dtype, gpu) +
                                elementwise_ps(loss_bytes, gpu) + elementwise_ps(embedding_bytes, gpu);
   return logits_flops;
 }

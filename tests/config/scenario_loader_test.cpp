@@ -147,8 +147,25 @@ TEST_CASE("config: the GPU provenance line names the values the scenario set", "
       kMinimal, "s.yaml",
       {"cluster.preset=dgx-h100", "cluster.gpu.gemm_efficiency=0.55", "cluster.gpu.attn_fwd_efficiency=0.5"});
   // (kMinimal has no cluster section: the override names the preset, as a scenario file would.)
-  REQUIRE(set.cluster.gpu.gemm_efficiency == 0.55);
+  REQUIRE(set.cluster.gpu.gemm_efficiency_bf16 == 0.55);
   const std::string& c = set.cluster.gpu.calibration;
   REQUIRE(c.find("assumed: preset dgx-h100") == 0);
-  REQUIRE(c.find("; set in the scenario: gemm_efficiency 0.55, attn_fwd_efficiency 0.5") != std::string::npos);
+  REQUIRE(c.find("; set in the scenario: gemm_efficiency 0.55 (the older key, read as gemm_efficiency_bf16), "
+                 "attn_fwd_efficiency 0.5") != std::string::npos);
+  // The new keys set BF16 and FP8 separately; the older key and its replacement together are an error.
+  const auto both = load_scenario_text(kMinimal, "s.yaml",
+                                       {"cluster.preset=dgx-h100", "cluster.gpu.gemm_efficiency_bf16=0.6",
+                                        "cluster.gpu.gemm_efficiency_fp8=0.5", "cluster.gpu.sm_count=100"});
+  REQUIRE(both.cluster.gpu.gemm_efficiency_bf16 == 0.6);
+  REQUIRE(both.cluster.gpu.gemm_efficiency_fp8 == 0.5);
+  REQUIRE(both.cluster.gpu.sm_count == 100);
+  REQUIRE(preset.cluster.gpu.gemm_efficiency_fp8 == Approx(1.75 * 780.0 / 1978.9));
+  try {
+    load_scenario_text(kMinimal, "s.yaml",
+                       {"cluster.preset=dgx-h100", "cluster.gpu.gemm_efficiency=0.6", "cluster.gpu.gemm_efficiency_bf16=0.6"});
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("cluster.gpu.gemm_efficiency: given together with gemm_efficiency_bf16") !=
+          std::string::npos);
+  }
 }

@@ -87,7 +87,9 @@ void check_same_cluster(const ClusterSpec& c, const ClusterSpec& d) {
   CHECK(c.gpu.kernel_launch_overhead_s == d.gpu.kernel_launch_overhead_s);
   CHECK(c.gpu.compute_slowdown_during_comm == d.gpu.compute_slowdown_during_comm);
   CHECK(c.gpu.peak_fp8_flops_per_s == d.gpu.peak_fp8_flops_per_s);
-  CHECK(c.gpu.gemm_efficiency == d.gpu.gemm_efficiency);
+  CHECK(c.gpu.gemm_efficiency_bf16 == d.gpu.gemm_efficiency_bf16);
+  CHECK(c.gpu.gemm_efficiency_fp8 == d.gpu.gemm_efficiency_fp8);
+  CHECK(c.gpu.sm_count == d.gpu.sm_count);
   CHECK(c.nvlink.bandwidth_bytes_per_s == d.nvlink.bandwidth_bytes_per_s);
   CHECK(c.nvlink.latency_s == d.nvlink.latency_s);
   CHECK(c.network.bandwidth_bytes_per_s == d.network.bandwidth_bytes_per_s);

@@ -259,7 +259,8 @@ TEST_CASE("gpu plan: the measured per-op CSV is what hcpsim calibrate reads", "[
   const sim::CalibrationFit fit = sim::fit_calibration(rows, base, (dir / "measured.csv").string());
   REQUIRE(fit.attention_points == 1);
   REQUIRE(fit.rows_skipped == 1);
-  REQUIRE_FALSE(fit.fitted_gemm);
-  REQUIRE(fit.gpu.gemm_efficiency == base.gemm_efficiency);
+  REQUIRE_FALSE(fit.fitted_gemm_bf16);
+  REQUIRE_FALSE(fit.fitted_gemm_fp8);
+  REQUIRE(fit.gpu.gemm_efficiency_bf16 == base.gemm_efficiency_bf16);
   std::filesystem::remove_all(dir);
 }

@@ -40,7 +40,8 @@ std::string synthetic_csv(const GpuSpec& gpu, bool drop_one_point) {
   for (int64_t mm : {4096, 8192}) {
     const double flops = 2.0 * static_cast<double>(mm) * 4096 * 4096;
     csv += fmt::format("gemm,bf16,,,,,{},4096,4096,0,{:.17g},{:.17g}\n", mm, flops,
-                       kOverheadS + flops / (gpu.peak_bf16_flops_per_s * kGemmEff));
+                       kOverheadS + flops / (gpu.peak_bf16_flops_per_s * kGemmEff *
+                                             gemm_shape_factor(mm, 4096, 4096, false, gpu)));
   }
   for (const bool fwd : {true, false})
     for (const bool causal : {false, true})
@@ -70,8 +71,10 @@ TEST_CASE("calibration: a fit of a synthetic CSV recovers the efficiencies it wa
   CHECK(fit.fitted_elementwise);
   CHECK(fit.gpu.kernel_launch_overhead_s == Approx(kOverheadS).epsilon(1e-9));
   CHECK(fit.gpu.hbm_bandwidth_bytes_per_s == Approx(kHbm).epsilon(1e-9));
-  CHECK(fit.fitted_gemm);
-  CHECK(fit.gpu.gemm_efficiency == Approx(kGemmEff).epsilon(1e-9));
+  CHECK(fit.fitted_gemm_bf16);
+  CHECK_FALSE(fit.fitted_gemm_fp8);  // no fp8 rows: the base FP8 efficiency is kept
+  CHECK(fit.gpu.gemm_efficiency_bf16 == Approx(kGemmEff).epsilon(1e-9));
+  CHECK(fit.gpu.gemm_efficiency_fp8 == base.gemm_efficiency_fp8);
   CHECK(fit.rows_skipped == 1);
   CHECK(fit.attention_points == 16);
   CHECK(fit.filled_points == 0);
@@ -92,7 +95,9 @@ cluster: {preset: dgx-h100, nodes: 1, gpu: {calibration: calibration.yaml}}
 )");
   const Scenario s = load_scenario((dir / "scenario.yaml").string());
   const GpuSpec& g = s.cluster.gpu;
-  CHECK(g.gemm_efficiency == fit.gpu.gemm_efficiency);
+  CHECK(g.gemm_efficiency_bf16 == fit.gpu.gemm_efficiency_bf16);
+  CHECK(g.gemm_efficiency_fp8 == fit.gpu.gemm_efficiency_fp8);
+  CHECK(g.sm_count == fit.gpu.sm_count);
   CHECK(g.kernel_launch_overhead_s == Approx(fit.gpu.kernel_launch_overhead_s).epsilon(1e-15));
   CHECK(g.hbm_bandwidth_bytes_per_s == Approx(fit.gpu.hbm_bandwidth_bytes_per_s).epsilon(1e-15));
   REQUIRE(g.attn_bwd_table.size() == 8);

@@ -9,6 +9,7 @@
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/step/training_model.hpp"
 #include "hcpsim/config/validation.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "hcpsim/step/training_step.hpp"
 
@@ -261,13 +262,45 @@ TEST_CASE("step: FP8 GEMMs run at the FP8 peak; model FLOPs do not change", "[st
     }
   CHECK(gemms == 12);  // 4 forward (QKV, projection, fc1, fc2) + 8 backward (dgrad and wgrad of each)
   CHECK(fp8_gemms == gemms);
-  // gemm_ps: launch + max(flops / (peak · efficiency), bytes / HBM).
+  // gemm_ps: launch + max(flops / (peak · efficiency · shape factor), bytes / HBM).
   const GpuSpec& g = small().cluster.gpu;
   const double flops = 2.0 * 4096 * 4096 * 4096;
-  CHECK(gemm_ps(flops, 0, false, Dtype::bf16, g) ==
-        seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_bf16_flops_per_s * g.gemm_efficiency)));
-  CHECK(gemm_ps(flops, 0, true, Dtype::bf16, g) ==
-        seconds_to_ps(g.kernel_launch_overhead_s + flops / (g.peak_fp8_flops_per_s * g.gemm_efficiency)));
+  CHECK(gemm_ps(GemmOp{4096, 4096, 4096, false}, 0, Dtype::bf16, g) ==
+        seconds_to_ps(g.kernel_launch_overhead_s +
+                      flops / (g.peak_bf16_flops_per_s * g.gemm_efficiency_bf16 *
+                               gemm_shape_factor(4096, 4096, 4096, false, g))));
+  CHECK(gemm_ps(GemmOp{4096, 4096, 4096, true}, 0, Dtype::bf16, g) ==
+        seconds_to_ps(g.kernel_launch_overhead_s +
+                      flops / (g.peak_fp8_flops_per_s * g.gemm_efficiency_fp8 *
+                               gemm_shape_factor(4096, 4096, 4096, true, g))));
+}
+
+TEST_CASE("cost model: the GEMM shape factor against a hand computation", "[step][gemm]") {
+  // H100: 132 SMs, 128 x 256 tiles, fill 256 K elements (BF16) or 512 (FP8). Reference 8192^3: 64 · 32 = 2048
+  // tiles = 15.52 waves → 16 waves, q = 2048 / 2112; f(8192) = 8192 / 8448 (BF16), 8192 / 8704 (FP8).
+  const GpuSpec g = cluster_preset("dgx-h100", 1)->gpu;
+  REQUIRE(g.sm_count == 132);
+  const double q_ref = 2048.0 / 2112.0;
+  CHECK(gemm_shape_factor(8192, 8192, 8192, false, g) == Approx(1.0).epsilon(1e-12));
+  CHECK(gemm_shape_factor(8192, 8192, 8192, true, g) == Approx(1.0).epsilon(1e-12));
+  // 4096 x 4096 x 4096: 32 · 16 = 512 tiles → 4 waves of 132 (528), q = 512 / 528.
+  CHECK(gemm_shape_factor(4096, 4096, 4096, false, g) ==
+        Approx((512.0 / 528.0) / q_ref * (4096.0 / 4352.0) / (8192.0 / 8448.0)).epsilon(1e-12));
+  CHECK(gemm_shape_factor(4096, 4096, 4096, true, g) ==
+        Approx((512.0 / 528.0) / q_ref * (4096.0 / 4608.0) / (8192.0 / 8704.0)).epsilon(1e-12));
+  // One tile (a 128 x 256 output) on 132 SMs: q = 1 / 132; a tiny K is mostly fill.
+  CHECK(gemm_shape_factor(100, 200, 64, false, g) == Approx((1.0 / 132.0) / q_ref * (64.0 / 320.0) / (8192.0 / 8448.0)));
+  // Without an SM count there is no wave quantization, only the fill term.
+  GpuSpec no_sms = g;
+  no_sms.sm_count = 0;
+  CHECK(gemm_shape_factor(100, 200, 8192, false, no_sms) == Approx(1.0).epsilon(1e-12));
+  // Large FP8 GEMMs run 1.75x BF16 (the cuBLAS 12.9 figure the efficiencies come from); a 4096^3 FP8 GEMM less.
+  const double bf16 = static_cast<double>(gemm_ps(GemmOp{8192, 8192, 8192, false}, 0, Dtype::bf16, g));
+  const double fp8 = static_cast<double>(gemm_ps(GemmOp{8192, 8192, 8192, true}, 0, Dtype::bf16, g));
+  CHECK(bf16 / fp8 == Approx(1.75).epsilon(2e-3));  // launch overhead aside
+  const double bf16_small = static_cast<double>(gemm_ps(GemmOp{4096, 4096, 4096, false}, 0, Dtype::bf16, g));
+  const double fp8_small = static_cast<double>(gemm_ps(GemmOp{4096, 4096, 4096, true}, 0, Dtype::bf16, g));
+  CHECK(bf16_small / fp8_small < 1.70);
 }
 
 

@@ -11,7 +11,7 @@ namespace hcpsim {
 
 /// The file's text: each of `comment_lines` as a "# " line, `source: "<csv>"` and a `gpu:` section with the keys
 /// of cluster.gpu (name, peak_bf16_TFLOP_per_s, peak_fp8_TFLOP_per_s when set, memory_GB, hbm_bandwidth_GB_per_s,
-/// kernel_launch_overhead_us, compute_slowdown_during_comm, gemm_efficiency, attn_fwd_efficiency,
+/// kernel_launch_overhead_us, compute_slowdown_during_comm, gemm_efficiency_bf16, gemm_efficiency_fp8, sm_count, attn_fwd_efficiency,
 /// attn_bwd_efficiency, attn_fwd_table, attn_bwd_table) in the loader's units (TFLOP/s, GB = 1e9 bytes, GB/s, µs).
 /// Numbers are printed with 17 significant digits, so the loader reads back the same doubles; strings are escaped
 /// by yaml-cpp's emitter (the rule of io/yaml_text.hpp).

@@ -39,9 +39,15 @@ struct GpuSpec {
   double compute_slowdown_during_comm = 1.0;
   /// Dense FP8 tensor-core peak (FLOP/s); 0 = the GPU has no FP8 tensor cores (training.fp8 is then rejected).
   double peak_fp8_flops_per_s = 0;
-  /// Achieved / peak FLOP/s of the linear layers' GEMMs (QKV, projection, MLP, logits), at bf16 or FP8 peak.
-  /// Source: cluster_spec.cpp kGemmEfficiency.
-  double gemm_efficiency = 0.7;
+  /// Achieved / dense BF16 peak of a large BF16 GEMM (the linear layers without FP8, the logits GEMM); smaller
+  /// shapes fall below it by sim/cost_model.hpp gemm_shape_factor. Source: cluster_spec.cpp kGemmEfficiencyBf16.
+  double gemm_efficiency_bf16 = 0.79;
+  /// Achieved / dense FP8 peak of a large FP8 GEMM (Transformer Engine FP8 linear layers, training.fp8).
+  /// Source: cluster_spec.cpp kGemmEfficiencyFp8.
+  double gemm_efficiency_fp8 = 0.69;
+  /// Streaming multiprocessors, for wave quantization of GEMM tiles (sim/cost_model.hpp gemm_shape_factor);
+  /// 0 = unknown, no wave quantization. Source: cluster_spec.cpp kH100SmCount and siblings.
+  int64_t sm_count = 0;
   /// Where the efficiencies come from: "assumed (...)" for the presets, or the calibration file that set them
   /// (cluster.gpu.calibration; `hcpsim calibrate` writes such files). Printed by simulate.
   std::string calibration = "assumed (datasheet peaks, published kernel efficiencies)";

@@ -88,11 +88,35 @@ TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dt
 /// gpu.kernel_launch_overhead_s + bytes / hbm_bandwidth. @param bytes ≥ 0 read + written. @return ps.
 TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu);
 
-/// Time of a GEMM of the layer model: launch overhead + max(flops / (peak · gemm_efficiency), bytes / HBM
-/// bandwidth), peak = gpu.peak_fp8_flops_per_s when `fp8`, else peak_bf16 · peak_fraction(dtype).
-/// @param flops 2·m·n·k; @param bytes compulsory HBM traffic. HCPSIM_ASSERT when the needed rate is not > 0.
-/// @return ps. Source: roofline model (Williams et al. 2009) with the efficiency of cluster_spec.cpp kGemmEfficiency.
-TimePs gemm_ps(double flops, int64_t bytes, bool fp8, Dtype dtype, const GpuSpec& gpu);
+/// Output tile of the GEMM wave-quantization model: 128 × 256, the tile of CUTLASS's and cuBLAS's Hopper
+/// warp-specialized BF16/FP8 kernels for large GEMMs (CUTLASS media/docs/efficient_gemm.md; CUTLASS 3 example
+/// 48_hopper_warp_specialized_gemm uses 128x256 tiles for its peak numbers).
+constexpr int64_t kGemmTileRows = 128;
+constexpr int64_t kGemmTileCols = 256;
+/// Fixed time of one output tile outside its K main loop (pipeline fill of the shared-memory stages and the
+/// epilogue), as K elements of the BF16 main loop. Assumption: four 64-deep k-blocks, CUTLASS's default Hopper
+/// pipeline depth; FP8's main loop runs twice as fast per K, so the same time is twice as many FP8 K elements.
+constexpr int64_t kGemmTileFillK = 256;
+/// The square GEMM size at which gemm_efficiency_bf16 / _fp8 were measured (cluster_spec.cpp): the shape
+/// factor is 1 there.
+constexpr int64_t kGemmReferenceSize = 8192;
+
+/// Efficiency multiplier of an m × n × k GEMM relative to the measured large GEMM (kGemmReferenceSize³):
+///   q(m, n) / q(ref) · f(k) / f(ref), where
+///   q = tiles / (ceil(tiles / sm_count) · sm_count), tiles = ceil(m / 128) · ceil(n / 256) (wave quantization:
+///       the last wave of tiles leaves SMs idle), 1 when gpu.sm_count is 0;
+///   f(k) = k / (k + fill), fill = kGemmTileFillK (BF16) or 2 · kGemmTileFillK (FP8) (per-tile fill and epilogue).
+/// The factor may exceed 1 slightly for shapes whose last wave is fuller than the reference's; gemm_ps caps the
+/// efficiency at 1. @param m, n, k ≥ 1 (HCPSIM_ASSERT). Source: wave quantization as in NVIDIA's "Matrix
+/// Multiplication Background User's Guide" (Deep Learning Performance docs, "Wave Quantization").
+double gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool fp8, const GpuSpec& gpu);
+
+/// Time of an m × n × k GEMM: launch overhead + max(2·m·n·k / (peak · efficiency), bytes / HBM bandwidth),
+/// peak = gpu.peak_fp8_flops_per_s and efficiency = gemm_efficiency_fp8 when `shape.fp8`, else peak_bf16 ·
+/// peak_fraction(dtype) and gemm_efficiency_bf16; efficiency multiplied by gemm_shape_factor, capped at 1.
+/// @param bytes compulsory HBM traffic. HCPSIM_ASSERT when the needed rate is not > 0 or a dimension is < 1.
+/// @return ps. Source: roofline model (Williams et al. 2009) with the efficiencies of cluster_spec.cpp.
+TimePs gemm_ps(const GemmOp& shape, int64_t bytes, Dtype dtype, const GpuSpec& gpu);
 
 /// Duration of a non-communication op of `program`: attention blocks by attention_block_ps (with
 /// attention_block_hbm_bytes, attention_block_efficiency and the schedule's element type), GEMMs by gemm_ps,

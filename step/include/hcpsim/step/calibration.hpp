@@ -9,7 +9,9 @@
 ///   1. memory-bound kernels: least squares t = overhead + bytes / bandwidth over all elementwise-kind rows →
 ///      kernel_launch_overhead_s and an effective hbm_bandwidth_bytes_per_s (needs ≥ 2 distinct byte sizes;
 ///      otherwise the base GPU's values are kept);
-///   2. gemm_efficiency = median over gemm rows of flops / ((t − overhead) · peak) (peak: FP8 or dtype peak);
+///   2. gemm_efficiency_bf16 and gemm_efficiency_fp8 = medians over the non-FP8 and the FP8 gemm rows of
+///      flops / ((t − overhead) · peak · gemm_shape_factor(m, n, k)) (peak: FP8 or dtype peak; the shape factor
+///      is 1 for a row without m, n, k), each kept from the base GPU when it has no rows;
 ///   3. attention tables: per (direction, causal, head_dim, q_rows, kv_rows) the median of
 ///      flops / (t · peak_bf16 · peak_fraction(dtype)), clamped to (0, 1]; missing points of a head dim's
 ///      q_rows × kv_rows grid are filled from the nearest measured point in (log2 q_rows, log2 kv_rows)
@@ -32,7 +34,7 @@ struct CalibrationFit {
   int64_t rows_skipped = 0;      ///< rows of other kinds (communication)
   int64_t attention_points = 0;  ///< measured table points (forward + backward)
   int64_t filled_points = 0;     ///< grid points filled from a neighbour
-  bool fitted_elementwise = false, fitted_gemm = false;
+  bool fitted_elementwise = false, fitted_gemm_bf16 = false, fitted_gemm_fp8 = false;
   std::vector<std::string> notes;  ///< what was kept from the base GPU and why
 };
 
@@ -41,7 +43,7 @@ struct CalibrationFit {
 CalibrationFit fit_calibration(const std::vector<MeasuredOpRow>& rows, const GpuSpec& base, const std::string& csv_path);
 
 /// The calibration file: `source: <csv>` and a `gpu:` section with the keys of cluster.gpu (name,
-/// peak_bf16_TFLOP_per_s, memory_GB, hbm_bandwidth_GB_per_s, kernel_launch_overhead_us, gemm_efficiency,
+/// peak_bf16_TFLOP_per_s, memory_GB, hbm_bandwidth_GB_per_s, kernel_launch_overhead_us, gemm_efficiency_bf16, gemm_efficiency_fp8, sm_count,
 /// attn_fwd_table, attn_bwd_table, ...). Numbers printed with 17 significant digits (exact round trip).
 std::string calibration_yaml(const CalibrationFit& fit, const std::string& csv_path);
 
