@@ -76,11 +76,16 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              100 * st.mfu, s.cluster.gpu.peak_bf16_flops_per_s / 1e12);
   fmt::print("  memory per GPU: {} of {} -> {} (headroom {})\n", gb(mb.total_bytes), gb(mb.capacity_bytes),
              mb.fits ? "fits" : "DOES NOT FIT", gb(mb.headroom_bytes));
-  fmt::print("    weights {}  gradients {}  optimizer {}{}  ({:.4g} parameters per GPU)\n", gb(mb.weights_bytes),
+  if (p.pipeline_model_parallel_size > 1)
+    fmt::print("    pipeline stage {} of {} ({} transformer layers), the one that needs the most\n", mb.pipeline_stage,
+               p.pipeline_model_parallel_size, mb.stage_layers);
+  fmt::print("    weights {}{}  gradients {}  optimizer {}{}  ({:.4g} parameters per GPU)\n", gb(mb.weights_bytes),
+             mb.fp8_weight_copies_bytes > 0 ? fmt::format(" + FP8 weight copies {}", gb(mb.fp8_weight_copies_bytes))
+                                            : std::string(),
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
   fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight)  logits + loss {}\n",
-             gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), st.layers_per_stage,
+             gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
              mb.in_flight_microbatches, gb(mb.output_layer_activations_bytes));
   fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",
              gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));

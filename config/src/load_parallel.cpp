@@ -44,6 +44,16 @@ void read_parallel(YamlReader& r, const YAML::Node& m, ParallelConfig& pc) {
     pc.overlap_param_gather = r.get_bool(m["overlap_param_gather"], P + ".overlap_param_gather");
   if (m["grad_reduce_in_fp32"])
     pc.grad_reduce_in_fp32 = r.get_bool(m["grad_reduce_in_fp32"], P + ".grad_reduce_in_fp32");
+  for (const char* key : {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"})
+    if (m[key])
+      (std::string(key) == "account_for_embedding_in_pipeline_split" ? pc.account_for_embedding_in_pipeline_split
+                                                                     : pc.account_for_loss_in_pipeline_split) =
+          r.get_bool(m[key], P + "." + key);
+  for (const char* key : {"decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"})
+    if (m[key] && !m[key].IsNull())
+      (std::string(key) == "decoder_first_pipeline_num_layers" ? pc.decoder_first_pipeline_num_layers
+                                                               : pc.decoder_last_pipeline_num_layers) =
+          r.get_int(m[key], P + "." + key);
 }
 
 }  // namespace hcpsim

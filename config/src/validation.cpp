@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 
 namespace hcpsim {
@@ -297,16 +298,13 @@ class Validator {
     }
   }
 
-  /// Whole-step rules: layers split evenly over pipeline (and virtual) stages, TP divides the MLP width.
-  /// Source: Megatron-LM megatron/training/arguments.py validate_args.
+  /// Whole-step rules: layers split over pipeline (and virtual) stages as Megatron splits them
+  /// (pipeline_split.hpp), TP divides the MLP width. Source: Megatron-LM megatron/training/arguments.py
+  /// validate_args.
   void check_step_layout() const {
     const ParallelConfig& p = s_.parallel;
     const ModelConfig& m = s_.model;
     const int64_t pp = p.pipeline_model_parallel_size, tp = p.tensor_model_parallel_size;
-    if (m.num_layers % pp != 0)
-      fail_between("model.num_layers", {"model.num_layers", "parallel.pipeline_model_parallel_size"},
-                   "num_layers " + str(m.num_layers) + " is not divisible by pipeline_model_parallel_size " + str(pp),
-                   "use a multiple of " + str(pp) + " layers (uneven stages are not modelled)");
     if (p.virtual_pipeline_model_parallel_size) {
       const int64_t v = *p.virtual_pipeline_model_parallel_size;
       positive("parallel.virtual_pipeline_model_parallel_size", v);
@@ -314,13 +312,8 @@ class Validator {
         fail("parallel.virtual_pipeline_model_parallel_size",
              "the interleaved schedule needs pipeline_model_parallel_size > 1, got " + str(pp),
              "remove virtual_pipeline_model_parallel_size or set pipeline_model_parallel_size >= 2");
-      if (m.num_layers % (pp * v) != 0)
-        fail_between("parallel.virtual_pipeline_model_parallel_size",
-                     {"parallel.virtual_pipeline_model_parallel_size", "model.num_layers"},
-                     "num_layers " + str(m.num_layers) + " is not divisible by pipeline x virtual stages = " +
-                         str(pp * v),
-                     "choose virtual_pipeline_model_parallel_size dividing " + str(m.num_layers / pp));
     }
+    (void)pipeline_split(s_);  // throws naming the key and the fix
     if (m.ffn_hidden() % tp != 0)
       fail_between("model.ffn_hidden_size", {"model.ffn_hidden_size", "parallel.tensor_model_parallel_size"},
                    "ffn_hidden_size " + str(m.ffn_hidden()) + " is not divisible by tensor_model_parallel_size " +

@@ -18,7 +18,8 @@ const std::vector<std::string> kParallelKeys = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "data_parallel_size",
     "cp_comm_type", "hierarchical_context_parallel_sizes", "order", "use_decentralized_pg", "te_version",
     "sequence_parallel", "virtual_pipeline_model_parallel_size", "use_distributed_optimizer", "overlap_grad_reduce",
-    "overlap_param_gather", "grad_reduce_in_fp32"};
+    "overlap_param_gather", "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"};
 const std::vector<std::string> kClusterKeys = {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network",
                                                "message_latency_us", "nics_per_node", "fabric", "topology"};
 const std::vector<std::string> kTrainingKeys = {"recompute_granularity", "fp8", "framework_overhead_GB"};

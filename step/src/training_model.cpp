@@ -1,7 +1,9 @@
 #include "hcpsim/step/training_model.hpp"
 
 #include <algorithm>
+#include <vector>
 
+#include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/error.hpp"
 
 namespace hcpsim {
@@ -17,6 +19,8 @@ constexpr double kOptimizerBytesPerParam = 12;
 constexpr double kLseBytes = 4;
 // The loss takes the logits in fp32 (Megatron vocab_parallel_cross_entropy upcasts to float).
 constexpr double kFp32Bytes = 4;
+
+bool training_fp8(const Scenario& s) { return s.training.fp8; }
 
 int64_t require_vocab(const Scenario& s) {
   if (!s.model.vocab_size)
@@ -89,13 +93,16 @@ double activation_bytes_per_layer(const Scenario& s) {
   const double dk = static_cast<double>(m.kv_channels), dv = static_cast<double>(m.kv_channels_v);
   const double norm_region = t * h * e / (sp ? tp : 1.0);
   if (s.training.recompute_granularity == RecomputeGranularity::full) return norm_region;
-  const double attention = 2 * norm_region                        // input norm input, QKV GEMM input
+  // With FP8, Transformer Engine saves each linear layer's input as its FP8 cast (1 B per element) for the
+  // wgrad GEMM instead of the BF16 tensor (module/linear.py and layernorm_linear.py save the quantized input).
+  const double gemm_in = training_fp8(s) ? 1.0 / e : 1.0;
+  const double attention = norm_region + norm_region * gemm_in    // input norm input, QKV GEMM input
                            + t * (H * dk + Hkv * (dk + dv)) * e / tp  // Q, K, V
-                           + t * H * dv * e / tp                  // attention output (= projection input)
+                           + t * H * dv * e / tp * gemm_in        // attention output (= projection input)
                            + t * H * kLseBytes / tp;              // softmax_lse
-  const double mlp = 2 * norm_region                              // pre-MLP norm input, fc1 input
+  const double mlp = norm_region + norm_region * gemm_in          // pre-MLP norm input, fc1 input
                      + t * (m.gated_linear_unit ? 2.0 : 1.0) * ffn * e / tp  // fc1 output
-                     + t * ffn * e / tp;                          // activation output (= fc2 input)
+                     + t * ffn * e / tp * gemm_in;                // activation output (= fc2 input)
   return attention + mlp;
 }
 
@@ -106,16 +113,16 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
   const ParameterCounts pc = parameter_counts(s);
   const double tp = static_cast<double>(p.tensor_model_parallel_size);
   const int64_t pp = p.pipeline_model_parallel_size;
-  const double layers_per_stage = static_cast<double>(m.num_layers / pp);
-  const double layer_params = (pc.attention_per_layer + pc.mlp_per_layer) / tp + pc.norms_per_layer;
+  const std::vector<int64_t> stage_layers = pipeline_split(s).stage_layers;
+  const double linear_params = (pc.attention_per_layer + pc.mlp_per_layer) / tp;
+  const double layer_params = linear_params + pc.norms_per_layer;
   // First stage: embedding; last stage: output layer (or, with PP > 1 and tied weights, a copy of the
   // embedding, Megatron's shared embedding) and the final norm. PP = 1: both on one stage.
-  const double first = layers_per_stage * layer_params + pc.embedding / tp;
+  const double first_extra = pc.embedding / tp;
   const double last_extra = (pp == 1 ? pc.output_layer : (m.untie_embeddings_and_output_weights ? pc.output_layer
                                                                                                     : pc.embedding)) /
                                 tp +
                             pc.final_norm;
-  const double last = layers_per_stage * layer_params + last_extra;
   const int64_t v = p.virtual_pipeline_model_parallel_size.value_or(1);
   const double m_micro = static_cast<double>(std::max<int64_t>(num_microbatches, 1));
   const double tokens = static_cast<double>(m.micro_batch_size) * static_cast<double>(m.seq_length) /
@@ -132,35 +139,50 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
   }
   // One pipeline stage's memory: `params` parameters, activations of `in_flight` micro-batches, and the logits
   // when the stage holds the output layer.
-  auto stage = [&](double params, double in_flight, bool holds_logits) {
+  auto stage = [&](int64_t k, double extra_params, double in_flight, bool holds_logits) {
     MemoryBreakdown mb;
+    mb.pipeline_stage = k;
+    mb.stage_layers = stage_layers[static_cast<size_t>(k)];
+    const auto layers = static_cast<double>(mb.stage_layers);
+    const double params = layers * layer_params + extra_params;
     mb.parameters_per_gpu = params;
     mb.weights_bytes = params * dtype_size_bytes(m.params_dtype);
+    // TE caches each FP8 linear weight and its transpose (1 + 1 B per element) for the micro-batches of a step.
+    mb.fp8_weight_copies_bytes = s.training.fp8 ? layers * linear_params * 2 : 0.0;
     mb.gradients_bytes = params * main_grad_bytes_per_param(s);
     mb.optimizer_bytes = params * kOptimizerBytesPerParam / shards;
     mb.activations_per_layer_bytes = per_layer;
     mb.in_flight_microbatches = in_flight;
-    mb.activations_bytes = per_layer * layers_per_stage * in_flight + recompute_bytes;
+    mb.activations_bytes = per_layer * layers * in_flight + recompute_bytes;
     mb.output_layer_activations_bytes = holds_logits ? logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes) : 0.0;
     mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;
     mb.framework_overhead_bytes = s.training.framework_overhead_bytes;
-    mb.total_bytes = mb.weights_bytes + mb.gradients_bytes + mb.optimizer_bytes + mb.activations_bytes +
+    mb.total_bytes = mb.weights_bytes + mb.fp8_weight_copies_bytes + mb.gradients_bytes + mb.optimizer_bytes + mb.activations_bytes +
                      mb.output_layer_activations_bytes + mb.cp_attention_buffers_bytes + mb.framework_overhead_bytes;
     return mb;
   };
   MemoryBreakdown mb;
   if (pp == 1) {
-    mb = stage(first + last_extra, 1.0, true);
+    mb = stage(0, first_extra + last_extra, 1.0, true);
   } else {
-    // 1F1B keeps min(PP, m) micro-batches in flight on the first stage and one on the last; with V model chunks
-    // the first stage holds PP·(1 + (PP − 1)/(PP·V)) and the last ((V − 1)·PP + 1)/V, each capped by m.
-    const double first_in_flight =
-        std::min(m_micro, static_cast<double>(pp)) *
-        (v > 1 ? 1 + static_cast<double>(pp - 1) / static_cast<double>(pp * v) : 1.0);
-    const double last_in_flight =
-        std::min(m_micro, v > 1 ? static_cast<double>((v - 1) * pp + 1) / static_cast<double>(v) : 1.0);
-    const MemoryBreakdown a = stage(first, first_in_flight, false), z = stage(last, last_in_flight, true);
-    mb = z.total_bytes > a.total_bytes ? z : a;  // the worst stage; ties report the first
+    // 1F1B keeps PP − k micro-batches in flight on stage k; with V model chunks stage k warms up
+    // (PP − k − 1)·2 + (V − 1)·PP chunk micro-batches, each 1/V of the stage: ((PP − k − 1)·2 + (V − 1)·PP + 1)/V
+    // (PP + (PP − 1)/V on the first stage, ((V − 1)·PP + 1)/V on the last); capped by m.
+    auto in_flight = [&](int64_t k) {
+      const double f = v > 1 ? static_cast<double>((pp - k - 1) * 2 + (v - 1) * pp + 1) / static_cast<double>(v)
+                             : static_cast<double>(pp - k);
+      return std::min(m_micro, f);
+    };
+    // Stage 0 (embedding), stage 1 (the fullest middle stage: middle stages share one size, and stage 1 has the
+    // most in flight of them) and the last stage (logits); the worst is reported, ties the earlier stage.
+    mb = stage(0, first_extra, in_flight(0), false);
+    std::vector<int64_t> others{pp - 1};
+    if (pp > 2) others.insert(others.begin(), 1);
+    for (const int64_t k : others) {
+      const bool last = k == pp - 1;
+      const MemoryBreakdown z = stage(k, last ? last_extra : 0.0, in_flight(k), last);
+      if (z.total_bytes > mb.total_bytes) mb = z;
+    }
   }
   mb.capacity_bytes = s.cluster.gpu.memory_bytes;
   mb.headroom_bytes = mb.capacity_bytes - mb.total_bytes;

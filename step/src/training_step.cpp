@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/step/layer_builder.hpp"
@@ -27,7 +28,8 @@ void set_step_shape(const Scenario& s, int64_t data_parallel_size, StepResult& r
   r.world_size = tp * cp * data_parallel_size * pp;
   r.global_batch_size = m.global_batch_size.value_or(m.micro_batch_size * data_parallel_size);
   r.num_microbatches = std::max<int64_t>(1, r.global_batch_size / (m.micro_batch_size * data_parallel_size));
-  r.layers_per_stage = m.num_layers / pp;
+  r.stage_layers = pipeline_split(s).stage_layers;
+  r.layers_per_stage = *std::max_element(r.stage_layers.begin(), r.stage_layers.end());
   r.virtual_stages = p.virtual_pipeline_model_parallel_size.value_or(1);
 }
 
@@ -100,8 +102,16 @@ void set_pipeline_time(const Scenario& s, const ParallelSizes& sizes, StepResult
     const int64_t a = global_rank(p.order, sizes, 0, 0, 0, 0) / gpn, b = global_rank(p.order, sizes, 0, 0, 0, 1) / gpn;
     r.pp_message_ps = message_ps(bytes, link_level(a, b), cl);
   }
-  r.stage_microbatch_ps = r.layers_per_stage * (r.layer_forward_ps + r.layer_backward_ps) + r.output_layer_forward_ps +
-                          r.output_layer_backward_ps + 2 * r.pp_message_ps;
+  // The slowest stage bounds the pipeline: its layers, plus the output layer and loss on the last stage (with
+  // account_for_loss or a short last stage, the last stage carries fewer layers for exactly this reason).
+  TimePs slowest = 0;
+  const auto stages = static_cast<int64_t>(r.stage_layers.size());
+  for (int64_t i = 0; i < stages; ++i) {
+    const TimePs layers = r.stage_layers[static_cast<size_t>(i)] * (r.layer_forward_ps + r.layer_backward_ps);
+    const TimePs output = i == stages - 1 ? r.output_layer_forward_ps + r.output_layer_backward_ps : 0;
+    slowest = std::max(slowest, layers + output);
+  }
+  r.stage_microbatch_ps = slowest + 2 * r.pp_message_ps;
   const double m_micro = static_cast<double>(r.num_microbatches);
   const double bubble = static_cast<double>(pp - 1) / static_cast<double>(r.virtual_stages);
   r.pipeline_bubble_fraction = bubble / m_micro;

@@ -33,7 +33,9 @@ TEST_CASE("apps: simulate prints the whole step and writes step.* summary keys",
   CHECK(tflops < 989.4);
   CHECK(j["step"]["model_flops_convention"] == "megatron_causal");
   CHECK(j["step"]["memory_per_gpu_total_bytes"].get<double>() ==
-        j["step"]["memory_per_gpu_weights_bytes"].get<double>() + j["step"]["memory_per_gpu_gradients_bytes"].get<double>() +
+        j["step"]["memory_per_gpu_weights_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_fp8_weight_copies_bytes"].get<double>() +
+            j["step"]["memory_per_gpu_gradients_bytes"].get<double>() +
             j["step"]["memory_per_gpu_optimizer_bytes"].get<double>() +
             j["step"]["memory_per_gpu_activations_bytes"].get<double>() +
             j["step"]["memory_per_gpu_output_layer_activations_bytes"].get<double>() +

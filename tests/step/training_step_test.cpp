@@ -130,11 +130,39 @@ TEST_CASE("step: memory per GPU of a small model equals the closed form", "[step
   CHECK(first.in_flight_microbatches == 4);
   CHECK(first.output_layer_activations_bytes == 0);
   CHECK(first.activations_bytes == 4 * 2 * 626688.0);
-  // Interleaving (V = 2): the first stage holds PP·(1 + (PP − 1)/(PP·V)) = 4·(1 + 3/8) = 5.5 micro-batches' worth.
+  // Interleaving (V = 2): the first stage warms up (PP − 1)·2 + (V − 1)·PP = 10 chunk micro-batches, so 11 chunks
+  // of 1/V of the stage are in flight: 5.5 micro-batches' worth (= PP + (PP − 1)/V) with m = 8. Megatron caps the
+  // warm-up at m·V chunks: with m = 4 all 8 chunks, 4 micro-batches' worth.
   const Scenario pp4v2 = small({"parallel.pipeline_model_parallel_size=4", "parallel.context_parallel_size=1",
                                 "model.num_layers=8", "model.global_batch_size=16",
                                 "parallel.virtual_pipeline_model_parallel_size=2"});
-  CHECK(memory_per_gpu(pp4v2, 4, 4, 0).in_flight_microbatches == 5.5);
+  CHECK(memory_per_gpu(pp4v2, 4, 8, 0).in_flight_microbatches == 5.5);
+  CHECK(memory_per_gpu(pp4v2, 4, 4, 0).in_flight_microbatches == 4);
+  // A middle stage: PP 4, V 1, decoder_first_pipeline_num_layers 1 and last 1 over 8 layers: stages 1, 3, 3, 1.
+  // Stage 1 holds PP − 1 = 3 micro-batches of 3 layers (9 layer-activations) against stage 0's 4 × 1: stage 1.
+  const Scenario uneven = small({"parallel.pipeline_model_parallel_size=4", "parallel.context_parallel_size=1",
+                                 "model.num_layers=8", "model.global_batch_size=16",
+                                 "parallel.decoder_first_pipeline_num_layers=1",
+                                 "parallel.decoder_last_pipeline_num_layers=1"});
+  const MemoryBreakdown mid = memory_per_gpu(uneven, 4, 4, 0);
+  CHECK(mid.pipeline_stage == 1);
+  CHECK(mid.stage_layers == 3);
+  CHECK(mid.in_flight_microbatches == 3);
+  CHECK(mid.activations_bytes == 3 * 3 * 626688.0);
+}
+
+TEST_CASE("step: training.fp8 stores the linear layers' inputs in FP8 and caches FP8 weight copies", "[step][fp8]") {
+  // small(), t = 128: the four GEMM inputs (QKV 8192, projection 8192, fc1 8192, fc2 32768 elements) drop from 2 B
+  // to 1 B: 313344 − (8192 + 8192 + 8192 + 32768) = 256000 B per layer.
+  const Scenario fp8 = small({"training.fp8=true"});
+  CHECK(activation_bytes_per_layer(fp8) == 313344.0 - 57344);
+  const MemoryBreakdown m = memory_per_gpu(fp8, 4, 1, 0);
+  // The FP8 weight and its transpose: 2 B per linear-layer weight, 2 layers x 61440 (attention 12288 + MLP 49152).
+  CHECK(m.fp8_weight_copies_bytes == 2 * 61440.0 * 2);
+  CHECK(m.total_bytes == m.weights_bytes + m.fp8_weight_copies_bytes + m.gradients_bytes + m.optimizer_bytes +
+                             m.activations_bytes + m.output_layer_activations_bytes + m.cp_attention_buffers_bytes +
+                             m.framework_overhead_bytes);
+  CHECK(memory_per_gpu(small(), 4, 1, 0).fp8_weight_copies_bytes == 0);
 }
 
 TEST_CASE("step: full recompute lowers activation memory and adds the layer's forward FLOPs", "[step]") {
@@ -273,6 +301,29 @@ TEST_CASE("step: FP8 GEMMs run at the FP8 peak; model FLOPs do not change", "[st
         seconds_to_ps(g.kernel_launch_overhead_s +
                       flops / (g.peak_fp8_flops_per_s * g.gemm_efficiency_fp8 *
                                gemm_shape_factor(4096, 4096, 4096, true, g))));
+}
+
+TEST_CASE("step: training.fp8 adds Transformer Engine's cast kernels with their bytes", "[step][fp8]") {
+  // small(): t = 256 / CP 2 = 128 tokens per GPU, h = 64, QKV width 4·16 + 2·(16+16) = 128, projection input
+  // 4·16 = 64, fc1 out 2·256 = 512, fc2 in 256. Forward: transposes after the two fused norms (2 B per element),
+  // cast-transposes of the projection and fc2 inputs (4 B); backward: cast-transposes of the four output grads.
+  const Schedule l8 = build_layer_schedule(small({"training.fp8=true"}), CpCommType::p2p);
+  std::vector<std::pair<std::string, int64_t>> casts;
+  for (const auto& op : l8.ranks[0].ops)
+    if (op.kind() == OpKind::elementwise && op.label.rfind("FP8 ", 0) == 0) casts.emplace_back(op.label, op.bytes);
+  const std::vector<std::pair<std::string, int64_t>> expected{
+      {"FP8 transpose (QKV input)", 128 * 64 * 2},
+      {"FP8 cast-transpose (projection input)", 128 * 64 * 4},
+      {"FP8 transpose (fc1 input)", 128 * 64 * 2},
+      {"FP8 cast-transpose (fc2 input)", 128 * 256 * 4},
+      {"FP8 cast-transpose (fc2 output grad)", 128 * 64 * 4},
+      {"FP8 cast-transpose (fc1 output grad)", 128 * 512 * 4},
+      {"FP8 cast-transpose (projection output grad)", 128 * 64 * 4},
+      {"FP8 cast-transpose (QKV output grad)", 128 * 128 * 4}};
+  CHECK(casts == expected);
+  // Without FP8 there are none.
+  const Schedule l16 = build_layer_schedule(small(), CpCommType::p2p);
+  for (const auto& op : l16.ranks[0].ops) CHECK(op.label.rfind("FP8 ", 0) != 0);
 }
 
 TEST_CASE("cost model: the GEMM shape factor against a hand computation", "[step][gemm]") {

@@ -79,6 +79,17 @@ struct ParallelConfig {
   /// gradient buffer and the DP gradient reduction in fp32 (default true, as Megatron-LM sets it for bf16 training
   /// and NeMo's bf16-mixed plugin), else in params_dtype (the NeMo / Megatron-Bridge performance recipes set false).
   bool grad_reduce_in_fp32 = true;
+  /// Megatron-Core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split
+  /// (--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split): the embedding (loss)
+  /// counts as one layer of the first (last) pipeline stage's first (last) model chunk when layers are split,
+  /// so that stage builds one transformer layer fewer. Source: megatron/core/transformer/transformer_config.py.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  /// Megatron's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
+  /// (TransformerConfig num_layers_in_first/last_pipeline_stage): transformer layers of the first (last) stage;
+  /// the other stages share the rest evenly. Not together with the account_for_* options.
+  std::optional<int64_t> decoder_first_pipeline_num_layers;
+  std::optional<int64_t> decoder_last_pipeline_num_layers;
 
   /// The distinct comm types, in first-use order (a per-layer list may repeat them).
   [[nodiscard]] std::vector<CpCommType> distinct_cp_comm_types() const;

@@ -59,6 +59,7 @@ double megatron_model_flops(const Scenario& scenario, int64_t global_batch_size,
 struct MemoryBreakdown {
   double parameters_per_gpu = 0;       ///< parameters this GPU holds (its stage, / TP)
   double weights_bytes = 0;            ///< parameters · element size of params_dtype
+  double fp8_weight_copies_bytes = 0;  ///< training.fp8: TE's cached FP8 weight and transpose, 2 B per linear weight
   double gradients_bytes = 0;          ///< fp32 main gradients: 4 bytes / parameter
   double optimizer_bytes = 0;          ///< Adam: fp32 master + 2 moments = 12 bytes / parameter, / (DP·CP) when distributed
   double activations_bytes = 0;        ///< saved activations of the in-flight micro-batches (transformer layers)
@@ -71,6 +72,8 @@ struct MemoryBreakdown {
   bool fits = false;
   double activations_per_layer_bytes = 0;  ///< one layer, one micro-batch, as stored for backward
   double in_flight_microbatches = 0;       ///< micro-batches whose activations the reported stage holds at peak
+  int64_t pipeline_stage = 0;              ///< the reported (worst) stage, 0-based
+  int64_t stage_layers = 0;                ///< transformer layers on the reported stage
 };
 
 /// Saved activation bytes of one transformer layer for one micro-batch on one GPU, Megatron + TE with flash

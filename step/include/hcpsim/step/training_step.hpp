@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hcpsim/config/scenario.hpp"
 #include "hcpsim/sim/topology.hpp"
@@ -38,7 +39,8 @@ struct StepResult {
   int64_t world_size = 1;              ///< TP·CP·DP·PP GPUs used
   int64_t global_batch_size = 1;       ///< samples per iteration
   int64_t num_microbatches = 1;        ///< m
-  int64_t layers_per_stage = 1;        ///< L_stage = num_layers / PP
+  int64_t layers_per_stage = 1;        ///< the most transformer layers on one stage (num_layers / PP when even)
+  std::vector<int64_t> stage_layers;   ///< transformer layers of each pipeline stage (config/pipeline_split.hpp)
   int64_t virtual_stages = 1;          ///< V
   SimResult layer;                     ///< the simulated layer (one micro-batch, all TP·CP ranks)
   TimePs layer_forward_ps = 0;         ///< layer.forward_ps
