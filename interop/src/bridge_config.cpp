@@ -221,6 +221,16 @@ class BridgeReader {
     } else if (k == "sequence_parallel") {
       c_.sequence_parallel = as_bool(v, key);
       mark(k, v);
+    } else if (k == "account_for_embedding_in_pipeline_split" || k == "account_for_loss_in_pipeline_split") {
+      (k == "account_for_embedding_in_pipeline_split" ? c_.account_for_embedding_in_pipeline_split
+                                                       : c_.account_for_loss_in_pipeline_split) = as_bool(v, key);
+      mark(k, v);
+    } else if (k == "num_layers_in_first_pipeline_stage" || k == "num_layers_in_last_pipeline_stage") {
+      // TransformerConfig's names for Megatron's --decoder-first/last-pipeline-num-layers.
+      const bool first = k == "num_layers_in_first_pipeline_stage";
+      mark(first ? "decoder_first_pipeline_num_layers" : "decoder_last_pipeline_num_layers", v);
+      if (!is_null(v))
+        (first ? c_.decoder_first_pipeline_num_layers : c_.decoder_last_pipeline_num_layers) = as_int(v, key);
     } else if (k == "gated_linear_unit") {
       c_.gated_linear_unit = as_bool(v, key);
       mark("swiglu", v);

@@ -249,19 +249,23 @@ class ArgInterpreter {
     if (auto v = get_int("pipeline_model_parallel_size")) cfg_.pipeline_model_parallel_size = *v;
     if (auto v = get_int("context_parallel_size")) cfg_.context_parallel_size = *v;
     cfg_.virtual_pipeline_model_parallel_size = get_int("virtual_pipeline_model_parallel_size");
+    cfg_.account_for_embedding_in_pipeline_split = get_switch("account_for_embedding_in_pipeline_split");
+    cfg_.account_for_loss_in_pipeline_split = get_switch("account_for_loss_in_pipeline_split");
     const auto per_stage = get_int("num_layers_per_virtual_pipeline_stage");
     if (!cfg_.virtual_pipeline_model_parallel_size && per_stage) {
       const MegatronArg& a = *get("num_layers_per_virtual_pipeline_stage");
-      if (!cfg_.num_layers || *per_stage <= 0 ||
-          *cfg_.num_layers % cfg_.pipeline_model_parallel_size != 0 ||
-          (*cfg_.num_layers / cfg_.pipeline_model_parallel_size) % *per_stage != 0)
+      // The embedding and the loss count as layers of the split when the account_for_* switches are set.
+      const int64_t layers = cfg_.num_layers.value_or(0) + (cfg_.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                             (cfg_.account_for_loss_in_pipeline_split ? 1 : 0);
+      if (!cfg_.num_layers || *per_stage <= 0 || layers % cfg_.pipeline_model_parallel_size != 0 ||
+          (layers / cfg_.pipeline_model_parallel_size) % *per_stage != 0)
         throw InputError(where(a), a.flag,
                          "cannot derive the virtual pipeline size: num_layers / pipeline_model_parallel_size must be a "
                          "multiple of " + std::to_string(*per_stage),
                          "give --num-layers and a --num-layers-per-virtual-pipeline-stage that divides the layers of "
                          "one stage, or --virtual-pipeline-model-parallel-size");
       // Source: arguments.py validate_args: (num_layers / PP) / num_layers_per_virtual_pipeline_stage.
-      cfg_.virtual_pipeline_model_parallel_size = *cfg_.num_layers / cfg_.pipeline_model_parallel_size / *per_stage;
+      cfg_.virtual_pipeline_model_parallel_size = layers / cfg_.pipeline_model_parallel_size / *per_stage;
       cfg_.lines["virtual_pipeline_model_parallel_size"] = a.line;
       cfg_.columns["virtual_pipeline_model_parallel_size"] = a.column;
     }
@@ -283,6 +287,8 @@ class ArgInterpreter {
     cfg_.use_distributed_optimizer = get_switch("use_distributed_optimizer");
     cfg_.overlap_grad_reduce = get_switch("overlap_grad_reduce");
     cfg_.overlap_param_gather = get_switch("overlap_param_gather");
+    cfg_.decoder_first_pipeline_num_layers = get_int("decoder_first_pipeline_num_layers");
+    cfg_.decoder_last_pipeline_num_layers = get_int("decoder_last_pipeline_num_layers");
   }
 
   void read_training() {

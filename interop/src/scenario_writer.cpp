@@ -137,6 +137,12 @@ void write_parallel(YamlWriter& w, const MegatronConfig& c, const std::optional<
   w.entry("overlap_grad_reduce", yaml_bool(c.overlap_grad_reduce));
   w.entry("overlap_param_gather", yaml_bool(c.overlap_param_gather));
   if (c.grad_reduce_in_fp32) w.entry("grad_reduce_in_fp32", yaml_bool(*c.grad_reduce_in_fp32));
+  if (c.account_for_embedding_in_pipeline_split) w.entry("account_for_embedding_in_pipeline_split", "true");
+  if (c.account_for_loss_in_pipeline_split) w.entry("account_for_loss_in_pipeline_split", "true");
+  if (c.decoder_first_pipeline_num_layers)
+    w.entry("decoder_first_pipeline_num_layers", std::to_string(*c.decoder_first_pipeline_num_layers));
+  if (c.decoder_last_pipeline_num_layers)
+    w.entry("decoder_last_pipeline_num_layers", std::to_string(*c.decoder_last_pipeline_num_layers));
   w.entry("use_decentralized_pg", yaml_bool(c.use_decentralized_pg));
   w.top();
 }

@@ -179,6 +179,32 @@ TEST_CASE("import: Megatron's derived values (SwiGLU ffn, virtual pipeline, reco
   REQUIRE(yaml.find("  fp8: true") != std::string::npos);
 }
 
+TEST_CASE("import: Llama3.1-405B's uneven pipeline split, from Megatron flags and from a Bridge config", "[import]") {
+  // (126 + embedding + loss) / PP 8 / 2 layers per virtual stage = 8 virtual stages.
+  const auto c = import_text(
+      "python pretrain_gpt.py --num-layers 126 --hidden-size 16384 --num-attention-heads 128 --seq-length 8192 "
+      "--pipeline-model-parallel-size 8 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+      "--num-layers-per-virtual-pipeline-stage 2\n");
+  REQUIRE(c.account_for_embedding_in_pipeline_split);
+  REQUIRE(c.account_for_loss_in_pipeline_split);
+  REQUIRE(*c.virtual_pipeline_model_parallel_size == 8);
+  const std::string yaml = scenario_yaml_of(c, ScenarioWriteOptions{});
+  REQUIRE(yaml.find("  account_for_embedding_in_pipeline_split: true") != std::string::npos);
+  REQUIRE(yaml.find("  account_for_loss_in_pipeline_split: true") != std::string::npos);
+  const auto first_last = import_text(
+      "python pretrain_gpt.py --num-layers 126 --hidden-size 16384 --num-attention-heads 128 --seq-length 8192 "
+      "--pipeline-model-parallel-size 8 --decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15\n");
+  REQUIRE(*first_last.decoder_first_pipeline_num_layers == 15);
+  REQUIRE(scenario_yaml_of(first_last, ScenarioWriteOptions{}).find("  decoder_last_pipeline_num_layers: 15") !=
+          std::string::npos);
+  const auto b = parse_bridge_config(
+      "model:\n  num_layers: 126\n  pipeline_model_parallel_size: 8\n  num_layers_in_first_pipeline_stage: 15\n"
+      "  account_for_loss_in_pipeline_split: true\n",
+      "b.yaml");
+  REQUIRE(*b.decoder_first_pipeline_num_layers == 15);
+  REQUIRE(b.account_for_loss_in_pipeline_split);
+}
+
 TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
   auto msg = error_of([] {
     import_text("torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 pretrain_gpt.py \\\n"

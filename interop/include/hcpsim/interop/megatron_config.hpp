@@ -60,6 +60,11 @@ struct MegatronConfig {
   bool overlap_param_gather = false;  ///< --overlap-param-gather (Bridge ddp.overlap_param_gather)
   /// Bridge ddp.grad_reduce_in_fp32 when the input sets it (else Megatron's default, true, and no key is written).
   std::optional<bool> grad_reduce_in_fp32;
+  /// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split (Bridge model.*).
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
+  /// --decoder-first/last-pipeline-num-layers (Bridge model.num_layers_in_first/last_pipeline_stage).
+  std::optional<int64_t> decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers;
   bool use_decentralized_pg = false;  ///< Megatron-Bridge dist.use_decentralized_pg
 
   // Training step.
