@@ -44,6 +44,7 @@ void read_parallel(YamlReader& r, const YAML::Node& m, ParallelConfig& pc) {
     pc.overlap_param_gather = r.get_bool(m["overlap_param_gather"], P + ".overlap_param_gather");
   if (m["grad_reduce_in_fp32"])
     pc.grad_reduce_in_fp32 = r.get_bool(m["grad_reduce_in_fp32"], P + ".grad_reduce_in_fp32");
+  if (m["tp_comm_overlap"]) pc.tp_comm_overlap = r.get_bool(m["tp_comm_overlap"], P + ".tp_comm_overlap");
   for (const char* key : {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"})
     if (m[key])
       (std::string(key) == "account_for_embedding_in_pipeline_split" ? pc.account_for_embedding_in_pipeline_split

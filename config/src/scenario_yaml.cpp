@@ -132,6 +132,7 @@ void emit_parallel(YAML::Emitter& e, const ParallelConfig& p) {
   put_bool(e, "overlap_grad_reduce", p.overlap_grad_reduce);
   put_bool(e, "overlap_param_gather", p.overlap_param_gather);
   put_bool(e, "grad_reduce_in_fp32", p.grad_reduce_in_fp32);
+  put_bool(e, "tp_comm_overlap", p.tp_comm_overlap);
   put_bool(e, "account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split);
   put_bool(e, "account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split);
   if (p.decoder_first_pipeline_num_layers)

@@ -314,6 +314,12 @@ class Validator {
              "remove virtual_pipeline_model_parallel_size or set pipeline_model_parallel_size >= 2");
     }
     (void)pipeline_split(s_);  // throws naming the key and the fix
+    // Source: Megatron-LM arguments.py: "Tensor parallel communication/GEMM overlap can happen only when sequence
+    // parallelism is enabled".
+    if (p.tp_comm_overlap && !(p.sequence_parallel && tp > 1))
+      fail("parallel.tp_comm_overlap",
+           "TP communication overlap needs sequence_parallel with tensor_model_parallel_size > 1 (Megatron asserts it)",
+           "set parallel.sequence_parallel: true with TP > 1, or remove tp_comm_overlap");
     if (m.ffn_hidden() % tp != 0)
       fail_between("model.ffn_hidden_size", {"model.ffn_hidden_size", "parallel.tensor_model_parallel_size"},
                    "ffn_hidden_size " + str(m.ffn_hidden()) + " is not divisible by tensor_model_parallel_size " +

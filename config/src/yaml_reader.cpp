@@ -19,7 +19,8 @@ const std::vector<std::string> kParallelKeys = {
     "cp_comm_type", "hierarchical_context_parallel_sizes", "order", "use_decentralized_pg", "te_version",
     "sequence_parallel", "virtual_pipeline_model_parallel_size", "use_distributed_optimizer", "overlap_grad_reduce",
     "overlap_param_gather", "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split",
-    "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"};
+    "account_for_loss_in_pipeline_split", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+    "tp_comm_overlap"};
 const std::vector<std::string> kClusterKeys = {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network",
                                                "message_latency_us", "nics_per_node", "fabric", "topology"};
 const std::vector<std::string> kTrainingKeys = {"recompute_granularity", "fp8", "framework_overhead_GB"};

@@ -191,6 +191,11 @@ class BridgeReader {
       mark(k, v);
       return true;
     }
+    if (section == "comm_overlap" && k == "tp_comm_overlap") {
+      c_.tp_comm_overlap = !is_null(v) && as_bool(v, key);
+      mark(k, v);
+      return true;
+    }
     if (section == "dist" && k == "use_decentralized_pg") {
       c_.use_decentralized_pg = as_bool(v, key);
       mark(k, v);

@@ -287,6 +287,7 @@ class ArgInterpreter {
     cfg_.use_distributed_optimizer = get_switch("use_distributed_optimizer");
     cfg_.overlap_grad_reduce = get_switch("overlap_grad_reduce");
     cfg_.overlap_param_gather = get_switch("overlap_param_gather");
+    cfg_.tp_comm_overlap = get_switch("tp_comm_overlap");
     cfg_.decoder_first_pipeline_num_layers = get_int("decoder_first_pipeline_num_layers");
     cfg_.decoder_last_pipeline_num_layers = get_int("decoder_last_pipeline_num_layers");
   }

@@ -137,6 +137,7 @@ void write_parallel(YamlWriter& w, const MegatronConfig& c, const std::optional<
   w.entry("overlap_grad_reduce", yaml_bool(c.overlap_grad_reduce));
   w.entry("overlap_param_gather", yaml_bool(c.overlap_param_gather));
   if (c.grad_reduce_in_fp32) w.entry("grad_reduce_in_fp32", yaml_bool(*c.grad_reduce_in_fp32));
+  if (c.tp_comm_overlap) w.entry("tp_comm_overlap", "true");
   if (c.account_for_embedding_in_pipeline_split) w.entry("account_for_embedding_in_pipeline_split", "true");
   if (c.account_for_loss_in_pipeline_split) w.entry("account_for_loss_in_pipeline_split", "true");
   if (c.decoder_first_pipeline_num_layers)

@@ -75,24 +75,23 @@ class LayerRankBuilder {
     const Dims& d = d_;
     const bool gated = s_.model.gated_linear_unit;
     OpIndex x = elementwise(2 * d.tn * d.h, d.tn * d.h, phase, deps_of(after), prefix + "input norm");
-    if (d.sp) x = all_gather(d.t * d.h, phase, {x}, prefix + "SP all-gather (attention input)");
     x = fp8_input_cast(d.t * d.h, true, phase, x, prefix + "QKV input");
-    x = gemm(d.t, d.qkv_tp, d.h, d.fp8, phase, {x}, prefix + "QKV projection");
+    x = gathered_gemm(GemmOp{d.t, d.qkv_tp, d.h, d.fp8}, phase, x, prefix + "SP all-gather (attention input)",
+                      prefix + "QKV projection");
     x = elementwise(2 * d.rope_elems, d.rope_elems, phase, {x}, prefix + "rotary embedding");
     const std::vector<OpIndex> attn_ops =
         splice(0, first_bwd_, x, recompute_copy ? kRecomputeTagOffset : 0, recompute_copy, prefix);
     x = d.fp8 ? fp8_input_cast(d.t * d.proj_tp, false, phase, attn_ops, prefix + "projection input") : -1;
-    x = gemm(d.t, d.h, d.proj_tp, d.fp8, phase, x < 0 ? attn_ops : deps_of(x), prefix + "output projection");
-    x = tp_reduce(d.t * d.h, phase, x, d.sp, prefix + "attention output");
+    x = reduced_gemm(GemmOp{d.t, d.h, d.proj_tp, d.fp8}, phase, x < 0 ? attn_ops : deps_of(x),
+                     prefix + "output projection", prefix + "attention output");
     x = elementwise(3 * d.tn * d.h + 2 * d.tn * d.h, d.tn * d.h, phase, {x}, prefix + "residual + pre-MLP norm");
-    if (d.sp) x = all_gather(d.t * d.h, phase, {x}, prefix + "SP all-gather (MLP input)");
     x = fp8_input_cast(d.t * d.h, true, phase, x, prefix + "fc1 input");
-    x = gemm(d.t, d.fc1_tp, d.h, d.fp8, phase, {x}, prefix + "MLP fc1");
+    x = gathered_gemm(GemmOp{d.t, d.fc1_tp, d.h, d.fp8}, phase, x, prefix + "SP all-gather (MLP input)",
+                      prefix + "MLP fc1");
     x = elementwise(d.fc1_tp * d.t + d.ffn_tp * d.t, d.ffn_tp * d.t, phase, {x},
                     prefix + (gated ? "SwiGLU" : "activation"));
     x = fp8_input_cast(d.t * d.ffn_tp, false, phase, x, prefix + "fc2 input");
-    x = gemm(d.t, d.h, d.ffn_tp, d.fp8, phase, {x}, prefix + "MLP fc2");
-    x = tp_reduce(d.t * d.h, phase, x, d.sp, prefix + "MLP output");
+    x = reduced_gemm(GemmOp{d.t, d.h, d.ffn_tp, d.fp8}, phase, {x}, prefix + "MLP fc2", prefix + "MLP output");
     return elementwise(3 * d.tn * d.h, d.tn * d.h, phase, {x}, prefix + "residual add");
   }
 
@@ -105,10 +104,8 @@ class LayerRankBuilder {
     x = elementwise(d.fc1_tp * d.t * 2 + d.ffn_tp * d.t, d.fc1_tp * d.t, B, {x},
                     s_.model.gated_linear_unit ? "SwiGLU backward" : "activation backward");
     x = fp8_grad_cast(d.t * d.fc1_tp, x, "fc1 output grad");
-    x = gemm(d.t, d.h, d.fc1_tp, d.fp8, B, {x}, "MLP fc1 dgrad");
-    const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, "MLP input grad");
-    w = gemm(d.fc1_tp, d.h, d.t, d.fp8, B, {x, w}, "MLP fc1 wgrad");
-    return elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, w}, "pre-MLP norm backward + residual");
+    const auto [c, wg] = column_parallel_backward(d.fc1_tp, x, w, "MLP fc1", "MLP input grad");
+    return elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, wg}, "pre-MLP norm backward + residual");
   }
 
   /// Backward of the attention block (with the selective recompute of the CP attention forward).
@@ -125,10 +122,8 @@ class LayerRankBuilder {
     const std::vector<OpIndex> attn_bwd = splice(first_bwd_, attn_.ops.size(), x, 0, false, "");
     x = elementwise(2 * d.rope_elems, d.rope_elems, B, attn_bwd, "rotary embedding backward");
     x = fp8_grad_cast(d.t * d.qkv_tp, x, "QKV output grad");
-    x = gemm(d.t, d.h, d.qkv_tp, d.fp8, B, {x}, "QKV dgrad");
-    const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, "attention input grad");
-    w = gemm(d.qkv_tp, d.h, d.t, d.fp8, B, {x, w}, "QKV wgrad");
-    elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, w}, "input norm backward + residual");
+    const auto [c, wg] = column_parallel_backward(d.qkv_tp, x, w, "QKV", "attention input grad");
+    elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, wg}, "input norm backward + residual");
   }
 
   /// The backward entry of a row-parallel linear layer (fc2, output projection) of input width `in_tp`: the SP
@@ -138,11 +133,101 @@ class LayerRankBuilder {
                                                     const std::string& cast, const std::string& gemm_name) {
     const Dims& d = d_;
     const auto B = Phase::backward;
-    if (d.sp) x = all_gather(d.t * d.h, B, {x}, "SP all-gather (" + grad + ")");
     x = fp8_grad_cast(d.t * d.h, x, cast + " output grad");
-    x = gemm(d.t, in_tp, d.h, d.fp8, B, deps_of(x), gemm_name + " dgrad");
+    x = gathered_gemm(GemmOp{d.t, in_tp, d.h, d.fp8}, B, x, "SP all-gather (" + grad + ")", gemm_name + " dgrad");
     const OpIndex w = gemm(in_tp, d.h, d.t, d.fp8, B, {x}, gemm_name + " wgrad");
     return {x, w};
+  }
+
+  /// The backward of a column-parallel linear layer (QKV, fc1) of output width `out_tp` from its output grad
+  /// `x`: the dgrad GEMM, its TP reduction on the comm stream while the wgrad GEMM runs (Megatron's asynchronous
+  /// grad-input communication), and with SP the all-gather of the layer's input for the wgrad GEMM, issued before
+  /// the dgrad GEMM so that it runs under it (Megatron-LM tensor_parallel/layers.py
+  /// LinearWithGradAccumulationAndAsyncCommunication.backward; TE's bulk overlaps with tp_comm_overlap).
+  /// `w` is the previous wgrad GEMM (wgrads run in order). Returns {input grad, wgrad}.
+  std::pair<OpIndex, OpIndex> column_parallel_backward(int64_t out_tp, OpIndex x, OpIndex w, const std::string& name,
+                                                       const std::string& grad) {
+    const Dims& d = d_;
+    const auto B = Phase::backward;
+    const OpIndex input = d.sp ? all_gather(d.t * d.h, B, deps_of(x), "SP all-gather (" + name + " input for wgrad)") : -1;
+    x = gemm(d.t, d.h, out_tp, d.fp8, B, {x}, name + " dgrad");
+    const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, grad);
+    std::vector<OpIndex> wdeps{x, w};
+    if (input >= 0) wdeps.push_back(input);
+    w = gemm(out_tp, d.h, d.t, d.fp8, B, std::move(wdeps), name + " wgrad");
+    return {c, w};
+  }
+
+  /// A GEMM whose input is all-gathered over TP first (sequence parallelism): without tp_comm_overlap the
+  /// all-gather, then the GEMM; with it, Transformer Engine's userbuffers ring exchange (TE
+  /// pytorch/module/base.py initialize_ub, method ring_exchange for qkv/fc1 fprop and proj/fc2 dgrad): the GEMM
+  /// runs in TP chunks of t/TP rows, chunk j on the shard that arrived in ring step j, while step j + 1's
+  /// send/recv to the ring neighbours moves the next shard. Without SP, only the GEMM.
+  OpIndex gathered_gemm(const GemmOp& g, Phase phase, OpIndex after, const std::string& gather_label,
+                        const std::string& label) {
+    if (!d_.sp) return gemm(g.m, g.n, g.k, g.fp8, phase, deps_of(after), label);
+    if (!s_.parallel.tp_comm_overlap) {
+      const OpIndex x = all_gather(d_.t * d_.h, phase, deps_of(after), gather_label);
+      return gemm(g.m, g.n, g.k, g.fp8, phase, {x}, label);
+    }
+    const int64_t rows = (g.m + tp_ - 1) / tp_;
+    std::vector<BufferId> shards = ring_buffers(label, phase, after);
+    OpIndex step = after, chunk = gemm(rows, g.n, g.k, g.fp8, phase, deps_of(after), label + " (chunk 0)");
+    for (int64_t j = 1; j < tp_; ++j) {
+      step = ring_step(shards[static_cast<size_t>(j - 1)], shards[static_cast<size_t>(j)], phase, step,
+                       label + " ring exchange " + std::to_string(j));
+      chunk = gemm(rows, g.n, g.k, g.fp8, phase, {step, chunk}, label + " (chunk " + std::to_string(j) + ")");
+    }
+    free_all(shards, phase, chunk);
+    return chunk;
+  }
+
+  /// A row-parallel GEMM whose output is reduced over TP (reduce-scatter with SP, all-reduce without): without
+  /// tp_comm_overlap the GEMM, then tp_reduce; with it (SP), TE's ring-exchange GEMM + reduce-scatter: chunk j of
+  /// the output is computed, added to the partial sum received from the previous rank, and sent on, so the
+  /// GEMM of chunk j + 1 runs under the send/recv of chunk j.
+  OpIndex reduced_gemm(const GemmOp& g, Phase phase, std::vector<OpIndex> deps, const std::string& label,
+                       const std::string& what) {
+    if (!(d_.sp && s_.parallel.tp_comm_overlap)) {
+      const OpIndex x = gemm(g.m, g.n, g.k, g.fp8, phase, std::move(deps), label);
+      return tp_reduce(d_.t * d_.h, phase, x, d_.sp, what);
+    }
+    const int64_t rows = (g.m + tp_ - 1) / tp_;
+    const int64_t shard = rows * g.n;
+    OpIndex chunk = gemm(rows, g.n, g.k, g.fp8, phase, std::move(deps), label + " (chunk 0)");
+    std::vector<BufferId> partials = ring_buffers(label, phase, chunk);
+    OpIndex sum = chunk, step = chunk;
+    for (int64_t j = 1; j < tp_; ++j) {
+      step = ring_step(partials[static_cast<size_t>(j - 1)], partials[static_cast<size_t>(j)], phase, sum,
+                       what + " ring reduce-scatter " + std::to_string(j));
+      chunk = gemm(rows, g.n, g.k, g.fp8, phase, {chunk}, label + " (chunk " + std::to_string(j) + ")");
+      sum = elementwise(3 * shard, shard, phase, {chunk, step}, what + " partial sum " + std::to_string(j));
+    }
+    free_all(partials, phase, sum);
+    return sum;
+  }
+
+  /// TP shard buffers (t/TP × h elements each, one per ring step), allocated on the comm stream after `after`.
+  std::vector<BufferId> ring_buffers(const std::string& label, Phase phase, OpIndex after) {
+    std::vector<BufferId> out;
+    for (int64_t j = 0; j < tp_; ++j) {
+      out.push_back(buffer(label + ".ring" + std::to_string(j), 1, (d_.t + tp_ - 1) / tp_ * d_.h));
+      add(AllocOp{out.back()}, phase, Stream::comm, deps_of(after), "alloc " + label, 0, 0);
+    }
+    return out;
+  }
+
+  void free_all(const std::vector<BufferId>& bufs, Phase phase, OpIndex after) {
+    for (const BufferId b : bufs) add(FreeOp{b}, phase, Stream::comm, deps_of(after), "free", 0, 0);
+  }
+
+  /// One ring step over the TP group: send `send` to the next TP rank, receive `recv` from the previous one.
+  OpIndex ring_step(BufferId send, BufferId recv, Phase phase, OpIndex after, const std::string& label) {
+    const int64_t tag = next_tag_++;
+    const int64_t next = layer_rank((tp_rank_ + 1) % tp_, cp_rank_, tp_);
+    const int64_t prev = layer_rank((tp_rank_ + tp_ - 1) % tp_, cp_rank_, tp_);
+    return add(SendRecvOp{next, prev, {send}, {recv}, tag, tag}, phase, Stream::comm, deps_of(after), label, 0,
+               prog_.buffers[static_cast<size_t>(send)].size_bytes());
   }
 
   /// FP8 cast of a linear layer's input (`elements` per GPU), nothing without FP8. Transformer Engine

@@ -193,14 +193,18 @@ TEST_CASE("import: Llama3.1-405B's uneven pipeline split, from Megatron flags an
   REQUIRE(yaml.find("  account_for_loss_in_pipeline_split: true") != std::string::npos);
   const auto first_last = import_text(
       "python pretrain_gpt.py --num-layers 126 --hidden-size 16384 --num-attention-heads 128 --seq-length 8192 "
-      "--pipeline-model-parallel-size 8 --decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15\n");
+      "--pipeline-model-parallel-size 8 --decoder-first-pipeline-num-layers 15 --decoder-last-pipeline-num-layers 15 "
+      "--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap\n");
   REQUIRE(*first_last.decoder_first_pipeline_num_layers == 15);
+  REQUIRE(first_last.tp_comm_overlap);
+  REQUIRE(scenario_yaml_of(first_last, ScenarioWriteOptions{}).find("  tp_comm_overlap: true") != std::string::npos);
   REQUIRE(scenario_yaml_of(first_last, ScenarioWriteOptions{}).find("  decoder_last_pipeline_num_layers: 15") !=
           std::string::npos);
   const auto b = parse_bridge_config(
       "model:\n  num_layers: 126\n  pipeline_model_parallel_size: 8\n  num_layers_in_first_pipeline_stage: 15\n"
-      "  account_for_loss_in_pipeline_split: true\n",
+      "  account_for_loss_in_pipeline_split: true\ncomm_overlap:\n  tp_comm_overlap: true\n",
       "b.yaml");
+  REQUIRE(b.tp_comm_overlap);
   REQUIRE(*b.decoder_first_pipeline_num_layers == 15);
   REQUIRE(b.account_for_loss_in_pipeline_split);
 }

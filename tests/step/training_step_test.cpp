@@ -197,14 +197,21 @@ TEST_CASE("step: full recompute lowers activation memory and adds the layer's fo
 TEST_CASE("step: a TP=2 layer on one node moves exactly the expected collective bytes", "[step]") {
   // t·h = 256·64 = 16384 elements of 2 bytes per TP region. An all-reduce (reduce-scatter + all-gather over 2
   // GPUs) sends 4 messages of 16384 B; with sequence parallelism an all-gather or a reduce-scatter sends 2.
-  for (const bool sp : {false, true}) {
+  // Forward: 2 all-reduces, or with SP 2 all-gathers + 2 reduce-scatters: 8 messages. Backward without SP: 2
+  // all-reduces (8); with SP 2 all-gathers of output grads, 2 reduce-scatters of input grads and the 2 all-gathers
+  // of the QKV and fc1 inputs for their wgrad GEMMs: 12. TP communication overlap (SP only) moves the same bytes
+  // as ring exchanges of t/TP·h elements: one step per GEMM for TP = 2.
+  for (const char* mode : {"none", "sp", "overlap"}) {
+    const std::string m = mode;
     const Scenario s = small({"parallel.tensor_model_parallel_size=2", "parallel.context_parallel_size=1",
-                              std::string("parallel.sequence_parallel=") + (sp ? "true" : "false")});
+                              std::string("parallel.sequence_parallel=") + (m == "none" ? "false" : "true"),
+                              std::string("parallel.tp_comm_overlap=") + (m == "overlap" ? "true" : "false")});
     const StepResult r = step_of(s);
     REQUIRE(r.layer.ranks.size() == 2);
     for (Phase ph : {Phase::forward, Phase::backward}) {
-      CHECK(r.layer.message_totals(ph, LinkLevel::intra_node).count == 8);
-      CHECK(r.layer.message_totals(ph, LinkLevel::intra_node).bytes == 8 * 16384);
+      const int64_t n = ph == Phase::backward && m != "none" ? 12 : 8;
+      CHECK(r.layer.message_totals(ph, LinkLevel::intra_node).count == n);
+      CHECK(r.layer.message_totals(ph, LinkLevel::intra_node).bytes == n * 16384);
       CHECK(r.layer.message_totals(ph, LinkLevel::inter_node).count == 0);
     }
   }
@@ -218,6 +225,53 @@ TEST_CASE("step: a TP=2 layer on one node moves exactly the expected collective 
   CHECK(r1.layer.message_totals(Phase::forward, LinkLevel::intra_node).count +
             r1.layer.message_totals(Phase::backward, LinkLevel::intra_node).count ==
         attn_msgs);
+}
+
+TEST_CASE("step: TP communication overlap splits GEMMs into ring-exchange chunks and hides the collectives",
+          "[step][tp_overlap]") {
+  const std::vector<std::string> base{"parallel.tensor_model_parallel_size=4", "parallel.context_parallel_size=1",
+                                      "parallel.sequence_parallel=true", "model.seq_length=8192",
+                                      "model.num_attention_heads=32", "model.num_query_groups=8",
+                                      "model.kv_channels=128", "model.hidden_size=4096", "model.ffn_hidden_size=14336"};
+  auto with = [&](bool overlap) {
+    auto o = base;
+    o.push_back(std::string("parallel.tp_comm_overlap=") + (overlap ? "true" : "false"));
+    return small(o);
+  };
+  // Llama3-8B's layer at 8192 tokens (the small model's GEMMs are too short to hide anything). QKV projection:
+  // TP 4 chunks of t/TP = 2048 rows, 3 ring steps of 2048·4096 elements (2 B) between them.
+  const Schedule l = build_layer_schedule(with(true), CpCommType::p2p);
+  int64_t chunks = 0, steps = 0;
+  for (const auto& op : l.ranks[0].ops) {
+    if (op.label.rfind("QKV projection (chunk ", 0) == 0) {
+      ++chunks;
+      CHECK(std::get<GemmOp>(op.payload).m == 2048);
+    }
+    if (op.label.rfind("QKV projection ring exchange ", 0) == 0) {
+      ++steps;
+      CHECK(op.bytes == 2048 * 4096 * 2);
+      const auto& sr = std::get<SendRecvOp>(op.payload);
+      CHECK(sr.send_peer == 1);  // TP rank 0 sends to TP rank 1 and receives from TP rank 3
+      CHECK(sr.recv_peer == 3);
+    }
+  }
+  CHECK(chunks == 4);
+  CHECK(steps == 3);
+  // The layer is faster with the overlap and exposes less communication.
+  const StepResult on = step_of(with(true)), off = step_of(with(false));
+  CHECK(on.layer_forward_ps < off.layer_forward_ps);
+  CHECK(on.layer_exposed_comm_ps < off.layer_exposed_comm_ps);
+  // Megatron's rule: the overlap needs sequence parallelism.
+  auto o = base;
+  o[2] = "parallel.sequence_parallel=false";
+  o.push_back("parallel.tp_comm_overlap=true");
+  try {
+    small(o);
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("parallel.tp_comm_overlap: TP communication overlap needs sequence_parallel") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("step: the iteration composes layers, micro-batches, pipeline bubble and DP collectives", "[step]") {

@@ -84,6 +84,10 @@ struct ParallelConfig {
   /// counts as one layer of the first (last) pipeline stage's first (last) model chunk when layers are split,
   /// so that stage builds one transformer layer fewer. Source: megatron/core/transformer/transformer_config.py.
   bool account_for_embedding_in_pipeline_split = false;
+  /// Megatron's --tp-comm-overlap (Transformer Engine userbuffers): the sequence-parallel all-gathers and
+  /// reduce-scatters run as ring exchanges pipelined with the GEMMs that consume or produce them. Needs
+  /// sequence_parallel (Megatron asserts it). Source: Megatron-LM arguments.py; TE pytorch/module/base.py.
+  bool tp_comm_overlap = false;
   bool account_for_loss_in_pipeline_split = false;
   /// Megatron's --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
   /// (TransformerConfig num_layers_in_first/last_pipeline_stage): transformer layers of the first (last) stage;

@@ -61,6 +61,7 @@ struct MegatronConfig {
   /// Bridge ddp.grad_reduce_in_fp32 when the input sets it (else Megatron's default, true, and no key is written).
   std::optional<bool> grad_reduce_in_fp32;
   /// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split (Bridge model.*).
+  bool tp_comm_overlap = false;  ///< --tp-comm-overlap (Bridge comm_overlap.tp_comm_overlap)
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
   /// --decoder-first/last-pipeline-num-layers (Bridge model.num_layers_in_first/last_pipeline_stage).
