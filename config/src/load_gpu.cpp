@@ -80,6 +80,11 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
   }
   if (m["peak_fp8_TFLOP_per_s"])
     g.peak_fp8_flops_per_s = r.positive(m["peak_fp8_TFLOP_per_s"], P + ".peak_fp8_TFLOP_per_s", true) * 1e12;
+  if (m["sm_count"]) {
+    g.sm_count = r.get_int(m["sm_count"], P + ".sm_count");
+    if (g.sm_count < 0)
+      r.fail(m["sm_count"], P + ".sm_count", "must be ≥ 0", "give the GPU's SM count, e.g. 132, or 0 for no wave quantization");
+  }
   if (m["gemm_efficiency"]) {
     const double e = r.get_double(m["gemm_efficiency"], P + ".gemm_efficiency");
     if (e <= 0 || e > 1) r.fail(m["gemm_efficiency"], P + ".gemm_efficiency", "must be in (0, 1]", "give achieved/peak, e.g. 0.7");
@@ -125,6 +130,10 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
                       "attn_bwd_efficiency", "kernel_launch_overhead_us", "compute_slowdown_during_comm",
                       "attn_fwd_table", "attn_bwd_table", "peak_fp8_TFLOP_per_s", "gemm_efficiency"});
   read_gpu_fields(r, g, cp, gpu);
+  // Calibrated attention efficiencies are fitted from measured kernels at their own shapes, so their wave
+  // quantization is already in them; the preset's SM count would count it twice.
+  for (const char* key : {"attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table", "attn_bwd_table"})
+    if (g[key]) gpu.sm_count = 0;
   r.set_file(scenario_file);
   std::string what = path.string();
   if (root["source"] && root["source"].IsScalar()) what += " (fitted from " + root["source"].as<std::string>() + ")";
@@ -139,7 +148,7 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   std::vector<std::string> allowed = keys;
   allowed.insert(allowed.end(),
                  {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table",
-                  "peak_fp8_TFLOP_per_s", "gemm_efficiency", "calibration"});
+                  "peak_fp8_TFLOP_per_s", "gemm_efficiency", "sm_count", "calibration"});
   r.check_map(m, P, allowed);
   if (m["calibration"]) read_calibration(r, m["calibration"], P + ".calibration", g);
   if (all_required && !m["calibration"])
@@ -151,7 +160,7 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   std::string set_here;
   for (const char* key : {"peak_bf16_TFLOP_per_s", "peak_fp8_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s",
                           "gemm_efficiency", "attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table",
-                          "attn_bwd_table", "kernel_launch_overhead_us", "compute_slowdown_during_comm"}) {
+                          "attn_bwd_table", "kernel_launch_overhead_us", "compute_slowdown_during_comm", "sm_count"}) {
     if (!m[key]) continue;
     set_here += (set_here.empty() ? "" : ", ") + std::string(key);
     if (m[key].IsScalar()) set_here += " " + m[key].as<std::string>();

@@ -96,6 +96,7 @@ void emit_model(YAML::Emitter& e, const ModelConfig& m) {
   if (m.ffn_hidden_size) put_int(e, "ffn_hidden_size", *m.ffn_hidden_size);
   put_str(e, "attn_mask_type", to_string(m.attn_mask_type));
   put_str(e, "qkv_format", to_string(m.qkv_format));
+  put_str(e, "attention_backend", to_string(m.attention_backend));
   if (m.window_size) put_int_list(e, "window_size", *m.window_size);
   put_bool(e, "attention_bias", m.attention_bias);
   put_str(e, "params_dtype", to_string(m.params_dtype));
@@ -166,6 +167,7 @@ void emit_gpu(YAML::Emitter& e, const GpuSpec& g) {
   if (!g.attn_bwd_table.empty()) emit_table(e, "attn_bwd_table", g.attn_bwd_table);
   put_unit(e, "peak_fp8_TFLOP_per_s", g.peak_fp8_flops_per_s, kTera);
   put_num(e, "gemm_efficiency", g.gemm_efficiency);
+  put_int(e, "sm_count", g.sm_count);
   e << YAML::EndMap;
 }
 

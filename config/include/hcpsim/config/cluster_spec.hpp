@@ -42,6 +42,10 @@ struct GpuSpec {
   /// Achieved / peak FLOP/s of the linear layers' GEMMs (QKV, projection, MLP, logits), at bf16 or FP8 peak.
   /// Source: cluster_spec.cpp kGemmEfficiency.
   double gemm_efficiency = 0.7;
+  /// Streaming multiprocessors; attention blocks are wave-quantised over them (sim/cost_model.hpp
+  /// attention_wave_factor). 0 = no wave quantization (explicit GPUs, calibrated efficiencies). Source:
+  /// cluster_spec.cpp kHopperSmCount.
+  int64_t sm_count = 0;
   /// Where the efficiencies come from: "assumed (...)" for the presets, or the calibration file that set them
   /// (cluster.gpu.calibration; `hcpsim calibrate` writes such files). Printed by simulate.
   std::string calibration = "assumed (datasheet peaks, published kernel efficiencies)";
