@@ -1,10 +1,13 @@
 #include <string>
 
 #include "catch_compat.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/validation.hpp"
 #include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/cost_model.hpp"
+#include "hcpsim/sim/trace_writer.hpp"
+#include "sim_test_util.hpp"
 
 using namespace hcpsim;
 using namespace hcpsim::sim;
@@ -47,4 +50,32 @@ TEST_CASE("sim: the time breakdown's categories add up to each rank's compute ke
     busiest = std::max(busiest, st.compute_kernel_ps);
   }
   REQUIRE(r.ranks[static_cast<size_t>(r.busiest_cp_rank)].compute_kernel_ps == busiest);
+  // The summary JSON carries the busiest GPU's breakdown (and every rank's).
+  const std::string json = summary_json(r);
+  const TimeBreakdown& top = r.ranks[static_cast<size_t>(r.busiest_cp_rank)].time_breakdown[0];
+  REQUIRE(json.find("\"time_breakdown\"", json.find("\"busiest_cp_rank\"")) != std::string::npos);
+  REQUIRE(json.find("\"attention_kernel_ps\": " + std::to_string(top.attention_kernel_ps)) != std::string::npos);
+  REQUIRE(json.find("\"busiest_cp_rank\": " + std::to_string(r.busiest_cp_rank)) != std::string::npos);
+}
+
+TEST_CASE("sim: a small attention block runs at the wave-corrected table efficiency", "[sim]") {
+  const auto h100 = cluster_preset("dgx-h100", 1);
+  REQUIRE(h100.has_value());
+  RankProgram prog;
+  test::ProgramWriter w(prog);
+  const BufferId q = w.input("q", 1024, 8, 128);  // [1, 1024, 8, 128]: batch 1, 8 heads
+  const BufferId k = w.input("k", 1024, 8, 128);
+  const BufferId v = w.input("v", 1024, 8, 128);
+  const BufferId out = w.declare("out", 1024, 8, 128);
+  prog.buffers.push_back(BufferDecl{"lse", 1, 1024, 8, 1, Dtype::fp32});
+  const auto lse = static_cast<BufferId>(prog.buffers.size() - 1);
+  w.add(AttnFwdBlockOp{q, k, v, {0, 1024}, {0, 1024}, BlockMask::none, Section::full, out, lse}, Stream::compute, {},
+        "fwd");
+  // Table: cuDNN forward, no mask, 1K = 574 / 989.4 (published). Tiles: ceil(1024 / 128) · 1 · 8 = 64 on 132 SMs,
+  // a correction of 0.5 (hand computation above): 287 / 989.4.
+  REQUIRE(attention_block_efficiency(prog.ops[0], prog, h100->gpu) == Approx(287 / 989.4).epsilon(1e-12));
+  // Without an SM count the table value stands.
+  GpuSpec plain = h100->gpu;
+  plain.sm_count = 0;
+  REQUIRE(attention_block_efficiency(prog.ops[0], prog, plain) == Approx(574 / 989.4).epsilon(1e-12));
 }
