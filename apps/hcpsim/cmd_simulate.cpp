@@ -116,7 +116,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   print_header(s);
   const AttentionKernelChoice kernel = resolve_attention_kernel(s);
   fmt::print("  attention kernel: {} ({}){}\n", to_string(kernel.kernel), kernel.reason,
-             cl.gpu.attn_fwd_table.empty() ? "; scalar efficiencies of cluster.gpu" : "");
+             cl.gpu.attn_fwd_table.empty() ? "; no efficiency table: the scalar attn_fwd_efficiency is used" : "");
   print_warnings(report);
   const int64_t layers = s.model.num_layers;
   for (CpCommType t : types) {
