@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "app_common.hpp"
+#include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
@@ -32,6 +33,25 @@ struct SimulateOutputs {
 int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
 
 std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
+
+/// "where time goes": the per-phase TimeBreakdown of cp_rank 0 and of the busiest GPU (sim/simulator.hpp).
+void print_time_breakdown(const sim::SimResult& r) {
+  if (r.ranks.empty()) return;
+  const auto& first = r.ranks.front();
+  const auto& busiest = r.ranks[static_cast<size_t>(r.busiest_cp_rank)];
+  fmt::print("  where time goes (cp_rank 0 / busiest, cp_rank {}), summed op time per layer:\n", r.busiest_cp_rank);
+  fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23}\n", "phase", "attention kernels", "merges+corrections",
+             "copies", "other compute", "exposed comm");
+  for (Phase ph : {Phase::forward, Phase::backward}) {
+    const auto& a = first.time_breakdown[static_cast<size_t>(ph)];
+    const auto& b = busiest.time_breakdown[static_cast<size_t>(ph)];
+    const auto pair = [](sim::TimePs x, sim::TimePs y) { return human_time_ps(x) + " / " + human_time_ps(y); };
+    fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23}\n", to_string(ph),
+               pair(a.attention_kernel_ps, b.attention_kernel_ps), pair(a.merge_correction_ps, b.merge_correction_ps),
+               pair(a.copy_ps, b.copy_ps), pair(a.other_compute_ps, b.other_compute_ps),
+               pair(a.exposed_comm_ps, b.exposed_comm_ps));
+  }
+}
 
 /// The whole-step section of `simulate` (sim/step.hpp).
 void print_step(const Scenario& s, const sim::StepResult& st) {
@@ -99,6 +119,9 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
   (void)sim::scenario_cp_gpus(s, report.data_parallel_size, topology);
   print_header(s);
+  const AttentionKernelChoice kernel = resolve_attention_kernel(s);
+  fmt::print("  attention kernel: {} ({}){}\n", to_string(kernel.kernel), kernel.reason,
+             cl.gpu.attn_fwd_table.empty() ? "; no efficiency table: the scalar attn_fwd_efficiency is used" : "");
   print_warnings(report);
   const int64_t layers = s.model.num_layers;
   for (CpCommType t : types) {
@@ -131,6 +154,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
                human_time_ps(times_layers(max_compute, layers)));
     fmt::print("  {:<26} {:>12} {:>16}\n", "exposed comm (worst GPU)", human_time_ps(max_exposed),
                human_time_ps(times_layers(max_exposed, layers)));
+    print_time_breakdown(r);
     fmt::print("  peak attention memory per GPU: {} (max over CP ranks; one layer's attention buffers)\n",
                human_bytes(static_cast<double>(peak)));
     for (LinkClass lc : {LinkClass::nvlink, LinkClass::network}) {

@@ -34,6 +34,7 @@ std::string calibration_file_yaml(const GpuSpec& g, const std::string& source_cs
   out += fmt::format("  gemm_efficiency_bf16: {}\n", g17(g.gemm_efficiency_bf16));
   out += fmt::format("  gemm_efficiency_fp8: {}\n", g17(g.gemm_efficiency_fp8));
   out += fmt::format("  sm_count: {}\n", g.sm_count);
+  out += fmt::format("  attn_wave_quantization: {}\n", g.attn_wave_quantization ? "true" : "false");
   out += fmt::format("  attn_fwd_efficiency: {}\n", g17(g.attn_fwd_efficiency));
   out += fmt::format("  attn_bwd_efficiency: {}\n", g17(g.attn_bwd_efficiency));
   for (const bool forward : {true, false}) {

@@ -1,5 +1,7 @@
 #include "hcpsim/config/cluster_spec.hpp"
 
+#include "hcpsim/config/attention_backend.hpp"
+
 namespace hcpsim {
 namespace {
 
@@ -35,11 +37,6 @@ constexpr double kGemmEfficiencyBf16 = 780.0 / 989.4;
 // the dense FP8 peak. Smaller shapes lose more (the blog: "at least 1.25x for most other cases"), which
 // gemm_shape_factor reproduces through the fixed per-tile fill time that FP8's faster main loop exposes twice.
 constexpr double kGemmEfficiencyFp8 = 1.75 * 780.0 / 1978.9;
-// Source: NVIDIA datasheets / architecture whitepapers: H100 SXM5 and H200 SXM 132 SMs, A100 SXM4 108,
-// B200 148 (2 dies of 74 enabled SMs).
-constexpr int64_t kH100SmCount = 132;
-constexpr int64_t kA100SmCount = 108;
-constexpr int64_t kB200SmCount = 148;
 
 // Source: NVLink4 (H100/H200 SXM) 900 GB/s bidirectional = 450 GB/s per direction per GPU through NVSwitch.
 constexpr double kNvlink4BytesPerS = 450e9;
@@ -60,24 +57,10 @@ constexpr double kNetworkLatencyS = 3e-6;
 constexpr double kMessageLatencyS = 5e-6;
 // Source: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608), H100 BF16: forward reaches 600–740 TFLOP/s
 // (60–75% of peak) for head dim 64–128 at long sequence length; backward about 450–550 TFLOP/s (≈ 50%).
-// The same fractions are assumed for A100 (FlashAttention-2 reports 50–73% forward) and B200 until calibrated.
+// Used where a GPU has no published kernel curves (B200: no FA/cuDNN curves are published for it, so it keeps
+// these scalars for every backend); H100, H200 and A100 get the resolved kernel's tables (attention_tables.cpp).
 constexpr double kAttnFwdEfficiency = 0.6;
 constexpr double kAttnBwdEfficiency = 0.5;
-
-// Source: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608) Figures 5 and 6: H100 SXM5 BF16 TFLOP/s of
-// FlashAttention-3 at sequence length 512 … 16k (batch·seqlen = 16k tokens, 2048 hidden), read off the plots to
-// about ±5% and divided by the 989.4 TFLOP/s peak. Index: head dim {64, 128}, square blocks of n = 512 … 16384
-// rows, causal or not. A non-square block (r × c) takes the value of the square block of the same area,
-// n = sqrt(r·c) (assumption). Used for H100 and H200 (same SMs); A100 and B200 keep the scalar efficiencies.
-constexpr int64_t kFa3SeqLens[] = {512, 1024, 2048, 4096, 8192, 16384};
-constexpr double kFa3FwdD64[] = {0.33, 0.42, 0.48, 0.50, 0.51, 0.51};
-constexpr double kFa3FwdD128[] = {0.45, 0.56, 0.65, 0.70, 0.73, 0.75};
-constexpr double kFa3FwdCausalD64[] = {0.17, 0.26, 0.35, 0.42, 0.46, 0.48};
-constexpr double kFa3FwdCausalD128[] = {0.20, 0.33, 0.48, 0.60, 0.67, 0.72};
-constexpr double kFa3BwdD64[] = {0.27, 0.33, 0.38, 0.41, 0.43, 0.44};
-constexpr double kFa3BwdD128[] = {0.31, 0.40, 0.47, 0.52, 0.55, 0.57};
-constexpr double kFa3BwdCausalD64[] = {0.18, 0.25, 0.31, 0.36, 0.40, 0.42};
-constexpr double kFa3BwdCausalD128[] = {0.21, 0.30, 0.39, 0.46, 0.51, 0.54};
 
 // Source: assumption, order of magnitude only: CUDA kernel launch overhead is commonly quoted at a few µs per
 // launch from eager-mode frameworks, and a tiny kernel adds ~1 µs of device time (to be calibrated).
@@ -89,35 +72,23 @@ constexpr double kCommSlowdown = 1.0;
 // unit (rail-optimised), non-blocking. The spine count is an assumption (8: one per rail of a unit).
 constexpr int64_t kLeafDownlinks = 32;
 constexpr int64_t kSpines = 8;
+// Source: NVIDIA H100 Tensor Core GPU datasheet / Hopper architecture whitepaper: H100 SXM5 has 132 SMs (H200 the
+// same die); A100 whitepaper: 108 SMs; NVIDIA Blackwell architecture technical brief: B200 148 SMs.
+constexpr int64_t kHopperSmCount = 132;
+constexpr int64_t kA100SmCount = 108;
+constexpr int64_t kB200SmCount = 148;
 
-std::vector<EfficiencyPoint> fa3_table(const double (&d64)[6], const double (&d128)[6], const double (&c64)[6],
-                                       const double (&c128)[6]) {
-  std::vector<EfficiencyPoint> t;
-  for (int causal = 0; causal < 2; ++causal) {
-    for (int64_t hd : {64, 128}) {
-      const double* e = causal ? (hd == 64 ? c64 : c128) : (hd == 64 ? d64 : d128);
-      for (size_t i = 0; i < 6; ++i) {
-        for (size_t j = 0; j < 6; ++j) {
-          // Area-equivalent square block: sqrt(r·c) sits between seqlens i and j in log2 space at (i+j)/2.
-          const double pos = static_cast<double>(i + j) / 2;
-          const auto lo = static_cast<size_t>(pos);
-          const double frac = pos - static_cast<double>(lo);
-          const double v = frac == 0 ? e[lo] : e[lo] * (1 - frac) + e[lo + 1] * frac;
-          t.push_back({hd, kFa3SeqLens[i], kFa3SeqLens[j], causal == 1, v});
-        }
-      }
-    }
-  }
-  return t;
-}
-
-ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_bytes_per_s, double nic_bytes_per_s,
-                int64_t sm_count) {
+/// A DGX preset of `nodes` nodes with `gpu` (`sm_count` SMs), whose attention efficiencies are the tables of the
+/// kernel TE picks by default on it (attention_backend auto; the scenario's backend re-resolves in load_cluster.cpp).
+ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, int64_t sm_count, double nvlink_bytes_per_s,
+                double nic_bytes_per_s) {
   ClusterSpec c;
   c.preset = preset;
   c.nodes = nodes;
   c.gpus_per_node = 8;  // Source: every DGX node listed here has 8 GPUs, one NIC rail per GPU.
   c.gpu = std::move(gpu);
+  c.gpu.sm_count = sm_count;
+  apply_attention_kernel(c.gpu, resolve_attention_kernel(c.gpu.name, std::nullopt, AttentionBackend::auto_select).kernel);
   c.nvlink = {nvlink_bytes_per_s, kNvlinkLatencyS};
   c.network = {nic_bytes_per_s, kNetworkLatencyS};
   c.message_latency_s = kMessageLatencyS;
@@ -126,12 +97,11 @@ ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, double nvlink_by
   c.fabric.spines = kSpines;
   c.gpu.kernel_launch_overhead_s = kKernelLaunchOverheadS;
   c.gpu.compute_slowdown_during_comm = kCommSlowdown;
-  c.gpu.sm_count = sm_count;
   c.gpu.gemm_efficiency_bf16 = kGemmEfficiencyBf16;
   c.gpu.gemm_efficiency_fp8 = kGemmEfficiencyFp8;
   c.gpu.calibration = std::string("assumed: preset ") + preset +
-                      " (datasheet peaks; attention efficiencies from FlashAttention-2/3; large-GEMM efficiency "
-                      "BF16 0.79, FP8 0.69)";
+                      " (datasheet peaks; attention efficiencies from published FlashAttention-2/3 and cuDNN curves; "
+                      "large-GEMM efficiency BF16 0.79, FP8 0.69)";
   return c;
 }
 
@@ -148,22 +118,20 @@ std::optional<ClusterSpec> cluster_preset(const std::string& name, int64_t nodes
                  {h100 ? "H100-SXM5-80GB" : "H200-SXM-141GB", kH100PeakBf16FlopsPerS,
                   h100 ? kH100MemoryBytes : kH200MemoryBytes, h100 ? kH100HbmBytesPerS : kH200HbmBytesPerS,
                   kAttnFwdEfficiency, kAttnBwdEfficiency},
-                 kNvlink4BytesPerS, kCx7AchievedBytesPerS, kH100SmCount);
+                 kHopperSmCount, kNvlink4BytesPerS, kCx7AchievedBytesPerS);
     c.gpu.peak_fp8_flops_per_s = kH100PeakFp8FlopsPerS;
-    c.gpu.attn_fwd_table = fa3_table(kFa3FwdD64, kFa3FwdD128, kFa3FwdCausalD64, kFa3FwdCausalD128);
-    c.gpu.attn_bwd_table = fa3_table(kFa3BwdD64, kFa3BwdD128, kFa3BwdCausalD64, kFa3BwdCausalD128);
     return c;
   }
   if (name == "dgx-a100")
     return dgx("dgx-a100", nodes,
                {"A100-SXM4-80GB", kA100PeakBf16FlopsPerS, kA100MemoryBytes, kA100HbmBytesPerS, kAttnFwdEfficiency,
                 kAttnBwdEfficiency},
-               kNvlink3BytesPerS, kCx6AchievedBytesPerS, kA100SmCount);
+               kA100SmCount, kNvlink3BytesPerS, kCx6AchievedBytesPerS);
   if (name == "dgx-b200") {
     auto c = dgx("dgx-b200", nodes,
                  {"B200-180GB", kB200PeakBf16FlopsPerS, kB200MemoryBytes, kB200HbmBytesPerS, kAttnFwdEfficiency,
                   kAttnBwdEfficiency},
-                 kNvlink5BytesPerS, kCx7AchievedBytesPerS, kB200SmCount);
+                 kB200SmCount, kNvlink5BytesPerS, kCx7AchievedBytesPerS);
     c.gpu.peak_fp8_flops_per_s = kB200PeakFp8FlopsPerS;
     return c;
   }

@@ -117,10 +117,15 @@ void read_topology(YamlReader& r, const YAML::Node& m, const std::string& P, int
 
 }  // namespace
 
-void read_cluster(YamlReader& r, const YAML::Node& m, ClusterSpec& c) {
+void read_cluster(YamlReader& r, const YAML::Node& m, AttentionBackend backend,
+                  const std::optional<std::string>& te_version, ClusterSpec& c) {
   const std::string P = "cluster";
+  const auto use_kernel = [&](GpuSpec& g) {
+    apply_attention_kernel(g, resolve_attention_kernel(g.name, te_version, backend).kernel);
+  };
   if (!m) {  // default: one DGX H100 node
     c = *cluster_preset("dgx-h100", 1);
+    use_kernel(c.gpu);
     return;
   }
   r.check_map(m, P, kClusterKeys);
@@ -133,6 +138,7 @@ void read_cluster(YamlReader& r, const YAML::Node& m, ClusterSpec& c) {
     auto preset = cluster_preset(name, nodes);
     if (!preset) r.fail(m["preset"], P + ".preset", "unknown preset '" + name + "'", "use one of: " + names);
     c = *preset;
+    use_kernel(c.gpu);
   } else {
     for (const char* key : {"gpus_per_node", "gpu", "nvlink", "network", "message_latency_us"})
       if (!m[key])

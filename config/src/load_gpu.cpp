@@ -91,6 +91,8 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
     if (e <= 0 || e > 1) r.fail(m[key], P + "." + key, "must be in (0, 1]", "give achieved/peak, e.g. 0.7");
     (std::string(key) == "gemm_efficiency_fp8" ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = e;
   }
+  if (m["attn_wave_quantization"])
+    g.attn_wave_quantization = r.get_bool(m["attn_wave_quantization"], P + ".attn_wave_quantization");
   if (m["sm_count"]) {
     g.sm_count = r.get_int(m["sm_count"], P + ".sm_count");
     if (g.sm_count < 0 || g.sm_count > 100000)
@@ -136,8 +138,12 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
   r.check_map(g, cp, {"name", "peak_bf16_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s", "attn_fwd_efficiency",
                       "attn_bwd_efficiency", "kernel_launch_overhead_us", "compute_slowdown_during_comm",
                       "attn_fwd_table", "attn_bwd_table", "peak_fp8_TFLOP_per_s", "gemm_efficiency",
-                      "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count"});
+                      "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count", "attn_wave_quantization"});
   read_gpu_fields(r, g, cp, gpu);
+  // Calibrated attention efficiencies are fitted from measured kernels at their own shapes, so their wave
+  // quantization is already in them; the preset's SM count would count it twice.
+  for (const char* key : {"attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table", "attn_bwd_table"})
+    if (g[key]) gpu.attn_wave_quantization = false;
   r.set_file(scenario_file);
   std::string what = path.string();
   if (root["source"] && root["source"].IsScalar()) what += " (fitted from " + root["source"].as<std::string>() + ")";
@@ -153,7 +159,7 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   allowed.insert(allowed.end(),
                  {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table",
                   "peak_fp8_TFLOP_per_s", "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8",
-                  "sm_count", "calibration"});
+                  "sm_count", "attn_wave_quantization", "calibration"});
   r.check_map(m, P, allowed);
   if (m["calibration"]) read_calibration(r, m["calibration"], P + ".calibration", g);
   if (all_required && !m["calibration"])
@@ -164,7 +170,7 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   // ("GEMM efficiency 0.7") is never left standing for a value the scenario replaced.
   std::string set_here;
   for (const char* key : {"peak_bf16_TFLOP_per_s", "peak_fp8_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s",
-                          "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count",
+                          "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count", "attn_wave_quantization",
                           "attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table",
                           "attn_bwd_table", "kernel_launch_overhead_us", "compute_slowdown_during_comm"}) {
     if (!m[key]) continue;

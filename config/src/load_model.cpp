@@ -49,6 +49,9 @@ void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
   if (m["attention_bias"]) mc.attention_bias = r.get_bool(m["attention_bias"], P + ".attention_bias");
   if (m["params_dtype"])
     mc.params_dtype = r.get_enum<Dtype>(m["params_dtype"], P + ".params_dtype", parse_dtype, "bf16, fp16, fp32");
+  if (m["attention_backend"])
+    mc.attention_backend = r.get_enum<AttentionBackend>(m["attention_backend"], P + ".attention_backend",
+                                                        parse_attention_backend, "auto, flash, fused");
   if (mc.params_dtype == Dtype::fp64)
     r.fail(m["params_dtype"], P + ".params_dtype", "fp64 is not a training dtype", "use bf16, fp16 or fp32");
 }

@@ -46,7 +46,7 @@ void read_scenario(YamlReader& r, const YAML::Node& root, Scenario& sc) {
     r.fail(root, "parallel", "missing section", "add a 'parallel:' section (see README, Scenario schema)");
   read_model(r, root["model"], sc.model);
   read_parallel(r, root["parallel"], sc.parallel);
-  read_cluster(r, root["cluster"], sc.cluster);
+  read_cluster(r, root["cluster"], sc.model.attention_backend, sc.parallel.te_version, sc.cluster);
   if (root["training"]) read_training(r, root["training"], sc.training);
   if (root["oracle"]) read_oracle(r, root["oracle"], sc.oracle);
   if (root["expect"]) read_expect(r, root["expect"], sc.expect);

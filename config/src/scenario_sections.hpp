@@ -17,8 +17,11 @@ void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc);
 /// `parallel:` (load_parallel.cpp). @throws InputError
 void read_parallel(YamlReader& r, const YAML::Node& m, ParallelConfig& pc);
 
-/// `cluster:` (load_cluster.cpp); an absent section (`m` undefined) means one DGX H100 node. @throws InputError
-void read_cluster(YamlReader& r, const YAML::Node& m, ClusterSpec& c);
+/// `cluster:` (load_cluster.cpp); an absent section (`m` undefined) means one DGX H100 node. A preset's GPU gets
+/// the efficiency tables of the kernel `backend` resolves to with `te_version` (resolve_attention_kernel) before
+/// cluster.gpu's own keys, which win. @throws InputError
+void read_cluster(YamlReader& r, const YAML::Node& m, AttentionBackend backend,
+                  const std::optional<std::string>& te_version, ClusterSpec& c);
 
 /// `cluster.gpu` at `path` (load_gpu.cpp), over the preset's GPU in `g`; `all_required` (no preset) asks for every
 /// GPU key unless a calibration file gives them. @throws InputError

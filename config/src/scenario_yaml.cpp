@@ -96,6 +96,7 @@ void emit_model(YAML::Emitter& e, const ModelConfig& m) {
   if (m.ffn_hidden_size) put_int(e, "ffn_hidden_size", *m.ffn_hidden_size);
   put_str(e, "attn_mask_type", to_string(m.attn_mask_type));
   put_str(e, "qkv_format", to_string(m.qkv_format));
+  put_str(e, "attention_backend", to_string(m.attention_backend));
   if (m.window_size) put_int_list(e, "window_size", *m.window_size);
   put_bool(e, "attention_bias", m.attention_bias);
   put_str(e, "params_dtype", to_string(m.params_dtype));
@@ -174,7 +175,8 @@ void emit_gpu(YAML::Emitter& e, const GpuSpec& g) {
   put_unit(e, "peak_fp8_TFLOP_per_s", g.peak_fp8_flops_per_s, kTera);
   put_num(e, "gemm_efficiency_bf16", g.gemm_efficiency_bf16);
   put_num(e, "gemm_efficiency_fp8", g.gemm_efficiency_fp8);
-  e << YAML::Key << "sm_count" << YAML::Value << g.sm_count;
+  put_int(e, "sm_count", g.sm_count);
+  put_bool(e, "attn_wave_quantization", g.attn_wave_quantization);
   e << YAML::EndMap;
 }
 

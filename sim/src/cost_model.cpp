@@ -141,16 +141,47 @@ double table_efficiency(const std::vector<EfficiencyPoint>& table, int64_t head_
   return at_dim(d0) * (1 - w) + at_dim(d1) * w;
 }
 
+double attention_wave_factor(int64_t tiles, int64_t sm_count) {
+  HCPSIM_ASSERT(tiles >= 1, "tiles < 1");
+  HCPSIM_ASSERT(sm_count >= 1, "sm_count < 1");
+  const int64_t waves = (tiles + sm_count - 1) / sm_count;
+  return static_cast<double>(tiles) / static_cast<double>(waves * sm_count);
+}
+
+double attention_wave_correction(int64_t tiles, int64_t sm_count) {
+  if (sm_count == 0) return 1.0;
+  return attention_wave_factor(tiles, sm_count) / attention_wave_factor(kAttentionReferenceTiles, sm_count);
+}
+
+namespace {
+
+/// Table efficiency of a block with `rows` rows in the parallelised dimension, wave-corrected and capped at 1.
+double tabulated_block_efficiency(const std::vector<EfficiencyPoint>& table, const BufferDecl& q, int64_t q_rows,
+                                  int64_t kv_rows, int64_t rows, bool causal, int64_t sm_count) {
+  const double e = table_efficiency(table, q.width, q_rows, kv_rows, causal);
+  const int64_t tiles = (rows + kAttentionTileRows - 1) / kAttentionTileRows * q.batch * q.heads;
+  return std::min(1.0, e * attention_wave_correction(std::max<int64_t>(1, tiles), sm_count));
+}
+
+/// The SM count attention blocks are wave-quantised over: 0 (none) for calibrated attention efficiencies.
+int64_t attention_sm_count(const GpuSpec& gpu) { return gpu.attn_wave_quantization ? gpu.sm_count : 0; }
+
+}  // namespace
+
 double attention_block_efficiency(const Op& op, const RankProgram& program, const GpuSpec& gpu) {
   if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload)) {
     if (gpu.attn_fwd_table.empty()) return gpu.attn_fwd_efficiency;
-    return table_efficiency(gpu.attn_fwd_table, buffer_decl(program, f->q).width, std::max<int64_t>(1, f->q_rows.count),
-                            std::max<int64_t>(1, f->kv_rows.count), f->mask != BlockMask::none);
+    const int64_t q = std::max<int64_t>(1, f->q_rows.count);
+    const int64_t kv = std::max<int64_t>(1, f->kv_rows.count);
+    return tabulated_block_efficiency(gpu.attn_fwd_table, buffer_decl(program, f->q), q, kv, q,
+                                      f->mask != BlockMask::none, attention_sm_count(gpu));
   }
   if (const auto* g = std::get_if<AttnBwdBlockOp>(&op.payload)) {
     if (gpu.attn_bwd_table.empty()) return gpu.attn_bwd_efficiency;
-    return table_efficiency(gpu.attn_bwd_table, buffer_decl(program, g->q).width, std::max<int64_t>(1, g->q_rows.count),
-                            std::max<int64_t>(1, g->kv_rows.count), g->mask != BlockMask::none);
+    const int64_t q = std::max<int64_t>(1, g->q_rows.count);
+    const int64_t kv = std::max<int64_t>(1, g->kv_rows.count);
+    return tabulated_block_efficiency(gpu.attn_bwd_table, buffer_decl(program, g->q), q, kv, kv,
+                                      g->mask != BlockMask::none, attention_sm_count(gpu));
   }
   HCPSIM_ASSERT(false, "attention_block_efficiency of a " + to_string(op.kind()) + " op");
   return 0;

@@ -33,6 +33,38 @@ TimePs measure(const Intervals& merged) {
 
 bool is_compute_stream(Stream s) { return s == Stream::compute || s == Stream::cp; }
 
+/// The TimeBreakdown field an op of `kind` on a compute stream adds its duration to.
+TimePs& category(TimeBreakdown& b, OpKind kind) {
+  switch (kind) {
+    case OpKind::attn_fwd_block:
+    case OpKind::attn_bwd_block: return b.attention_kernel_ps;
+    case OpKind::lse_merge:
+    case OpKind::out_correction: return b.merge_correction_ps;
+    case OpKind::copy: return b.copy_ps;
+    default: return b.other_compute_ps;
+  }
+}
+
+/// Fills the per-phase breakdown of `ops` (a rank's program and their runtimes) into `st`.
+void fill_time_breakdown(const std::vector<Op>& program_ops, const std::vector<OpRuntime>& ops, RankStats& st) {
+  std::array<Intervals, kPhaseCount> busy;
+  std::array<TimePs, kPhaseCount> first{};
+  std::array<TimePs, kPhaseCount> last{};
+  std::array<bool, kPhaseCount> seen{};
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = program_ops[i];
+    const size_t p = phase_index(op.phase);
+    first[p] = seen[p] ? std::min(first[p], ops[i].start_ps) : ops[i].start_ps;
+    last[p] = std::max(last[p], ops[i].end_ps);
+    seen[p] = true;
+    if (!is_compute_stream(op.stream)) continue;
+    category(st.time_breakdown[p], op.kind()) += ops[i].end_ps - ops[i].start_ps;
+    busy[p].emplace_back(ops[i].start_ps, ops[i].end_ps);
+  }
+  for (size_t p = 0; p < kPhaseCount; ++p)
+    if (seen[p]) st.time_breakdown[p].exposed_comm_ps = last[p] - first[p] - measure(merge_intervals(std::move(busy[p])));
+}
+
 /// Every directed link's totals: the flow network's usage plus, in a reduced run, the image messages'.
 std::vector<LinkStats> link_stats(const Topology& topology, const std::vector<LinkUsage>& usage,
                                   const std::vector<LinkUsage>& shadow_usage) {
@@ -100,6 +132,7 @@ RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, c
       res.timeline.push_back(TimelineEntry{rank, op.stream, static_cast<OpIndex>(i), op.kind(), op.phase,
                                            op.ring_step, o.start_ps, o.end_ps, op.flops, op.bytes, op.label});
   }
+  fill_time_breakdown(ctx.program(rank).ops, ops, st);
   st.compute_busy_ps = measure(merge_intervals(std::move(compute_iv)));
   st.comm_busy_ps = measure(merge_intervals(std::move(comm_iv)));
   res.total_ps = std::max(res.total_ps, st.end_ps);
@@ -161,6 +194,8 @@ SimResult collect_results(const SimContext& ctx, const MemoryAccounting& memory,
   }
   // Exposed communication needs the layer time, known only after every rank is collected.
   for (RankStats& st : res.ranks) st.exposed_comm_ps = res.total_ps - st.compute_busy_ps;
+  for (const RankStats& st : res.ranks)
+    if (st.compute_kernel_ps > res.ranks[index_of(res.busiest_cp_rank)].compute_kernel_ps) res.busiest_cp_rank = st.cp_rank;
   res.backward_ps = backward.any_backward ? backward.end_ps - res.backward_start_ps : 0;
   return res;
 }

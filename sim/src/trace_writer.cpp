@@ -92,6 +92,24 @@ void write_chrome_trace(const std::string& path, const SimResult& result) {
   hcpsim::write_chrome_trace(path, trace_timeline(result));
 }
 
+namespace {
+
+/// {"forward": {...}, "backward": {...}} of one rank's TimeBreakdown.
+Json time_breakdown_json(const RankStats& r) {
+  Json out = Json::object();
+  for (size_t p = 0; p < kPhaseCount; ++p) {
+    const TimeBreakdown& b = r.time_breakdown[p];
+    out[to_string(static_cast<Phase>(p))] = Json{{"attention_kernel_ps", b.attention_kernel_ps},
+                                                 {"merge_correction_ps", b.merge_correction_ps},
+                                                 {"copy_ps", b.copy_ps},
+                                                 {"other_compute_ps", b.other_compute_ps},
+                                                 {"exposed_comm_ps", b.exposed_comm_ps}};
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string summary_json(const SimResult& result) {
   Json ranks = Json::array();
   for (const RankStats& r : result.ranks) {
@@ -108,6 +126,7 @@ std::string summary_json(const SimResult& result) {
                          {"peak_memory_bytes_forward", r.phase_peak_memory_bytes[0]},
                          {"peak_memory_bytes_backward", r.phase_peak_memory_bytes[1]},
                          {"final_memory_bytes", r.final_memory_bytes},
+                         {"time_breakdown", time_breakdown_json(r)},
                          {"messages_sent", message_table_json(r.messages_sent)}});
   }
   Json flops = Json::object();
@@ -138,6 +157,10 @@ std::string summary_json(const SimResult& result) {
                {"flops", std::move(flops)},
                {"messages", message_table_json(result.messages)},
                {"max_exposed_comm_ps", max_exposed},
+               {"busiest_cp_rank", result.busiest_cp_rank},
+               {"time_breakdown", result.ranks.empty() ? Json::object()
+                                                       : time_breakdown_json(result.ranks[static_cast<size_t>(
+                                                             result.busiest_cp_rank)])},
                {"max_peak_memory_bytes", peak},
                {"link_utilisation", std::move(levels)},
                {"flow_count", static_cast<int64_t>(result.flows.size())},

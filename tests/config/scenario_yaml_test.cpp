@@ -193,7 +193,10 @@ TEST_CASE("config: to_yaml writes the effective values in the file's units", "[c
                            "latency_us: 3", "message_latency_us: 5", "kernel_launch_overhead_us: 3",
                            "peak_fp8_TFLOP_per_s: 1978.9", "framework_overhead_GB: 3", "kv_channels_v: 128",
                            "hierarchical_context_parallel_sizes: [2, 8]", "cp_comm_type: a2a+p2p",
-                           "- {head_dim: 64, q_rows: 512, kv_rows: 512, causal: false, efficiency: 0.33}"}) {
+                           // The H100 preset's table is cuDNN fused attention's (attention_backend auto): the
+                           // published 518 TFLOP/s at 4096 causal, head dim 128, of the 989.4 peak.
+                           "- {head_dim: 128, q_rows: 4096, kv_rows: 4096, causal: true, efficiency: 0.5235496260359814}",
+                           "attention_backend: auto", "sm_count: 132"}) {
     INFO(line);
     CHECK(text.find(line) != std::string::npos);
   }
@@ -295,5 +298,11 @@ gpu:
   CHECK(back.cluster.topology.vertices[1].node == -1);
   CHECK(back.cluster.gpu.attn_fwd_table.size() == 1);
   CHECK(back.cluster.gpu.attn_bwd_table.empty());
+  // The calibrated attention values hold their own waves: attention wave quantization is off, and stays off
+  // through to_yaml, while the GEMMs keep the SM count; the older gemm_efficiency key is the BF16 one.
+  CHECK_FALSE(s.cluster.gpu.attn_wave_quantization);
+  CHECK_FALSE(back.cluster.gpu.attn_wave_quantization);
+  CHECK(text.find("attn_wave_quantization: false") != std::string::npos);
+  CHECK(back.cluster.gpu.gemm_efficiency_bf16 == 0.61);
   fs::remove_all(dir);
 }

@@ -208,7 +208,9 @@ TEST_CASE("topology: an attention efficiency table loads from cluster.gpu and mu
 )", "t.yaml");
   REQUIRE(s.cluster.gpu.attn_fwd_table.size() == 4);
   REQUIRE(s.cluster.gpu.attn_fwd_table[3].efficiency == 0.5);
-  REQUIRE(s.cluster.gpu.attn_bwd_table.empty());  // A100 has no preset table
+  // The scenario's forward table replaces the preset's; the A100 preset's FlashAttention-2 backward table stays.
+  REQUIRE(s.cluster.gpu.attn_bwd_table.size() == cluster_preset("dgx-a100", 1)->gpu.attn_bwd_table.size());
+  REQUIRE(!s.cluster.gpu.attn_bwd_table.empty());
   const std::string holey = std::string(kScenario) + R"(cluster:
   preset: dgx-a100
   gpu:

@@ -45,9 +45,13 @@ struct GpuSpec {
   /// Achieved / dense FP8 peak of a large FP8 GEMM (Transformer Engine FP8 linear layers, training.fp8).
   /// Source: cluster_spec.cpp kGemmEfficiencyFp8.
   double gemm_efficiency_fp8 = 0.69;
-  /// Streaming multiprocessors, for wave quantization of GEMM tiles (sim/cost_model.hpp gemm_shape_factor);
-  /// 0 = unknown, no wave quantization. Source: cluster_spec.cpp kH100SmCount and siblings.
+  /// Streaming multiprocessors, for wave quantization of GEMM tiles (sim/cost_model.hpp gemm_shape_factor) and
+  /// of attention blocks (attention_wave_factor); 0 = unknown, no wave quantization. Source: cluster_spec.cpp
+  /// kHopperSmCount and siblings.
   int64_t sm_count = 0;
+  /// Whether attention blocks are wave-quantised over sm_count. False for attention efficiencies calibrated from
+  /// measured kernels (a calibration file sets it): their shapes already hold their waves.
+  bool attn_wave_quantization = true;
   /// Where the efficiencies come from: "assumed (...)" for the presets, or the calibration file that set them
   /// (cluster.gpu.calibration; `hcpsim calibrate` writes such files). Printed by simulate.
   std::string calibration = "assumed (datasheet peaks, published kernel efficiencies)";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/types.hpp"
@@ -42,6 +43,9 @@ struct ModelConfig {
   std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent or [-1,-1] = none
   bool attention_bias = false;       ///< TE core-attention bias (attn_bias_type != no_bias)
   Dtype params_dtype = Dtype::bf16;
+  /// Megatron-Core --attention-backend: which TE attention kernel may run (resolve_attention_kernel picks it with
+  /// the GPU and parallel.te_version); the preset GPU's efficiency tables are that kernel's.
+  AttentionBackend attention_backend = AttentionBackend::auto_select;
 
   /// True when a sliding window is actually set (not absent and not [-1, -1]).
   [[nodiscard]] bool has_sliding_window() const;

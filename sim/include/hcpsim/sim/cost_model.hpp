@@ -76,8 +76,30 @@ TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dt
 double table_efficiency(const std::vector<EfficiencyPoint>& table, int64_t head_dim, int64_t q_rows, int64_t kv_rows,
                         bool causal);
 
-/// Efficiency of an attention block op: table_efficiency over the op's (dk, q rows, kv rows, mask ≠ none) when
-/// the GPU's table for its direction is non-empty, else gpu.attn_fwd_efficiency / attn_bwd_efficiency.
+/// Query (forward) or key (backward) rows per thread block of a FlashAttention-style kernel: the grid is
+/// ceil(rows / 128) × batch × heads. Source: FlashAttention-2 (Dao 2023, arXiv:2307.08691) §3.2 (forward
+/// parallel over query blocks, backward over key blocks), flash_fwd_launch_template.h run_mha_fwd_hdim128
+/// (kBlockM = 128); FlashAttention-3 hopper/tile_size.h (kBlockM = 128 for head dim 128). Used for every head dim
+/// and for cuDNN as well (assumption).
+inline constexpr int64_t kAttentionTileRows = 128;
+/// Tiles of the shape the published curves were measured at: batch·seqlen = 16K tokens, 16 heads, so
+/// (16384 / 128) · 16 = 2048 tiles at every tabulated length 512 … 16K. Source: FlashAttention-3 (arXiv:2407.08608)
+/// §4.1 benchmark setup.
+inline constexpr int64_t kAttentionReferenceTiles = 16384 / kAttentionTileRows * 16;
+
+/// Fraction of the last wave that is busy: w / ceil(w), w = tiles / sm_count (one tile per SM at a time,
+/// assumption). Example: 2048 tiles on 132 SMs → 15.52 / 16 = 0.9697. @param tiles ≥ 1, sm_count ≥ 1.
+double attention_wave_factor(int64_t tiles, int64_t sm_count);
+
+/// Wave-quantization correction of a tabulated efficiency for a block of `tiles` tiles:
+/// attention_wave_factor(tiles) / attention_wave_factor(kAttentionReferenceTiles), so the published shape
+/// reproduces exactly and only a different tile count changes the time. 1 when sm_count is 0.
+double attention_wave_correction(int64_t tiles, int64_t sm_count);
+
+/// Efficiency of an attention block op: table_efficiency over the op's (dk, q rows, kv rows, mask ≠ none) times
+/// attention_wave_correction of its tiles (ceil(q_rows / 128) forward, ceil(kv_rows / 128) backward, × batch ×
+/// query heads of the q buffer), capped at 1, when the GPU's table for its direction is non-empty; else
+/// gpu.attn_fwd_efficiency / attn_bwd_efficiency (scalars are taken as they are).
 double attention_block_efficiency(const Op& op, const RankProgram& program, const GpuSpec& gpu);
 
 /// attention_block_ps with an explicit efficiency in (0, 1] instead of the GPU's scalar one.

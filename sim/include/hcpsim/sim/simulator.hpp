@@ -79,6 +79,21 @@ using MessageTable = std::array<std::array<MessageTotals, kLinkLevelCount>, kPha
 /// Per-rank results. Busy times are measures of unions of op intervals [start_ps, end_ps), so two
 /// overlapping kernels on the compute and cp streams count once. Ops are classified by stream (compute and
 /// cp vs comm), as the builders put every communication op, and only those, on the comm stream.
+/// Where one rank's time goes in one phase: summed durations (end − start) of its compute and cp stream ops by
+/// kind, and the phase's exposed communication. The four op sums add up to the phase's part of
+/// RankStats::compute_kernel_ps.
+struct TimeBreakdown {
+  TimePs attention_kernel_ps = 0;  ///< attn_fwd_block, attn_bwd_block
+  TimePs merge_correction_ps = 0;  ///< lse_merge, out_correction
+  TimePs copy_ps = 0;              ///< copy (ring-buffer and a2a reorder copies, dQ/dKV accumulation copies)
+  TimePs other_compute_ps = 0;     ///< gemm, elementwise (and anything else on a compute stream)
+  /// The phase's span on this rank (first op start to last op end) minus the time its compute and cp streams
+  /// run an op of the phase: waiting for messages and peers.
+  TimePs exposed_comm_ps = 0;
+  /// attention_kernel_ps + merge_correction_ps + copy_ps + other_compute_ps.
+  [[nodiscard]] TimePs compute_ps() const { return attention_kernel_ps + merge_correction_ps + copy_ps + other_compute_ps; }
+};
+
 struct RankStats {
   int64_t cp_rank = 0;
   int64_t node = 0;                 ///< node index of the rank's GPU
@@ -95,6 +110,8 @@ struct RankStats {
   /// Sum of the durations (end − start) of the ops on the compute and cp streams; exceeds compute_busy_ps
   /// when the two streams overlap (with a shared GPU, overlapping kernels are also stretched).
   TimePs compute_kernel_ps = 0;
+  /// compute_kernel_ps and the exposed communication by phase (forward, backward) and op category.
+  std::array<TimeBreakdown, kPhaseCount> time_breakdown{};
   int64_t input_bytes = 0;          ///< bytes of RankProgram::inputs buffers, live from t = 0
   int64_t peak_memory_bytes = 0;    ///< maximum live bytes (inputs + allocated − freed) over the run
   /// Maximum live bytes while forward ops / backward ops run (the phase of the op that allocated last).
@@ -152,6 +169,8 @@ struct SimResult {
   /// Makespan: the end of the last op of any rank.
   TimePs total_ps = 0;
   std::vector<RankStats> ranks;          ///< indexed by cp rank
+  /// The rank with the largest compute_kernel_ps (the lowest cp rank among equals): the busiest GPU.
+  int64_t busiest_cp_rank = 0;
   MessageTable messages{};               ///< all ranks
   /// FLOPs per phase, summed over ranks in cp-rank order and over ops in list order (the order
   /// Schedule::total_flops uses); equals Schedule::total_flops(phase).

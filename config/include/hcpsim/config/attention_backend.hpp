@@ -1,0 +1,67 @@
+#pragma once
+/// Which attention kernel runs: Megatron-Core's `--attention-backend` (model.attention_backend) resolved against the
+/// GPU and the Transformer Engine version the way TE's get_attention_backend picks between FlashAttention and
+/// cuDNN fused attention, and the per-kernel efficiency tables the presets use.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hcpsim/config/cluster_spec.hpp"
+
+namespace hcpsim {
+
+struct Scenario;
+
+/// model.attention_backend. Source: Megatron-Core AttnBackend (--attention-backend auto|flash|fused), which sets
+/// TE's NVTE_FLASH_ATTN / NVTE_FUSED_ATTN: flash = FlashAttention only, fused = cuDNN fused attention only,
+/// auto = both allowed and TE chooses.
+enum class AttentionBackend { auto_select, flash, fused };
+/// "auto" | "flash" | "fused".
+std::string to_string(AttentionBackend b);
+/// Inverse of to_string; std::nullopt for anything else.
+std::optional<AttentionBackend> parse_attention_backend(std::string_view s);
+
+/// The kernel that computes one attention block.
+enum class AttentionKernel { flash_attention_2, flash_attention_3, cudnn_fused_attention };
+/// "FlashAttention-2" | "FlashAttention-3" | "cuDNN fused attention".
+std::string to_string(AttentionKernel k);
+
+/// A resolved kernel and why (printed by simulate).
+struct AttentionKernelChoice {
+  AttentionKernel kernel = AttentionKernel::cudnn_fused_attention;
+  std::string reason;
+};
+
+/// The kernel TE would run for `backend` on the GPU named `gpu_name` (a preset GpuSpec::name: "H100…", "H200…",
+/// "A100…", "B200…") with TE `te_version` ("major.minor[.patch]"; absent = a recent TE, ≥ 1.11).
+/// Rules (Source: TransformerEngine transformer_engine/pytorch/attention/dot_product_attention/utils.py,
+/// get_attention_backend; FA3 support added in TE 1.11, PR #1019 "Add support for flash-attn 3"):
+/// - auto on sm90+ (H100, H200, B200): cuDNN fused attention — TE disables FlashAttention "to give FusedAttention
+///   preference on Hopper+" whenever both are available, whether FA3 is installed or not;
+/// - auto on sm80 (A100): FlashAttention-2 — no such preference below sm90, and FlashAttention is chosen first;
+/// - flash: FlashAttention-3 on sm90 (H100, H200) with TE ≥ 1.11 (assumption: the flash_attn_3 package is
+///   installed, as TE recommends on Hopper), else FlashAttention-2 (TE disables FA3 on compute capability ≠ 9.0);
+/// - fused: cuDNN fused attention.
+/// A GPU hcpsim does not know resolves by the same rules as sm90 for auto; its efficiencies come from cluster.gpu.
+/// This is the one place where TE's backend legality rules (head dims, masks, formats, determinism) are to be added.
+/// @throws nothing; a malformed te_version counts as absent (validation reports it).
+AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, const std::optional<std::string>& te_version,
+                                               AttentionBackend backend);
+/// The same for a loaded scenario (its cluster.gpu.name, parallel.te_version and model.attention_backend).
+AttentionKernelChoice resolve_attention_kernel(const Scenario& scenario);
+
+/// Forward and backward efficiency tables of `kernel` on the GPU named `gpu_name` (grids over head dim {64, 128,
+/// 256} × q_rows × kv_rows {512 … 16384} × causal, in table_efficiency's form), or empty tables for a GPU without
+/// published curves (B200 and unknown GPUs keep their scalar efficiencies). Sources: attention_tables.cpp.
+struct AttentionTables {
+  std::vector<EfficiencyPoint> forward;
+  std::vector<EfficiencyPoint> backward;
+};
+AttentionTables attention_kernel_tables(const std::string& gpu_name, AttentionKernel kernel);
+
+/// Sets gpu.attn_fwd_table / attn_bwd_table to `kernel`'s tables where the GPU has them (else leaves the GPU as is).
+void apply_attention_kernel(GpuSpec& gpu, AttentionKernel kernel);
+
+}  // namespace hcpsim
