@@ -2,6 +2,7 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/event_queue_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/topology_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cost_model_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/collective_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulator_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network_test.cpp

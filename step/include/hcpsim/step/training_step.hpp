@@ -75,11 +75,5 @@ struct StepResult {
 StepResult simulate_step(const Scenario& scenario, CpCommType cp_comm_type, int64_t data_parallel_size,
                          const Topology& topology, SimOptions options = {});
 
-/// Time of an NCCL ring collective step sequence: (n − 1) · (message_latency + level latency) +
-/// (n − 1)/n · bytes / bandwidth, the level being inter_node when the members span nodes. A reduce-scatter or
-/// all-gather of `bytes` (the full buffer on each GPU); an all-reduce is two of them.
-/// Source: NCCL ring algorithm, busbw = algbw · (n − 1)/n (nccl-tests PERFORMANCE.md).
-/// @param members ≥ 1 GPUs; @param spans_nodes whether they sit on more than one node. @return ps.
-TimePs ring_collective_ps(int64_t members, double bytes, bool spans_nodes, const ClusterSpec& cluster);
 
 }  // namespace hcpsim::sim
