@@ -58,5 +58,6 @@ CLI::App* add_check_log_command(CLI::App& app, int& exit_code);
 CLI::App* add_calibrate_command(CLI::App& app, int& exit_code);
 CLI::App* add_plan_command(CLI::App& app, int& exit_code);
 CLI::App* add_diff_command(CLI::App& app, int& exit_code);
+CLI::App* add_collective_command(CLI::App& app, int& exit_code);
 
 }  // namespace hcpsim::app

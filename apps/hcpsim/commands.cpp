@@ -25,6 +25,7 @@ int run(int argc, char** argv) {
   add_calibrate_command(app, exit_code);
   add_plan_command(app, exit_code);
   add_diff_command(app, exit_code);
+  add_collective_command(app, exit_code);
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback
   } catch (const CLI::CallForHelp& e) {

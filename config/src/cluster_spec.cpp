@@ -38,23 +38,42 @@ constexpr double kGemmEfficiencyBf16 = 780.0 / 989.4;
 // gemm_shape_factor reproduces through the fixed per-tile fill time that FP8's faster main loop exposes twice.
 constexpr double kGemmEfficiencyFp8 = 1.75 * 780.0 / 1978.9;
 
-// Source: NVLink4 (H100/H200 SXM) 900 GB/s bidirectional = 450 GB/s per direction per GPU through NVSwitch.
-constexpr double kNvlink4BytesPerS = 450e9;
-// Source: NVLink3 (A100 SXM) 600 GB/s bidirectional = 300 GB/s per direction.
-constexpr double kNvlink3BytesPerS = 300e9;
-// Source: NVLink5 (B200) 1.8 TB/s bidirectional = 900 GB/s per direction.
-constexpr double kNvlink5BytesPerS = 900e9;
+// NVLink per direction per GPU as NCCL's ring reaches it, not the datasheet's 450 / 300 / 900 GB/s: NCCL's
+// topology model (src/graph/topo.h) rates one NVLink at SM90_NVLINK_BW 20.6 GB/s (Hopper), SM80_NVLINK_BW
+// 20.0 (Ampere), SM100_NVLINK_BW 40.1 (Blackwell) per direction, times the GPU's links: 18 NVLink4 (H100/H200
+// SXM datasheet), 12 NVLink3 (A100 SXM), 18 NVLink5 (B200). 370.8 GB/s is also where the DGX H100 all-reduce
+// curve sits below its NVLS part (NVIDIA dgxc-benchmarking nccl/README.md: 362 GB/s at 64 MB).
+constexpr double kNvlink4BytesPerS = 18 * 20.6e9;
+constexpr double kNvlink3BytesPerS = 12 * 20.0e9;
+constexpr double kNvlink5BytesPerS = 18 * 40.1e9;
+// NVLink SHARP all-reduce inside one DGX H100/H200: bus bandwidth and latency fitted (max relative error
+// 2.2%) on the DGX H100 8-GPU all-reduce busbw curve, 1 MB … 16 GB (NVIDIA dgxc-benchmarking nccl/README.md:
+// 67, 237, 362, 401, 466, 480 GB/s at 1 MB, 16 MB, 64 MB, 128 MB, 1 GB, 16 GB), together with NCCL's ring
+// LL/LL128 terms (collective_model.cpp) which win below ~32 MB. The fitted 74 µs is larger than the 23–25 µs
+// NCCL's tuner assumes for NVLS (src/graph/tuning.cc): the measured curve reaches its bandwidth later.
+constexpr double kNvlsHopperBusBytesPerS = 470e9;
+constexpr double kNvlsLatencyS = 74e-6;
+// B200 (NVLink5): the Hopper NVLS rate scaled by the NVLink rate (40.1 / 20.6, topo.h) and NCCL's NVLS efficiency
+// (Blackwell 0.74 / Hopper 0.85, tuning.cc nvlsEfficiency). Assumption until a DGX B200 curve is calibrated.
+constexpr double kNvlsBlackwellBusBytesPerS = kNvlsHopperBusBytesPerS * (40.1 / 20.6) * (0.74 / 0.85);
+// NCCL's LL bus-bandwidth cap inside one node by GPU generation (src/graph/tuning.cc llMaxBws, "N1" column):
+// Ampere 87.7, Hopper 141, Blackwell 282 GB/s.
+constexpr double kLlMaxAmpereBytesPerS = 87.7e9;
+constexpr double kLlMaxHopperBytesPerS = 141e9;
+constexpr double kLlMaxBlackwellBytesPerS = 282e9;
 // Source: ConnectX-7 400 Gb/s per GPU rail (50 GB/s line rate); 46–48 GB/s achieved in nccl-tests busbw
 // (docs/architecture.md "Numbers we stand on"). hcpsim uses the achieved 48 GB/s.
 constexpr double kCx7AchievedBytesPerS = 48e9;
 // Source: ConnectX-6 HDR 200 Gb/s per GPU rail on DGX A100 (25 GB/s line rate); ~24 GB/s achieved, scaled from
 // the CX-7 line/achieved ratio.
 constexpr double kCx6AchievedBytesPerS = 24e9;
-// Assumption (order of magnitude, to be calibrated from measured timelines): one NVSwitch hop ≈ 1 µs,
-// one InfiniBand leaf/spine path ≈ 3 µs, NCCL per-message launch/protocol cost ≈ 5 µs.
-constexpr double kNvlinkLatencyS = 1e-6;
-constexpr double kNetworkLatencyS = 3e-6;
-constexpr double kMessageLatencyS = 5e-6;
+// Latencies of one point-to-point message as NCCL's cost model puts them for the Simple protocol (the one NCCL
+// uses for the MB-sized CP and pipeline messages; src/graph/tuning.cc): base latency 8.4 µs per operation, plus
+// the hardware latency of one ring step: NVLink 3.4 µs, network 14.0 µs.
+constexpr double kNvlinkLatencyS = 3.4e-6;
+constexpr double kNetworkLatencyS = 14.0e-6;
+// (µs / 1e6, as the YAML loader converts, so that a written scenario says 8.4.)
+constexpr double kMessageLatencyS = 8.4 / 1e6;
 // Source: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608), H100 BF16: forward reaches 600–740 TFLOP/s
 // (60–75% of peak) for head dim 64–128 at long sequence length; backward about 450–550 TFLOP/s (≈ 50%).
 // Used where a GPU has no published kernel curves (B200: no FA/cuDNN curves are published for it, so it keeps
@@ -79,10 +98,12 @@ constexpr int64_t kA100SmCount = 108;
 constexpr int64_t kB200SmCount = 148;
 
 /// A DGX preset of `nodes` nodes with `gpu` (`sm_count` SMs), whose attention efficiencies are the tables of the
-/// kernel TE picks by default on it (attention_backend auto; the scenario's backend re-resolves in load_cluster.cpp).
+/// kernel TE picks by default on it (attention_backend auto; the scenario's backend re-resolves in load_cluster.cpp),
+/// and NCCL's collective constants `collectives`.
 ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, int64_t sm_count, double nvlink_bytes_per_s,
-                double nic_bytes_per_s) {
+                double nic_bytes_per_s, CollectiveSpec collectives) {
   ClusterSpec c;
+  c.collectives = collectives;
   c.preset = preset;
   c.nodes = nodes;
   c.gpus_per_node = 8;  // Source: every DGX node listed here has 8 GPUs, one NIC rail per GPU.
@@ -118,20 +139,23 @@ std::optional<ClusterSpec> cluster_preset(const std::string& name, int64_t nodes
                  {h100 ? "H100-SXM5-80GB" : "H200-SXM-141GB", kH100PeakBf16FlopsPerS,
                   h100 ? kH100MemoryBytes : kH200MemoryBytes, h100 ? kH100HbmBytesPerS : kH200HbmBytesPerS,
                   kAttnFwdEfficiency, kAttnBwdEfficiency},
-                 kHopperSmCount, kNvlink4BytesPerS, kCx7AchievedBytesPerS);
+                 kHopperSmCount, kNvlink4BytesPerS, kCx7AchievedBytesPerS,
+                 // NVSwitch gen 3 with NVLink SHARP
+                 {kNvlsHopperBusBytesPerS, kNvlsLatencyS, kLlMaxHopperBytesPerS});
     c.gpu.peak_fp8_flops_per_s = kH100PeakFp8FlopsPerS;
     return c;
   }
-  if (name == "dgx-a100")
+  if (name == "dgx-a100")  // no NVLS: the A100's NVSwitch gen 2 has no NVLink SHARP
     return dgx("dgx-a100", nodes,
                {"A100-SXM4-80GB", kA100PeakBf16FlopsPerS, kA100MemoryBytes, kA100HbmBytesPerS, kAttnFwdEfficiency,
                 kAttnBwdEfficiency},
-               kA100SmCount, kNvlink3BytesPerS, kCx6AchievedBytesPerS);
+               kA100SmCount, kNvlink3BytesPerS, kCx6AchievedBytesPerS, {0, 0, kLlMaxAmpereBytesPerS});
   if (name == "dgx-b200") {
     auto c = dgx("dgx-b200", nodes,
                  {"B200-180GB", kB200PeakBf16FlopsPerS, kB200MemoryBytes, kB200HbmBytesPerS, kAttnFwdEfficiency,
                   kAttnBwdEfficiency},
-                 kB200SmCount, kNvlink5BytesPerS, kCx7AchievedBytesPerS);
+                 kB200SmCount, kNvlink5BytesPerS, kCx7AchievedBytesPerS,
+                 {kNvlsBlackwellBusBytesPerS, kNvlsLatencyS, kLlMaxBlackwellBytesPerS});
     c.gpu.peak_fp8_flops_per_s = kB200PeakFp8FlopsPerS;
     return c;
   }

@@ -78,8 +78,23 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
           fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
     flows_.push_back(FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute)});
   }
+  launch(flow_index, images, seconds_to_ps(ctx_.cluster.message_latency_s), route_latency_ps, std::move(delivered));
+}
+
+void MessageTransport::send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase,
+                                           std::vector<int64_t> route, TimePs software_latency_ps,
+                                           Delivered delivered) {
+  count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
+  const auto flow_index = static_cast<int64_t>(flows_.size());
+  const TimePs route_latency_ps = seconds_to_ps(ctx_.topology.route_latency_s(route));
+  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route)});
+  launch(flow_index, 0, software_latency_ps, route_latency_ps, std::move(delivered));
+}
+
+void MessageTransport::launch(int64_t flow_index, int64_t images, TimePs software_latency_ps,
+                              TimePs route_latency_ps, Delivered delivered) {
   ctx_.queue.schedule_after(
-      seconds_to_ps(ctx_.cluster.message_latency_s), kPriorityCompletion,
+      software_latency_ps, kPriorityCompletion,
       [this, flow_index, images, route_latency_ps, delivered = std::move(delivered)]() mutable {
         FlowRecord& rec = flows_[index_of(flow_index)];
         rec.start_ps = ctx_.queue.now();

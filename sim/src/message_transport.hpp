@@ -30,6 +30,12 @@ class MessageTransport {
   void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, Delivered delivered,
                     bool with_images = false);
 
+  /// One message of a ring collective over an explicit `route` (link ids from src's GPU to dst's): after
+  /// `software_latency_ps` (the collective's protocol latency) a flow over the route, then the route latency.
+  /// Counted and recorded as send_message does; no symmetry images.
+  void send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, std::vector<int64_t> route,
+                           TimePs software_latency_ps, Delivered delivered);
+
   /// Capacity for `messages` flow records (so that a large run does not regrow and copy them).
   void reserve_flows(int64_t messages) { flows_.reserve(static_cast<size_t>(messages)); }
 
@@ -63,6 +69,9 @@ class MessageTransport {
   /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.
   [[nodiscard]] bool single_shortest_path(int64_t src, int64_t dst) const;
   void count_message(int64_t src, Phase phase, LinkLevel level, int64_t size_bytes);
+  /// Starts recorded flow `flow_index` after `software_latency_ps` and delivers route_latency_ps after it drains.
+  void launch(int64_t flow_index, int64_t images, TimePs software_latency_ps, TimePs route_latency_ps,
+              Delivered delivered);
 
   SimContext& ctx_;
   FlowNetwork network_;

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "hcpsim/sim/collective_model.hpp"
 #include "hcpsim/sim/cost_model.hpp"
+#include "ring_collective.hpp"
 
 namespace hcpsim::sim::detail {
 
@@ -168,6 +170,13 @@ void Rendezvous::launch_collective(int64_t rank, OpIndex i) {
     return;
   }
   const std::vector<Endpoint>& members = msgs.members;
+  // All-gather and reduce-scatter run as NCCL's rings. A symmetry-reduced run keeps all-pairs messages (their
+  // images are counted by representative): only a2a layouts are reduced (symmetry_reduction_blocker), and
+  // their schedules hold no all-gather or reduce-scatter.
+  if (op.kind() != OpKind::all_to_all && !ctx_.options.symmetry_reduction) {
+    launch_ring(op, msgs, finish_all);
+    return;
+  }
   for (size_t m = 0; m < members.size(); ++m) {
     const Phase phase =
         ctx_.options.symmetry_reduction ? op.phase : ctx_.op_of(members[m].cp_rank, members[m].op).phase;
@@ -177,6 +186,34 @@ void Rendezvous::launch_collective(int64_t rank, OpIndex i) {
                               [pending, finish_all] {
                                 if (--*pending == 0) finish_all();
                               });
+    }
+  }
+}
+
+void Rendezvous::launch_ring(const Op& op, const CollectiveMessages& msgs, const std::function<void()>& finish_all) {
+  const std::vector<Endpoint>& members = msgs.members;
+  std::vector<int64_t> gpus;
+  for (const Endpoint& e : members) gpus.push_back(ctx_.gpus[index_of(e.cp_rank)]);
+  const auto n = static_cast<int64_t>(members.size());
+  const std::vector<std::vector<RingHop>> channels = ring_channels(gpus, ctx_.topology, ctx_.cluster.gpus_per_node);
+  // nccl-tests' size of the collective (all-gather output, reduce-scatter input) sets the protocol latency.
+  const CollectiveOp cop = op.kind() == OpKind::all_gather ? CollectiveOp::all_gather : CollectiveOp::reduce_scatter;
+  const CollectiveEstimate est = ring_estimate(cop, static_cast<double>(n * msgs.bytes_per_peer.front()),
+                                               group_shape(gpus, ctx_.cluster), ctx_.cluster);
+  const auto pending = std::make_shared<int64_t>(n * static_cast<int64_t>(channels.size()));
+  const auto c_count = static_cast<int64_t>(channels.size());
+  for (int64_t c = 0; c < c_count; ++c) {
+    for (const RingHop& hop : channels[index_of(c)]) {
+      // A member forwards n − 1 parts over the ring, one channel's share of them on this hop.
+      const int64_t total = (n - 1) * msgs.bytes_per_peer[hop.from];
+      const int64_t bytes = total / c_count + (c < total % c_count ? 1 : 0);
+      const double software_s = std::max(0.0, est.latency_s - ctx_.topology.route_latency_s(hop.route));
+      const Endpoint& from = members[hop.from];
+      const Phase phase = ctx_.op_of(from.cp_rank, from.op).phase;
+      transport_.send_routed_message(from.cp_rank, members[hop.to].cp_rank, bytes, phase, hop.route,
+                                     seconds_to_ps(software_s), [pending, finish_all] {
+                                       if (--*pending == 0) finish_all();
+                                     });
     }
   }
 }

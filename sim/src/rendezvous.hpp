@@ -5,6 +5,7 @@
 // finish (SimContext::finisher) when their messages have been delivered.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -65,6 +66,10 @@ class Rendezvous {
   void transfer_done(const Endpoint& e);
   /// Every member of the collective of (rank, op i) has arrived (collectives_ holds them): start its messages.
   void launch_collective(int64_t rank, OpIndex i);
+  /// The messages of an all-gather or reduce-scatter as NCCL's ring channels (ring_collective.hpp): one flow per
+  /// ring hop and channel carrying the channel's share of the (n − 1) parts a member forwards, started after the
+  /// ring's protocol latency (collective_model.hpp ring_estimate) less the hop's route latency.
+  void launch_ring(const Op& op, const CollectiveMessages& msgs, const std::function<void()>& finish_all);
   /// Orders the arrived members by group position and sizes each member's message to each peer.
   [[nodiscard]] CollectiveMessages size_collective(int64_t rank, const Op& op,
                                                    const std::vector<Endpoint>& arrived) const;

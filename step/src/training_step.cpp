@@ -1,12 +1,12 @@
 #include "hcpsim/step/training_step.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/step/layer_builder.hpp"
+#include "hcpsim/sim/collective_model.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 
 namespace hcpsim::sim {
@@ -98,9 +98,10 @@ void set_pipeline_time(const Scenario& s, const ParallelSizes& sizes, StepResult
     const int64_t tokens = m.micro_batch_size * m.seq_length / sizes.cp;
     const bool sp = p.sequence_parallel && tp > 1;
     const int64_t bytes = (sp ? tokens / tp : tokens) * m.hidden() * dtype_size_bytes(m.params_dtype);
-    const int64_t gpn = cl.gpus_per_node;
-    const int64_t a = global_rank(p.order, sizes, 0, 0, 0, 0) / gpn, b = global_rank(p.order, sizes, 0, 0, 0, 1) / gpn;
-    r.pp_message_ps = message_ps(bytes, link_level(a, b), cl);
+    // Each TP rank sends its part to the same TP rank of the next stage; TP ranks do so at once, each over
+    // its own NVLink port or NIC rail, so one pair stands for them.
+    const std::vector<int64_t> pair = {global_rank(p.order, sizes, 0, 0, 0, 0), global_rank(p.order, sizes, 0, 0, 0, 1)};
+    r.pp_message_ps = collective_estimate(CollectiveOp::sendrecv, static_cast<double>(bytes), pair, cl).ps();
   }
   // The slowest stage bounds the pipeline: its layers, plus the output layer and loss on the last stage (with
   // account_for_loss or a short last stage, the last stage carries fewer layers for exactly this reason).
@@ -124,15 +125,16 @@ void set_data_parallel_and_step_time(const Scenario& s, const ParallelSizes& siz
   const ParallelConfig& p = s.parallel;
   const ClusterSpec& cl = s.cluster;
   const int e = dtype_size_bytes(s.model.params_dtype);
-  const int64_t gpn = cl.gpus_per_node;
   r.memory = memory_per_gpu(s, sizes.dp, r.num_microbatches, static_cast<double>(transient));
   const double params_gpu = r.memory.parameters_per_gpu;
-  std::set<int64_t> nodes;
+  // The gradient/parameter group of TP rank 0, stage 0: its DP × CP ranks by Megatron's order. The other TP
+  // ranks' groups run at the same time on their own GPUs (and NICs), so this one stands for them.
+  std::vector<int64_t> group;
   for (int64_t c = 0; c < sizes.cp; ++c)
-    for (int64_t d = 0; d < sizes.dp; ++d) nodes.insert(global_rank(p.order, sizes, 0, c, d, 0) / gpn);
-  const int64_t dp_cp = sizes.dp * sizes.cp;
-  const bool spans = nodes.size() > 1;
-  const TimePs rs = ring_collective_ps(dp_cp, params_gpu * main_grad_bytes_per_param(s), spans, cl);
+    for (int64_t d = 0; d < sizes.dp; ++d) group.push_back(global_rank(p.order, sizes, 0, c, d, 0));
+  const CollectiveGroupShape shape = group_shape(group, cl);
+  const double dp_cp = static_cast<double>(group.size());
+  const double grad_bytes = params_gpu * main_grad_bytes_per_param(s);
   const double L = static_cast<double>(r.layers_per_stage);
   auto exposed = [L](TimePs total, TimePs window_per_layer, bool overlap) {
     if (!overlap) return total;
@@ -141,12 +143,12 @@ void set_data_parallel_and_step_time(const Scenario& s, const ParallelSizes& siz
   };
   double optimizer_params = params_gpu;
   if (p.use_distributed_optimizer) {
-    r.dp_grad_reduce_ps = rs;
-    r.dp_param_gather_ps = ring_collective_ps(dp_cp, params_gpu * e, spans, cl);
+    r.dp_grad_reduce_ps = collective_estimate(CollectiveOp::reduce_scatter, grad_bytes, shape, cl).ps();
+    r.dp_param_gather_ps = collective_estimate(CollectiveOp::all_gather, params_gpu * e, shape, cl).ps();
     r.dp_param_gather_exposed_ps = exposed(r.dp_param_gather_ps, r.layer_forward_ps, p.overlap_param_gather);
-    optimizer_params = params_gpu / static_cast<double>(dp_cp);
+    optimizer_params = params_gpu / dp_cp;
   } else {
-    r.dp_grad_reduce_ps = 2 * rs;  // all-reduce = reduce-scatter + all-gather
+    r.dp_grad_reduce_ps = collective_estimate(CollectiveOp::all_reduce, grad_bytes, shape, cl).ps();
   }
   r.dp_grad_reduce_exposed_ps = exposed(r.dp_grad_reduce_ps, r.layer_backward_ps, p.overlap_grad_reduce);
   r.optimizer_ps = elementwise_ps(static_cast<int64_t>(optimizer_params * (kOptimizerFp32BytesPerParam + e)), cl.gpu);
@@ -170,16 +172,6 @@ void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
 }
 
 }  // namespace
-
-TimePs ring_collective_ps(int64_t members, double bytes, bool spans_nodes, const ClusterSpec& cluster) {
-  HCPSIM_ASSERT(members >= 1 && bytes >= 0, "ring collective needs ≥ 1 member and ≥ 0 bytes");
-  if (members == 1) return 0;
-  const LinkSpec& link = spans_nodes ? cluster.network : cluster.nvlink;
-  HCPSIM_ASSERT(link.bandwidth_bytes_per_s > 0, "ring collective over a link without bandwidth");
-  const double n = static_cast<double>(members);
-  return seconds_to_ps((n - 1) * (cluster.message_latency_s + link.latency_s) +
-                       (n - 1) / n * bytes / link.bandwidth_bytes_per_s);
-}
 
 StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
                          const Topology& topology, SimOptions options) {

@@ -40,7 +40,7 @@ TEST_CASE("core: a minimal scenario loads with Megatron defaults", "[core][loade
   REQUIRE(*s.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{2, 2});
   REQUIRE(s.cluster.preset == "dgx-h100");
   REQUIRE(s.cluster.gpus_per_node == 8);
-  REQUIRE(s.cluster.nvlink.bandwidth_bytes_per_s == 450e9);
+  REQUIRE(s.cluster.nvlink.bandwidth_bytes_per_s == 18 * 20.6e9);  // NCCL topo.h: 18 NVLinks × 20.6 GB/s
   REQUIRE(s.loc("model.seq_length").to_string() == "dir/minimal.yaml:6:3");
   REQUIRE(s.loc("model.no_such_key").to_string() == "dir/minimal.yaml:2:1");
 }
@@ -80,7 +80,7 @@ TEST_CASE("core: overrides apply before validation and errors name the override"
   REQUIRE(s.model.seq_length == 131072);
   REQUIRE(*s.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{4, 1});
   REQUIRE(s.cluster.nodes == 4);
-  REQUIRE(s.cluster.nvlink.bandwidth_bytes_per_s == 900e9);
+  REQUIRE(s.cluster.nvlink.bandwidth_bytes_per_s == 18 * 40.1e9);  // NCCL topo.h: 18 NVLinks × 40.1 GB/s
   REQUIRE(s.loc("model.seq_length").to_string() == "override 'model.seq_length=131072'");
   REQUIRE(load_error(kMinimal, {"model.seq_length=abc"}) ==
           "override 'model.seq_length=abc': model.seq_length: expected an integer, got 'abc'; fix: write a whole "

@@ -180,7 +180,7 @@ TEST_CASE("config: to_yaml writes the effective values in the file's units", "[c
   CHECK(back.model.seq_length == 262144);
   CHECK(*back.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{2, 8});
   CHECK(back.cluster.gpu.peak_bf16_flops_per_s == 989.4e12);
-  CHECK(back.cluster.nvlink.bandwidth_bytes_per_s == 450e9);
+  CHECK(back.cluster.nvlink.bandwidth_bytes_per_s == s.cluster.nvlink.bandwidth_bytes_per_s);
   CHECK(back.cluster.network.latency_s == s.cluster.network.latency_s);
   CHECK(back.cluster.gpu.attn_fwd_table.size() == s.cluster.gpu.attn_fwd_table.size());
   CHECK(!back.cluster.gpu.attn_fwd_table.empty());
@@ -189,8 +189,8 @@ TEST_CASE("config: to_yaml writes the effective values in the file's units", "[c
   // The preset's values are written out, in the file's units (TFLOP/s, GB, GB/s, µs); defaults are explicit.
   // memory_GB: the H100's 81559 MiB as the device reports it = 85520809984 bytes.
   for (const char* line : {"preset: dgx-h100", "nodes: 8", "peak_bf16_TFLOP_per_s: 989.4", "memory_GB: 85.520809984",
-                           "hbm_bandwidth_GB_per_s: 3350", "bandwidth_GB_per_s: 450", "bandwidth_GB_per_s: 48",
-                           "latency_us: 3", "message_latency_us: 5", "kernel_launch_overhead_us: 3",
+                           "hbm_bandwidth_GB_per_s: 3350", "bandwidth_GB_per_s: 370.8", "bandwidth_GB_per_s: 48",
+                           "latency_us: 3.4", "latency_us: 14", "message_latency_us: 8.4", "kernel_launch_overhead_us: 3",
                            "peak_fp8_TFLOP_per_s: 1978.9", "framework_overhead_GB: 3", "kv_channels_v: 128",
                            "hierarchical_context_parallel_sizes: [2, 8]", "cp_comm_type: a2a+p2p",
                            // The H100 preset's table is cuDNN fused attention's (attention_backend auto): the

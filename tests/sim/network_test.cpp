@@ -304,7 +304,7 @@ TEST_CASE("net: an all-to-all of A = 8 GPUs on one NVSwitch moves (A−1)/A of t
   REQUIRE(u.max_utilisation == Approx(7.0 / 7.6).epsilon(1e-12));
 }
 
-TEST_CASE("net: all-gather and reduce-scatter are concurrent pairwise flows", "[sim][net]") {
+TEST_CASE("net: all-gather and reduce-scatter run as NCCL's ring", "[sim][net]") {
   auto make = [](bool gather) {
     Schedule s = empty_schedule(1, 4);
     s.cp_comm_type = CpCommType::all_gather;
@@ -326,17 +326,19 @@ TEST_CASE("net: all-gather and reduce-scatter are concurrent pairwise flows", "[
     }
     return s;
   };
-  SECTION("all-gather: each member sends its whole 1e6 B input to the 3 others") {
+  // One ring inside the node: each member forwards the 3 other parts (3e6 B) to its successor in one flow.
+  // Latency: NCCL ring Simple, 8.4 µs + 3 steps · 3.4 µs = 18.6 µs (LL128: 19.7 µs + 3e6 / 0.92e11 is slower),
+  // of which the 1 µs NVLink route latency is paid after the flow: 17.6 + 3e6 / 1e11 (30) + 1 = 48.6 µs.
+  SECTION("all-gather: each member forwards the other 3 parts of 1e6 B to the next") {
     const SimResult r = simulate(make(true), round_cluster(1, 8), {0, 0, 0, 0});
-    // 5 + 1 + 3e6 / 1e11 (30) = 36 µs.
-    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "coll").end_ps == 36'000'000);
-    REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).count == 12);
+    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "coll").end_ps == 48'600'000);
+    REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).count == 4);
     REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).bytes == 12'000'000);
   }
   SECTION("reduce-scatter: each member sends (n−1)/n of its 4e6 B input") {
     const SimResult r = simulate(make(false), round_cluster(1, 8), {0, 0, 0, 0});
-    // 3 · 1e6 B per member: 36 µs again.
-    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "coll").end_ps == 36'000'000);
+    // 3 · 1e6 B per member: 48.6 µs again.
+    for (int64_t g = 0; g < 4; ++g) REQUIRE(entry(r, g, "coll").end_ps == 48'600'000);
     REQUIRE(r.message_totals(Phase::forward, LinkLevel::intra_node).bytes == 12'000'000);
   }
 }
@@ -443,8 +445,9 @@ TEST_CASE("sim: all_gather schedule: simulated messages, bytes and FLOPs equal t
   sh.dtype = Dtype::bf16;
   const Schedule s = build_schedule(CpCommType::all_gather, CpLayout(1, 4, S), sh);
   const SimResult r = simulate(s, round_cluster(2, 2), {0, 0, 1, 1});
-  // Expected from the schedule's buffers, independently of the simulator: an all-gather over n members sends the
-  // member's input to each of the n − 1 others; a reduce-scatter sends input / n to each of them.
+  // Expected from the schedule's buffers, independently of the simulator: over n members an all-gather member
+  // forwards n − 1 inputs, a reduce-scatter member n − 1 parts of input / n, to its ring successor, split over
+  // the ring's channels (2 here: the group has 2 members on each of 2 nodes), one message per member and channel.
   std::array<int64_t, 2> count{0, 0};
   std::array<int64_t, 2> bytes{0, 0};
   int64_t collectives = 0;
@@ -453,12 +456,12 @@ TEST_CASE("sim: all_gather schedule: simulated messages, bytes and FLOPs equal t
       const auto p = static_cast<size_t>(op.phase);
       if (const auto* ag = std::get_if<AllGatherOp>(&op.payload)) {
         const auto n = static_cast<int64_t>(ag->group.size());
-        count[p] += n - 1;
+        count[p] += 2;  // this member's message on each channel
         bytes[p] += (n - 1) * prog.buffers[static_cast<size_t>(ag->input)].size_bytes();
         ++collectives;
       } else if (const auto* rs = std::get_if<ReduceScatterOp>(&op.payload)) {
         const auto n = static_cast<int64_t>(rs->group.size());
-        count[p] += n - 1;
+        count[p] += 2;
         bytes[p] += (n - 1) * (prog.buffers[static_cast<size_t>(rs->input)].size_bytes() / n);
         ++collectives;
       }

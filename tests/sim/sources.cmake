@@ -3,6 +3,7 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/topology_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cost_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/time_breakdown_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/collective_model_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/simulator_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network_test.cpp

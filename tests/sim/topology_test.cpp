@@ -46,12 +46,12 @@ TEST_CASE("topology: two DGX H100 nodes on a rail-optimised fabric", "[core][top
   REQUIRE(in.size() == 2);
   for (int64_t l : in) {
     REQUIRE(t.links()[static_cast<size_t>(l)].link_class == LinkClass::nvlink);
-    REQUIRE(t.links()[static_cast<size_t>(l)].bandwidth_bytes_per_s == 450e9);
+    REQUIRE(t.links()[static_cast<size_t>(l)].bandwidth_bytes_per_s == 18 * 20.6e9);
   }
-  REQUIRE(t.route_latency_s(in) == 1e-6);
+  REQUIRE(t.route_latency_s(in) == Approx(3.4e-6).epsilon(1e-12));  // NCCL ring Simple NVLink step
   // Same rail across nodes: gpu → nic → leaf → nic → gpu, no spine.
   REQUIRE(t.route(0, 8, 0).size() == 4);
-  REQUIRE(t.route_latency_s(t.route(0, 8, 0)) == 3e-6);
+  REQUIRE(t.route_latency_s(t.route(0, 8, 0)) == Approx(14e-6).epsilon(1e-12));  // NCCL ring Simple network step
   // Different rails: through a spine (6 links); ECMP spreads flow ids over the 8 spines, deterministically.
   std::set<int64_t> spines;
   for (uint64_t f = 0; f < 64; ++f) {

@@ -10,6 +10,7 @@
 #include "hcpsim/step/training_model.hpp"
 #include "hcpsim/config/validation.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/sim/collective_model.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "hcpsim/step/training_step.hpp"
 
@@ -286,7 +287,7 @@ TEST_CASE("step: the iteration composes layers, micro-batches, pipeline bubble a
   CHECK(r.pipeline_ps == r.stage_microbatch_ps);
   CHECK(r.step_ps == r.pipeline_ps + r.dp_grad_reduce_exposed_ps + r.dp_param_gather_exposed_ps + r.optimizer_ps);
   // DP·CP = 8 GPUs of one node: ring reduce-scatter of 4-byte gradients over NVLink.
-  CHECK(r.dp_grad_reduce_ps == ring_collective_ps(8, 188736.0 * 4, false, s.cluster));
+  CHECK(r.dp_grad_reduce_ps == collective_estimate(CollectiveOp::reduce_scatter, 188736.0 * 4, std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}, s.cluster).ps());
   CHECK(r.model_tflops_per_gpu == Approx(r.model_flops / (static_cast<double>(r.step_ps) * 1e-12 * 8) / 1e12));
   CHECK(r.mfu == Approx(r.model_tflops_per_gpu * 1e12 / s.cluster.gpu.peak_bf16_flops_per_s));
   // Pipeline parallelism: (m + (PP−1)/V) stage times, plus the activation messages between stages.
@@ -430,4 +431,19 @@ TEST_CASE("step: grad_reduce_in_fp32 = false keeps main gradients and their DP r
   const Scenario alias = small({"ddp.grad_reduce_in_fp32=false"});
   CHECK_FALSE(alias.parallel.grad_reduce_in_fp32);
   CHECK(step_of(alias).memory.total_bytes == b.memory.total_bytes);
+}
+
+TEST_CASE("step: DP collectives run over the DP × CP group by Megatron's order, through its NICs", "[step]") {
+  // TP 2, CP 2, DP 4 on two nodes, order tp-cp-dp-pp: the group of TP rank 0 is global ranks 2·c + 4·d =
+  // 0, 2, …, 14: 4 ranks on each of 2 nodes, so the ring leaves each node through 4 NICs (4 · 48 GB/s, below
+  // NVLink's 370.8).
+  const Scenario s = small({"cluster.nodes=2", "parallel.tensor_model_parallel_size=2"});
+  const StepResult r = step_of(s);
+  REQUIRE(r.data_parallel_size == 4);
+  const std::vector<int64_t> group{0, 2, 4, 6, 8, 10, 12, 14};
+  const double grads = r.memory.parameters_per_gpu * 4;
+  CHECK(r.dp_grad_reduce_ps == collective_estimate(CollectiveOp::reduce_scatter, grads, group, s.cluster).ps());
+  CHECK(collective_estimate(CollectiveOp::reduce_scatter, 1e9, group, s.cluster).bus_bytes_per_s == Approx(4 * 48e9).epsilon(1e-12));
+  CHECK(r.dp_param_gather_ps ==
+        collective_estimate(CollectiveOp::all_gather, r.memory.parameters_per_gpu * 2, group, s.cluster).ps());
 }

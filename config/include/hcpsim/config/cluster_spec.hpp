@@ -94,6 +94,18 @@ struct LinkSpec {
   double latency_s = 0;
 };
 
+/// What NCCL's collective algorithms reach on this cluster beyond the link bandwidths (collective_model.hpp).
+/// Set by the presets (sources in cluster_spec.cpp); a cluster without a preset keeps these defaults (Hopper's
+/// LL caps, no NVLink SHARP).
+struct CollectiveSpec {
+  /// NVLink SHARP (NVLS) all-reduce bus bandwidth of one node (nccl-tests busbw), bytes/s; 0 = no NVLS.
+  double nvls_bus_bytes_per_s = 0;
+  /// Latency of one NVLS all-reduce inside a node, seconds.
+  double nvls_latency_s = 0;
+  /// NCCL's LL-protocol bus-bandwidth cap inside one node (tuning.cc llMaxBws, by GPU generation), bytes/s.
+  double ll_max_bytes_per_s = 141e9;
+};
+
 /// A homogeneous cluster: `nodes` × `gpus_per_node` GPUs.
 struct ClusterSpec {
   std::string preset;             ///< "dgx-h100", ... or "" for an explicit description
@@ -107,6 +119,7 @@ struct ClusterSpec {
   int64_t nics_per_node = 0;
   FabricSpec fabric;              ///< leaf/spine fabric between nodes
   ExplicitTopology topology;      ///< explicit graph; empty = generated from the fields above
+  CollectiveSpec collectives;     ///< NVLS and protocol caps of NCCL on this cluster (presets only)
 
   [[nodiscard]] int64_t world_size() const { return nodes * gpus_per_node; }
 };

@@ -12,10 +12,13 @@
 ///   step            = pipeline + exposed DP grad reduce-scatter + exposed DP param all-gather + optimizer step
 /// with m = global_batch_size / (micro_batch_size · DP) micro-batches and V virtual stages. The DP collectives
 /// run over the DP·CP ranks that hold the same weights (Megatron's data-parallel group with context parallelism)
-/// as NCCL rings: (n − 1) steps of (latency + bytes/n / bandwidth of the slowest level the ring crosses). With
+/// (the group of TP rank 0, stage 0, by Megatron's order) as NCCL runs them: sim/collective_model.hpp
+/// (reduce-scatter of the fp32 grads, all-gather of the params; ring, or NVLS / NVLS tree for an all-reduce; a
+/// ring across nodes leaves each node through the NICs of its members). The stage-to-stage activation message is
+/// a send/recv of the same model between the two stages' TP rank 0. With
 /// parallel.overlap_grad_reduce the grad reduce-scatter overlaps the last micro-batch's backward bucket by bucket:
 /// exposed = max(T/L_stage, T − (L_stage − 1) · layer_backward); with parallel.overlap_param_gather the param
-/// all-gather likewise overlaps the first forward; without them (Megatron's defaults) they are fully exposed. Without the distributed optimizer the grads are all-reduced (2× the reduce-scatter) and
+/// all-gather likewise overlaps the first forward; without them (Megatron's defaults) they are fully exposed. Without the distributed optimizer the grads are all-reduced and
 /// nothing is gathered. Limits: the DP traffic is not simulated on the shared links (it can contend with CP
 /// traffic on the NICs in reality), pipeline stages are assumed balanced, and the output layer is timed by
 /// the cost model outside the simulation.
@@ -77,11 +80,5 @@ struct StepResult {
 StepResult simulate_step(const Scenario& scenario, CpCommType cp_comm_type, int64_t data_parallel_size,
                          const Topology& topology, SimOptions options = {});
 
-/// Time of an NCCL ring collective step sequence: (n − 1) · (message_latency + level latency) +
-/// (n − 1)/n · bytes / bandwidth, the level being inter_node when the members span nodes. A reduce-scatter or
-/// all-gather of `bytes` (the full buffer on each GPU); an all-reduce is two of them.
-/// Source: NCCL ring algorithm, busbw = algbw · (n − 1)/n (nccl-tests PERFORMANCE.md).
-/// @param members ≥ 1 GPUs; @param spans_nodes whether they sit on more than one node. @return ps.
-TimePs ring_collective_ps(int64_t members, double bytes, bool spans_nodes, const ClusterSpec& cluster);
 
 }  // namespace hcpsim::sim

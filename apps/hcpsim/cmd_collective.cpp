@@ -1,0 +1,122 @@
+// `hcpsim collective OP`: the collective model (sim/collective_model.hpp) over a range of sizes, printed as
+// nccl-tests prints its rows (size, count, type, redop, time, algbw, busbw), with the algorithm and protocol the
+// model chose.
+
+#include <fmt/core.h>
+
+#include <cctype>
+#include <memory>
+
+#include "app_common.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/io/output_file.hpp"
+#include "hcpsim/sim/collective_model.hpp"
+
+namespace hcpsim::app {
+namespace {
+
+/// Options of `hcpsim collective`.
+struct CollectiveArgs {
+  std::string op, cluster, min_bytes = "8", max_bytes = "1G", csv;
+  int64_t nodes = 1;
+  int64_t gpus_per_node = 0;  ///< 0 = every GPU of the preset's node
+  int64_t step_factor = 2;
+};
+
+/// Bytes from "8", "64K", "16M", "1G" (2^10, 2^20, 2^30, as nccl-tests' -b/-e). @throws InputError.
+int64_t parse_size(const std::string& text, const std::string& option) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])) != 0) ++digits;
+  const std::string suffix = text.substr(digits);
+  int shift = -1;
+  if (suffix.empty()) shift = 0;
+  else if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  if (digits == 0 || digits > 12 || shift < 0)
+    throw InputError(SourceLoc{}, option, fmt::format("'{}' is not a size", text),
+                     "give bytes with an optional K, M or G suffix (2^10, 2^20, 2^30), e.g. 8, 1M, 16G");
+  return std::stoll(text.substr(0, digits)) << shift;
+}
+
+sim::CollectiveOp parse_op(const std::string& name) {
+  for (auto op : {sim::CollectiveOp::all_reduce, sim::CollectiveOp::all_gather, sim::CollectiveOp::reduce_scatter,
+                  sim::CollectiveOp::alltoall, sim::CollectiveOp::sendrecv})
+    if (sim::to_string(op) == name) return op;
+  throw InputError(SourceLoc{}, "OP", fmt::format("unknown collective '{}'", name),
+                   "use all_reduce, all_gather, reduce_scatter, alltoall or sendrecv");
+}
+
+int cmd_collective(const CollectiveArgs& a) {
+  const sim::CollectiveOp op = parse_op(a.op);
+  if (a.nodes < 1) throw InputError(SourceLoc{}, "--nodes", "must be >= 1", "give the node count, e.g. 2");
+  const auto preset = cluster_preset(a.cluster, a.nodes);
+  if (!preset) {
+    std::string names;
+    for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError(SourceLoc{}, "--cluster", fmt::format("unknown preset '{}'", a.cluster), "use one of: " + names);
+  }
+  const ClusterSpec& cl = *preset;
+  const int64_t gpn = a.gpus_per_node == 0 ? cl.gpus_per_node : a.gpus_per_node;
+  if (gpn < 1 || gpn > cl.gpus_per_node)
+    throw InputError(SourceLoc{}, "--gpus-per-node", fmt::format("{} is not between 1 and {}", gpn, cl.gpus_per_node),
+                     fmt::format("give at most the {} GPUs of a {} node", cl.gpus_per_node, a.cluster));
+  const int64_t lo = parse_size(a.min_bytes, "--min-bytes"), hi = parse_size(a.max_bytes, "--max-bytes");
+  if (lo < 1 || lo > hi)
+    throw InputError(SourceLoc{}, "--min-bytes", fmt::format("{} B is not between 1 and --max-bytes ({} B)", lo, hi),
+                     "give --min-bytes <= --max-bytes");
+  if (a.step_factor < 2)
+    throw InputError(SourceLoc{}, "--step-factor", fmt::format("{} is below 2", a.step_factor),
+                     "give an integer factor >= 2 between sizes, e.g. 2");
+  std::vector<int64_t> gpus;  // the first gpn GPUs of every node
+  for (int64_t n = 0; n < a.nodes; ++n)
+    for (int64_t g = 0; g < gpn; ++g) gpus.push_back(n * cl.gpus_per_node + g);
+  const auto ranks = static_cast<int64_t>(gpus.size());
+  const bool reduces = op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::reduce_scatter;
+  fmt::print("# hcpsim collective {}: {} ranks on {} {} node(s), {} GPUs each; NCCL's algorithms and cost model "
+             "(docs/simulator.md \"Collectives\")\n",
+             sim::to_string(op), ranks, a.nodes, a.cluster, gpn);
+  fmt::print("#{:>11} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}  {:<10} {}\n", "size", "count", "type", "redop", "time",
+             "algbw", "busbw", "algorithm", "protocol");
+  fmt::print("#{:>11} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)");
+  std::string csv = "size_bytes,count,type,redop,time_us,algbw_GBps,busbw_GBps,algorithm,protocol\n";
+  const double factor = sim::bus_factor(op, ranks);
+  for (int64_t size = lo; size <= hi; size *= a.step_factor) {
+    const sim::CollectiveEstimate e = sim::collective_estimate(op, static_cast<double>(size), gpus, cl);
+    const double us = e.seconds * 1e6;
+    const double algbw = e.seconds > 0 ? static_cast<double>(size) / e.seconds / 1e9 : 0;
+    const std::string row[] = {std::to_string(size), std::to_string(size / 4), "float", reduces ? "sum" : "none",
+                               fmt::format("{:.2f}", us), fmt::format("{:.2f}", algbw),
+                               fmt::format("{:.2f}", algbw * factor), sim::to_string(e.algorithm),
+                               sim::to_string(e.protocol)};
+    fmt::print(" {:>11} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}  {:<10} {}\n", row[0], row[1], row[2], row[3], row[4],
+               row[5], row[6], row[7], row[8]);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{}\n", row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+                       row[8]);
+    if (size > hi / a.step_factor) break;  // the next step would pass --max-bytes (or overflow)
+  }
+  if (!a.csv.empty()) {
+    write_output_file(a.csv, csv, "collective CSV", "--csv");
+    fmt::print("\nwrote {}\n", a.csv);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_collective_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("collective", "predict an NCCL collective over a cluster preset, as nccl-tests rows");
+  auto args = std::make_shared<CollectiveArgs>();
+  cmd->add_option("OP", args->op, "all_reduce, all_gather, reduce_scatter, alltoall or sendrecv")->required();
+  cmd->add_option("--cluster", args->cluster, "cluster preset (dgx-a100, dgx-b200, dgx-h100, dgx-h200)")->required();
+  cmd->add_option("--nodes", args->nodes, "nodes (default 1)");
+  cmd->add_option("--gpus-per-node", args->gpus_per_node, "GPUs per node in the group (default: all of the node)");
+  cmd->add_option("--min-bytes", args->min_bytes, "smallest size, K/M/G = 2^10/2^20/2^30 (default 8)");
+  cmd->add_option("--max-bytes", args->max_bytes, "largest size (default 1G)");
+  cmd->add_option("--step-factor", args->step_factor, "integer factor between sizes, >= 2 (default 2)");
+  cmd->add_option("--csv", args->csv, "also write the rows as CSV to this file");
+  cmd->callback([&exit_code, args] { exit_code = cmd_collective(*args); });
+  return cmd;
+}
+
+}  // namespace hcpsim::app

@@ -1,0 +1,50 @@
+// `hcpsim collective`: nccl-tests-style rows from the collective model, and its usage errors.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "catch_compat.hpp"
+#include "run_command.hpp"
+
+using hcpsim::test::run_hcpsim;
+
+TEST_CASE("apps: collective prints nccl-tests rows with the algorithm and protocol", "[apps][collective]") {
+  const auto r = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 8 --max-bytes 64M --step-factor 256");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // 8 B: ring LL, 6.6 + 14 · 0.6 = 15.0 µs. 64 MiB: NVLS, 74 µs + 1.75 · 64 MiB / 470 GB/s = 323.87 µs.
+  REQUIRE(r.output.find("           8            2  float    sum      15.00     0.00     0.00  ring       LL\n") !=
+          std::string::npos);
+  REQUIRE(r.output.find("      524288       131072  float    sum      21.51    24.38    42.66  ring       LL\n") !=
+          std::string::npos);
+  const auto big = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 64M --max-bytes 64M");
+  REQUIRE(big.output.find("    67108864     16777216  float    sum     323.87   207.21   362.61  nvls       Simple\n") !=
+          std::string::npos);
+  // Alltoall across 2 nodes: no reduction; the row goes to --csv as well.
+  const auto dir = std::filesystem::temp_directory_path() / "hcpsim_collective_cli";
+  std::filesystem::create_directories(dir);
+  const auto csv = (dir / "a2a.csv").string();
+  const auto a = run_hcpsim("collective alltoall --cluster dgx-h100 --nodes 2 --min-bytes 1G --max-bytes 1G --csv " + csv);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  std::ifstream in(csv);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  REQUIRE(ss.str() == "size_bytes,count,type,redop,time_us,algbw_GBps,busbw_GBps,algorithm,protocol\n"
+                      "1073741824,268435456,float,none,11207.21,95.81,89.82,pairwise,Simple\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations with exit 2", "[apps][collective]") {
+  for (const char* args : {"collective all_reduce --cluster dgx-h100 --min-bytes 1X",
+                           "collective all_reduce --cluster dgx-h100 --min-bytes 2M --max-bytes 1M",
+                           "collective all_reduce --cluster dgx-h100 --step-factor 1",
+                           "collective broadcast --cluster dgx-h100", "collective all_gather --cluster dgx-x"}) {
+    const auto r = run_hcpsim(args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("error:") != std::string::npos);
+  }
+  const auto r = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 12Q");
+  CHECK(r.output.find("'12Q' is not a size") != std::string::npos);
+}
