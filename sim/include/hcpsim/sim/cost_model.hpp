@@ -116,9 +116,12 @@ TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu);
 constexpr int64_t kGemmTileRows = 128;
 constexpr int64_t kGemmTileCols = 256;
 /// Fixed time of one output tile outside its K main loop (pipeline fill of the shared-memory stages and the
-/// epilogue), as K elements of the BF16 main loop. Assumption: four 64-deep k-blocks, CUTLASS's default Hopper
-/// pipeline depth; FP8's main loop runs twice as fast per K, so the same time is twice as many FP8 K elements.
-constexpr int64_t kGemmTileFillK = 256;
+/// epilogue), as K elements of the BF16 main loop; FP8's main loop runs twice as fast per K, so the same time is
+/// twice as many FP8 K elements (768). Fitted (4 points, rms 2.8%, worst 5.3%) on published H800-SXM FP8 GEMM
+/// rates at M = 4096 (DeepGEMM PR #74, 128x128 tiles; secondary): K 512 → 591, 1536 → 999, 2048 → 1031,
+/// 16384 → 1404 TFLOP/s (H800 SXM has H100 SXM's 132 SMs and FP8 tensor rate). tests/step/training_step_test.cpp
+/// checks the fit.
+constexpr int64_t kGemmTileFillK = 384;
 /// The square GEMM size at which gemm_efficiency_bf16 / _fp8 were measured (cluster_spec.cpp): the shape
 /// factor is 1 there.
 constexpr int64_t kGemmReferenceSize = 8192;
