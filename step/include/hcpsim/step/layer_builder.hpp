@@ -27,6 +27,11 @@ int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp);
 ///   backward: [full recompute: the whole forward again; selective: the CP attention forward again] → the
 ///     reverse, with each linear layer's dgrad GEMM, then its TP collective on the comm stream overlapped with
 ///     the wgrad GEMM (Megatron's asynchronous grad-input communication), and the CP attention backward.
+/// With SP the backward also all-gathers the QKV and fc1 inputs for their wgrad GEMMs under the dgrad GEMM.
+/// training.fp8 adds TE's FP8 cast kernels: a cast-transpose of each linear input (a transpose after a fused norm)
+/// in the forward and of each output grad in the backward. parallel.tp_comm_overlap turns each SP all-gather +
+/// GEMM and GEMM + reduce-scatter into TE's ring exchange: TP GEMM chunks of t/TP rows with a SendRecvOp to the
+/// ring neighbours between them (TE pytorch/module/base.py initialize_ub).
 /// TP collectives are AllGatherOp / ReduceScatterOp over the TP group on the comm stream (so the flow network
 /// times them on NVLink or the network with the CP traffic); GEMMs are GemmOp and memory-bound kernels
 /// ElementwiseOp on the compute stream. Layer-op buffers are 1-row-per-TP-shard tensors [1, tp, 1, E/tp]

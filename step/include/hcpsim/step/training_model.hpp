@@ -55,12 +55,13 @@ std::string to_string(FlopsConvention c);
 double megatron_model_flops(const Scenario& scenario, int64_t global_batch_size, FlopsConvention convention);
 
 /// Per-GPU memory in bytes, by category, of the pipeline stage that needs the most: with PP > 1 the first stage
-/// (embedding, the most micro-batches in flight) or the last (output layer and its logits), whichever is larger.
+/// (embedding, the most micro-batches in flight), the fullest middle stage, or the last (output layer and its
+/// logits), whichever is largest.
 struct MemoryBreakdown {
   double parameters_per_gpu = 0;       ///< parameters this GPU holds (its stage, / TP)
   double weights_bytes = 0;            ///< parameters · element size of params_dtype
   double fp8_weight_copies_bytes = 0;  ///< training.fp8: TE's cached FP8 weight and transpose, 2 B per linear weight
-  double gradients_bytes = 0;          ///< fp32 main gradients: 4 bytes / parameter
+  double gradients_bytes = 0;          ///< main gradients: 4 B / parameter with grad_reduce_in_fp32, else params_dtype
   double optimizer_bytes = 0;          ///< Adam: fp32 master + 2 moments = 12 bytes / parameter, / (DP·CP) when distributed
   double activations_bytes = 0;        ///< saved activations of the in-flight micro-batches (transformer layers)
   double output_layer_activations_bytes = 0;  ///< logits (params dtype) + their fp32 copy for the loss, last stage
@@ -80,7 +81,9 @@ struct MemoryBreakdown {
 /// attention and no dropout (Llama-style), tokens t = b·s/CP per GPU, element size e of params_dtype:
 /// norm regions (2 norm inputs + 2 GEMM inputs, each t·h·e) are divided by TP only with sequence parallelism;
 /// Q, K, V t·(H·dk + Hkv·(dk + dv))·e/TP; attention output t·H·dv·e/TP and softmax_lse t·H·4/TP;
-/// MLP fc1 output t·(1 or 2)·ffn·e/TP and activation output t·ffn·e/TP. recompute full: only the layer input
+/// MLP fc1 output t·(1 or 2)·ffn·e/TP and activation output t·ffn·e/TP; with training.fp8 the four linear-layer
+/// inputs (QKV, projection, fc1, fc2) are saved in FP8, 1 B per element (TE saves the quantized input for the
+/// wgrad GEMM). recompute full: only the layer input
 /// t·h·e (/TP with SP); selective: as none (flash attention already recomputes the scores, and the
 /// checkpointed core attention keeps its Q/K/V inputs).
 /// Source: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
@@ -91,10 +94,12 @@ double activation_bytes_per_layer(const Scenario& scenario);
 
 /// Memory per GPU. @param data_parallel_size resolved DP; @param num_microbatches m = global batch / (b·DP);
 /// @param cp_attention_buffer_bytes transient attention buffers from the simulator (≥ 0).
-/// In-flight micro-batches of the first stage: min(PP, m), times 1 + (PP − 1)/(PP·V) with interleaving
-/// (Korthikanti et al. 2022 §4.2.3; Narayanan et al. 2021 §2.2); of the last stage: 1, or ((V − 1)·PP + 1)/V with
-/// interleaving (Megatron-LM schedules.py: the last rank warms up (V − 1)·PP model-chunk micro-batches), capped by
-/// m. The logits are on the last stage only. Full recompute adds one layer's full activations (the layer being
+/// Stages hold pipeline_split(scenario) layers. In-flight micro-batches of stage k: PP − k, or with V model chunks
+/// ((PP − k − 1)·2 + (V − 1)·PP + 1)/V (Megatron-LM schedules.py: stage k warms up (PP − k − 1)·2 + (V − 1)·PP
+/// chunk micro-batches; Korthikanti et al. 2022 §4.2.3), capped by m (Megatron caps the warm-up at m·V chunks).
+/// The first stage, the fullest middle stage (stage 1) and the last stage are evaluated; the worst is reported
+/// (MemoryBreakdown::pipeline_stage). training.fp8 adds TE's cached FP8 weight copies (weight and transpose, 2 B
+/// per linear weight). The logits are on the last stage only. Full recompute adds one layer's full activations (the layer being
 /// recomputed).
 /// Source: Megatron-LM docs, distributed optimizer: 18 bytes / parameter without it (2 param + 4 grad + 12
 /// optimizer) and 6 + 12/d with it; the optimizer shards over DP·CP (docs/architecture.md "Numbers we stand on").
