@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "app_common.hpp"
+#include "report/kernel_table.hpp"
 #include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
@@ -28,6 +29,7 @@ struct SimulateOutputs {
   std::string trace;
   std::string summary;
   std::string links;
+  bool kernels = false;  ///< --kernels: the busiest CP rank's attention kernels with their shapes and times
 };
 
 int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
@@ -155,6 +157,8 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  {:<26} {:>12} {:>16}\n", "exposed comm (worst GPU)", human_time_ps(max_exposed),
                human_time_ps(times_layers(max_exposed, layers)));
     print_time_breakdown(r);
+    if (out.kernels)
+      print_kernel_table(build_schedule(t, layout, attention_shape(s)), r.busiest_cp_rank, cl.gpu);
     fmt::print("  peak attention memory per GPU: {} (max over CP ranks; one layer's attention buffers)\n",
                human_bytes(static_cast<double>(peak)));
     for (LinkClass lc : {LinkClass::nvlink, LinkClass::network}) {
@@ -219,6 +223,8 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", out->trace, "write a Chrome trace (chrome://tracing, Perfetto)");
   cmd->add_option("--summary,--json", out->summary, "write a JSON summary (--json is an alias)");
   cmd->add_option("--links", out->links, "write per-link bytes and busy time as CSV");
+  cmd->add_flag("--kernels", out->kernels,
+                "list the busiest CP rank's attention kernels, merges and copies with their block shapes and times");
   cmd->callback([&exit_code, common, out] { exit_code = cmd_simulate(*common, *out); });
   return cmd;
 }

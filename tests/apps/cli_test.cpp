@@ -282,3 +282,21 @@ TEST_CASE("apps: validate --schedule lists every rank's ops with sections and me
   REQUIRE(r.output.find("send_recv send [bwd_ring1.dk,bwd_ring1.dv] -> cp2 | recv [bwd_ring0.dk,bwd_ring0.dv] <- cp2") !=
           std::string::npos);
 }
+
+TEST_CASE("apps: simulate --kernels lists the busiest rank's ring-step kernels with shapes and rates", "[apps]") {
+  // CP 4 a2a+p2p [2, 2], 8192 tokens: after the a2a each rank holds 4096 rows in two chunks of 2048; ring step 0 is
+  // the causal diagonal over the local 4096 rows.
+  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml --kernels");
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("kernels of cp_rank ") != std::string::npos);
+  REQUIRE(r.output.find("q x kv rows, mask") != std::string::npos);
+  const auto at = r.output.find("fwd step 0 diagonal");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  CHECK(line.find("4096 x 4096, causal") != std::string::npos);
+  CHECK(line.find(" us") != std::string::npos);
+  REQUIRE(r.output.find("forward  attention kernels ") != std::string::npos);
+  // Without the flag the table is not printed.
+  CHECK(run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml").output.find("kernels of cp_rank") ==
+        std::string::npos);
+}
