@@ -111,7 +111,7 @@ void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
   }
 }
 
-static const char* mask_name(BlockMask m) {
+const char* mask_name(BlockMask m) {
   switch (m) {
     case BlockMask::none: return "none";
     case BlockMask::causal: return "causal";

@@ -33,6 +33,8 @@ void add_scenario_args(CLI::App* cmd, Common& c);
 std::string human_bytes(double bytes);
 /// "12.345 us" / "ms" / "s" text of a picosecond duration.
 std::string human_time_ps(int64_t ps);
+/// "none" | "causal" | "causal_bottom_right".
+const char* mask_name(BlockMask m);
 /// "[1, 2, 3]".
 std::string join(const std::vector<int64_t>& v);
 /// Prints the scenario name and model shape line.

@@ -6,31 +6,21 @@
 #include <string>
 #include <variant>
 
+#include "../app_common.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 
 namespace hcpsim::app {
 namespace {
 
-std::string mask_text(BlockMask m) {
-  switch (m) {
-    case BlockMask::none: return "none";
-    case BlockMask::causal: return "causal";
-    case BlockMask::causal_bottom_right: return "causal_bottom_right";
-  }
-  return "?";
-}
-
 /// "q x kv, mask" of an attention block, or "" for other ops.
 std::string block_shape(const Op& op) {
   if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload))
-    return fmt::format("{} x {}, {}", f->q_rows.count, f->kv_rows.count, mask_text(f->mask));
+    return fmt::format("{} x {}, {}", f->q_rows.count, f->kv_rows.count, mask_name(f->mask));
   if (const auto* b = std::get_if<AttnBwdBlockOp>(&op.payload))
-    return fmt::format("{} x {}, {}", b->q_rows.count, b->kv_rows.count, mask_text(b->mask));
+    return fmt::format("{} x {}, {}", b->q_rows.count, b->kv_rows.count, mask_name(b->mask));
   return "";
 }
-
-std::string human_us(sim::TimePs ps) { return fmt::format("{:.3f} us", static_cast<double>(ps) * 1e-6); }
 
 }  // namespace
 
@@ -53,11 +43,11 @@ void print_kernel_table(const Schedule& schedule, int64_t cp_rank, const GpuSpec
     const std::string shape = block ? block_shape(op) : fmt::format("{} B", op.bytes);
     fmt::print("    {:<8} {:>4}  {:<34} {:<22} {:>13} {:>9}\n", to_string(op.phase),
                op.ring_step < 0 ? std::string("-") : std::to_string(op.ring_step), op.label.substr(0, 34), shape,
-               human_us(ps), rate);
+               human_time_ps(ps), rate);
   }
   for (size_t ph = 0; ph < 2; ++ph)
     fmt::print("    {:<8} attention kernels {}, merges + corrections + copies {}\n", ph == 0 ? "forward" : "backward",
-               human_us(attention[ph]), human_us(other[ph]));
+               human_time_ps(attention[ph]), human_time_ps(other[ph]));
 }
 
 }  // namespace hcpsim::app
