@@ -158,22 +158,28 @@ def report(steps, kernels, collectives):
              "model is fitted to a whole-step row.", "",
              "## Whole training steps: model TFLOP/s per GPU", "",
              "FLOP convention per row: `megatron_full_attention` = Megatron's formula before 2025-03-06 (core",
-             "attention counts the full s², as NeMo 24.07 reports), `megatron_causal` = the causal half (Bridge).", "",
-             "| point | model, GPUs, layout | convention | published | predicted | error | tokens/s/GPU published "
-             "| predicted | error | fits (GiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "attention counts the full s², as NeMo 24.07 reports), `megatron_causal` = the causal half (Bridge).",
+             "The 25.09 and 25.11 Bridge rows share their scenario (same model and layout, different published",
+             "software). Band: the |error| `--check` allows (validation/error_bands.csv). Memory in GiB (2^30 B;",
+             "`simulate` prints decimal GB).", "",
+             "| point | model, GPUs, layout | convention | published | predicted | error | band | tokens/s/GPU "
+             "published | predicted | error | fits (GiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    with open(os.path.join(HERE, "error_bands.csv"), encoding="utf-8") as f:
+        bands = {b["point"]: b["band_pct"] for b in csv.DictReader(f)}
     errors = []
     for r in steps:
         head = f"| {r['point']} | {r['model']}, {r['gpus']}, {r['layout']} | {r['flops_convention']} | " \
                f"{r['model_tflops_per_gpu']} |"
         if "predicted_tflops" not in r:
-            lines.append(head + f" — | — | {r['tokens_per_s_per_gpu']} | — | — | {r['note']} |")
+            lines.append(head + f" — | — | — | {r['tokens_per_s_per_gpu']} | — | — | {r['note']} |")
             continue
         e = pct(r["predicted_tflops"], float(r["model_tflops_per_gpu"]))
         et = pct(r["predicted_tokens"], float(r["tokens_per_s_per_gpu"]))
         errors.append(e)
         fits = f"{'yes' if r['fits'] else 'no'} ({r['memory_gib']:.1f})"
-        lines.append(head + f" {r['predicted_tflops']:.1f} | {100 * e:+.1f}% | {r['tokens_per_s_per_gpu']} | "
+        lines.append(head + f" {r['predicted_tflops']:.1f} | {100 * e:+.1f}% | {bands.get(r['point'], '—')}% | "
+                     f"{r['tokens_per_s_per_gpu']} | "
                      f"{r['predicted_tokens']:.0f} | {100 * et:+.1f}% | {fits} |")
     notes = [f"- {r['point']}: {r['note']}" for r in steps if r["note"] and "predicted_tflops" in r]
     if notes:

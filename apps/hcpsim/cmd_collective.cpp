@@ -19,7 +19,7 @@ namespace {
 struct CollectiveArgs {
   std::string op, cluster, min_bytes = "8", max_bytes = "1G", csv;
   int64_t nodes = 1;
-  int64_t gpus_per_node = 0;  ///< 0 = every GPU of the preset's node
+  int64_t gpus_per_node = -1;  ///< −1 (not given) = every GPU of the preset's node
   int64_t step_factor = 2;
 };
 
@@ -57,7 +57,7 @@ int cmd_collective(const CollectiveArgs& a) {
     throw InputError(SourceLoc{}, "--cluster", fmt::format("unknown preset '{}'", a.cluster), "use one of: " + names);
   }
   const ClusterSpec& cl = *preset;
-  const int64_t gpn = a.gpus_per_node == 0 ? cl.gpus_per_node : a.gpus_per_node;
+  const int64_t gpn = a.gpus_per_node < 0 ? cl.gpus_per_node : a.gpus_per_node;
   if (gpn < 1 || gpn > cl.gpus_per_node)
     throw InputError(SourceLoc{}, "--gpus-per-node", fmt::format("{} is not between 1 and {}", gpn, cl.gpus_per_node),
                      fmt::format("give at most the {} GPUs of a {} node", cl.gpus_per_node, a.cluster));

@@ -94,8 +94,15 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              "half of s^2)\n", "model TFLOP/s per GPU", st.model_tflops_per_gpu);
   fmt::print("  {:<34} {:>12.1f}   (convention megatron_full_attention, Megatron before 2025-03-06)\n",
              "model TFLOP/s per GPU", st.model_tflops_per_gpu_full_attention);
-  fmt::print("  {:<34} {:>11.1f}%   (megatron_causal model FLOPs / {:.1f} TFLOP/s dense BF16 peak)\n", "MFU",
-             100 * st.mfu, s.cluster.gpu.peak_bf16_flops_per_s / 1e12);
+  fmt::print("  {:<34} {:>11.1f}%   (megatron_causal model FLOPs / {:.1f} TFLOP/s dense BF16 peak{})\n", "MFU",
+             100 * st.mfu, s.cluster.gpu.peak_bf16_flops_per_s / 1e12,
+             s.training.fp8 && s.cluster.gpu.peak_fp8_flops_per_s > 0
+                 ? fmt::format("; {:.1f}% of the {:.1f} TFLOP/s dense FP8 peak the GEMMs run at", 100 * st.mfu *
+                                   s.cluster.gpu.peak_bf16_flops_per_s / s.cluster.gpu.peak_fp8_flops_per_s,
+                               s.cluster.gpu.peak_fp8_flops_per_s / 1e12)
+                 : std::string());
+  fmt::print("  accuracy: optimistic against every published run it is validated on (docs/validation.md); read the "
+             "throughput as an upper bound\n");
   fmt::print("  memory per GPU: {} of {} -> {} (headroom {})\n", gb(mb.total_bytes), gb(mb.capacity_bytes),
              mb.fits ? "fits" : "DOES NOT FIT", gb(mb.headroom_bytes));
   if (p.pipeline_model_parallel_size > 1)
@@ -106,9 +113,13 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
                                             : std::string(),
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
-  fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight)  logits + loss {}\n",
+  fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight{})  logits + loss {}\n",
              gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
-             mb.in_flight_microbatches, gb(mb.output_layer_activations_bytes));
+             mb.in_flight_microbatches,
+             mb.recompute_working_bytes > 0
+                 ? fmt::format(" + {} for the layer being recomputed", gb(mb.recompute_working_bytes))
+                 : std::string(),
+             gb(mb.output_layer_activations_bytes));
   fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",
              gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));
 }

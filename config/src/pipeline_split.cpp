@@ -79,7 +79,9 @@ PipelineSplit pipeline_split(const Scenario& s) {
   if (!account && L % pp != 0)
     fail(s, "model.num_layers", "num_layers " + str(L) + " is not divisible by pipeline_model_parallel_size " + str(pp),
          "use a multiple of " + str(pp) +
-             " layers, or set parallel.decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers");
+             " layers, or split unevenly as Megatron can: parallel.account_for_embedding_in_pipeline_split / "
+             "account_for_loss_in_pipeline_split (the embedding and loss count as layers), or "
+             "decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers");
   if (!account && L % (pp * v) != 0)
     fail(s, "parallel.virtual_pipeline_model_parallel_size",
          "num_layers " + str(L) + " is not divisible by pipeline x virtual stages = " + str(pp * v),

@@ -392,6 +392,13 @@ class Validator {
            "set training.fp8: false, or give cluster.gpu.peak_fp8_TFLOP_per_s");
     // Where the a2a groups land: a block of TP*A consecutive global ranks (default order).
     const int64_t tp = p.tensor_model_parallel_size;
+    // Megatron's selective recompute checkpoints the core attention only (--recompute-modules core_attn); with
+    // flash or fused attention its saved state is already just Q, K, V, the output and softmax_lse.
+    if (s_.training.recompute_granularity == RecomputeGranularity::selective)
+      report_.warnings.push_back(
+          "training.recompute_granularity selective: Megatron recomputes only the core attention, whose flash/fused "
+          "kernels keep no score matrix; the step pays one more attention forward per layer and saves no activation "
+          "memory (use full recompute to save memory, or none)");
     for (CpCommType t : p.distinct_cp_comm_types()) {
       int64_t a = 1;
       if (t == CpCommType::a2a) a = p.context_parallel_size;

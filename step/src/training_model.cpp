@@ -154,6 +154,7 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
     mb.activations_per_layer_bytes = per_layer;
     mb.in_flight_microbatches = in_flight;
     mb.activations_bytes = per_layer * layers * in_flight + recompute_bytes;
+    mb.recompute_working_bytes = recompute_bytes;
     mb.output_layer_activations_bytes = holds_logits ? logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes) : 0.0;
     mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;
     mb.framework_overhead_bytes = s.training.framework_overhead_bytes;

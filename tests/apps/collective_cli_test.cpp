@@ -39,7 +39,8 @@ TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations wi
   for (const char* args : {"collective all_reduce --cluster dgx-h100 --min-bytes 1X",
                            "collective all_reduce --cluster dgx-h100 --min-bytes 2M --max-bytes 1M",
                            "collective all_reduce --cluster dgx-h100 --step-factor 1",
-                           "collective broadcast --cluster dgx-h100", "collective all_gather --cluster dgx-x"}) {
+                           "collective broadcast --cluster dgx-h100", "collective all_gather --cluster dgx-x",
+                           "collective all_reduce --cluster dgx-h100 --gpus-per-node 0"}) {
     const auto r = run_hcpsim(args);
     INFO(args << "\n" << r.output);
     CHECK(r.exit_code == 2);

@@ -26,6 +26,15 @@ TEST_CASE("apps: simulate prints the whole step and writes step.* summary keys",
   CHECK(r.output.find("convention megatron_full_attention") != std::string::npos);
   CHECK(r.output.find("calibration: assumed: preset dgx-h100") != std::string::npos);
   CHECK(r.output.find("memory per GPU: ") != std::string::npos);
+  CHECK(r.output.find("accuracy: optimistic against every published run") != std::string::npos);
+  // Full recompute: the recomputed layer's working set is named in the activations line.
+  CHECK(r.output.find(" for the layer being recomputed)") != std::string::npos);
+  // A BF16 run has no FP8 MFU; an FP8 run reports both peaks, and selective recompute warns.
+  CHECK(r.output.find("dense FP8 peak the GEMMs run at") == std::string::npos);
+  const auto f = run_hcpsim("simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml training.fp8=true "
+                            "training.recompute_granularity=selective");
+  CHECK(f.output.find("of the 1978.9 TFLOP/s dense FP8 peak the GEMMs run at") != std::string::npos);
+  CHECK(f.output.find("warning: training.recompute_granularity selective") != std::string::npos);
   const auto j = nlohmann::json::parse(slurp(js));
   REQUIRE(j.contains("step"));
   const double tflops = j["step"]["model_tflops_per_gpu"].get<double>();

@@ -73,6 +73,7 @@ struct MemoryBreakdown {
   bool fits = false;
   double activations_per_layer_bytes = 0;  ///< one layer, one micro-batch, as stored for backward
   double in_flight_microbatches = 0;       ///< micro-batches whose activations the reported stage holds at peak
+  double recompute_working_bytes = 0;      ///< full recompute: the layer being recomputed (in activations_bytes)
   int64_t pipeline_stage = 0;              ///< the reported (worst) stage, 0-based
   int64_t stage_layers = 0;                ///< transformer layers on the reported stage
 };
