@@ -81,6 +81,8 @@ int cmd_collective(const CollectiveArgs& a) {
   fmt::print("#{:>11} {:>12} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)");
   std::string csv = "size_bytes,count,type,redop,time_us,algbw_GBps,busbw_GBps,algorithm,protocol\n";
   const double factor = sim::bus_factor(op, ranks);
+  double busbw_sum = 0;
+  int64_t rows = 0;
   for (int64_t size = lo; size <= hi; size *= a.step_factor) {
     const sim::CollectiveEstimate e = sim::collective_estimate(op, static_cast<double>(size), gpus, cl);
     const double us = e.seconds * 1e6;
@@ -93,8 +95,12 @@ int cmd_collective(const CollectiveArgs& a) {
                row[5], row[6], row[7], row[8]);
     csv += fmt::format("{},{},{},{},{},{},{},{},{}\n", row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
                        row[8]);
+    busbw_sum += algbw * factor;
+    ++rows;
     if (size > hi / a.step_factor) break;  // the next step would pass --max-bytes (or overflow)
   }
+  // nccl-tests' closing line: the mean bus bandwidth over the sizes.
+  fmt::print("# Avg bus bandwidth    : {:.2f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
   if (!a.csv.empty()) {
     write_output_file(a.csv, csv, "collective CSV", "--csv");
     fmt::print("\nwrote {}\n", a.csv);

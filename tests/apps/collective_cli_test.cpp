@@ -46,6 +46,9 @@ TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations wi
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("error:") != std::string::npos);
   }
+  // nccl-tests' closing line: the mean busbw of the rows (65.50 and 89.45 GB/s at 1 and 2 MiB).
+  CHECK(run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 1M --max-bytes 2M").output.find(
+            "# Avg bus bandwidth    : 77.48") != std::string::npos);
   const auto r = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 12Q");
   CHECK(r.output.find("'12Q' is not a size") != std::string::npos);
 }
