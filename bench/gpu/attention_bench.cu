@@ -34,8 +34,8 @@ using hcpsim::gpu::AttnBwdArgs;
 using hcpsim::gpu::AttnBwdArgsBf16;
 using hcpsim::gpu::AttnFwdArgs;
 using hcpsim::gpu::AttnFwdArgsBf16;
-using hcpsim::gpu::MaskCode;
-using hcpsim::gpu::RoundFormat;
+using hcpsim::BlockMask;
+using hcpsim::Dtype;
 using hcpsim::gpu::TensorRef;
 using hcpsim::gpu::TensorRefBf16;
 
@@ -178,12 +178,12 @@ struct Reps {
 
 /// FLOPs of one S × S attention block (batch 1, hq query heads, dk = dv = 128) under the project's convention:
 /// forward 2·(dk + dv), backward 2·(3·dk + 2·dv) per visible (query, key) pair (S(S+1)/2 causal, S² none), times
-/// the query heads. Source: core's attn_fwd_flops_per_pair, attn_bwd_flops_per_pair, block_pairs
-/// (schedule_builder.hpp); MaskCode and BlockMask share their order (block_math.hpp).
-double attention_flops(int64_t s, MaskCode mask, int64_t hq, bool backward) {
+/// the query heads. Source: core's attn_fwd_flops_per_pair, attn_bwd_flops_per_pair (schedule_builder.hpp) and
+/// semantics::block_pairs (semantics.hpp).
+double attention_flops(int64_t s, BlockMask mask, int64_t hq, bool backward) {
   const double per_pair = backward ? hcpsim::attn_bwd_flops_per_pair(kHeadDim, kHeadDim)
                                    : hcpsim::attn_fwd_flops_per_pair(kHeadDim, kHeadDim);
-  const auto pairs = static_cast<double>(hcpsim::block_pairs(s, s, static_cast<hcpsim::BlockMask>(mask)));
+  const auto pairs = static_cast<double>(hcpsim::semantics::block_pairs(s, s, mask));
   return per_pair * pairs * static_cast<double>(hq);
 }
 
@@ -191,16 +191,16 @@ double attention_flops(int64_t s, MaskCode mask, int64_t hq, bool backward) {
 struct Row {
   std::string kernel;
   int64_t s;
-  MaskCode mask;
+  BlockMask mask;
   int64_t hq, hkv;
   double ms, tflops;
 };
 
-const char* mask_name(MaskCode mask) {
+const char* mask_name(BlockMask mask) {
   switch (mask) {
-    case MaskCode::none: return "none";
-    case MaskCode::causal: return "causal";
-    case MaskCode::causal_bottom_right: return "causal_br";
+    case BlockMask::none: return "none";
+    case BlockMask::causal: return "causal";
+    case BlockMask::causal_bottom_right: return "causal_br";
   }
   return "?";
 }
@@ -222,11 +222,11 @@ struct Bf16Block {
   TensorRefBf16 ref(const DeviceArray<__nv_bfloat16>& t, int64_t heads) const {
     return TensorRefBf16{t.data(), s, heads, kHeadDim};
   }
-  AttnFwdArgsBf16 fwd(MaskCode mask) const {
+  AttnFwdArgsBf16 fwd(BlockMask mask) const {
     return AttnFwdArgsBf16{ref(q, hq), ref(k, hkv), ref(v, hkv), ref(out, hq), TensorRef{lse.data(), s, hq, 1},
                            1, 0, s, 0, s, mask, 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
   }
-  AttnBwdArgsBf16 bwd(MaskCode mask) const {
+  AttnBwdArgsBf16 bwd(BlockMask mask) const {
     return AttnBwdArgsBf16{ref(q, hq),   ref(k, hkv),  ref(v, hkv),  ref(out, hq), ref(dout, hq),
                            ref(dq, hq),  ref(dk, hkv), ref(dv, hkv), TensorRef{lse.data(), s, hq, 1},
                            delta.data(), 1,            0,            s,            0,
@@ -248,15 +248,15 @@ struct FloatBlock {
     fill(dout.data(), nullptr, dout.count(), 4);
   }
   TensorRef ref(const DeviceArray<float>& t, int64_t heads) const { return TensorRef{t.data(), s, heads, kHeadDim}; }
-  AttnFwdArgs fwd(MaskCode mask) const {
+  AttnFwdArgs fwd(BlockMask mask) const {
     return AttnFwdArgs{ref(q, hq), ref(k, hkv), ref(v, hkv), ref(out, hq), TensorRef{lse.data(), s, hq, 1},
-                       1, 0, s, 0, s, mask, 1.0f / std::sqrt(static_cast<float>(kHeadDim)), RoundFormat::bf16};
+                       1, 0, s, 0, s, mask, 1.0f / std::sqrt(static_cast<float>(kHeadDim)), Dtype::bf16};
   }
-  AttnBwdArgs bwd(MaskCode mask) const {
+  AttnBwdArgs bwd(BlockMask mask) const {
     return AttnBwdArgs{ref(q, hq),   ref(k, hkv),  ref(v, hkv),  ref(out, hq),
                        ref(dout, hq), TensorRef{lse.data(), s, hq, 1}, ref(dq, hq), ref(dk, hkv),
                        ref(dv, hkv), delta.data(), 1, 0, s, 0, s, mask,
-                       1.0f / std::sqrt(static_cast<float>(kHeadDim)), RoundFormat::bf16};
+                       1.0f / std::sqrt(static_cast<float>(kHeadDim)), Dtype::bf16};
   }
 };
 
@@ -278,8 +278,8 @@ bool spot_check() {
   constexpr int64_t kS = 512, kHq = 4, kHkv = 2;
   FloatBlock clear(kS, kHq, kHkv);
   Bf16Block tc(kS, kHq, kHkv);  // same tags: the same bf16 values as `clear`
-  hcpsim::gpu::launch_attn_fwd_clear(clear.fwd(MaskCode::causal), nullptr);
-  if (!hcpsim::gpu::launch_attn_fwd_tensor_core_bf16(tc.fwd(MaskCode::causal), nullptr)) {
+  hcpsim::gpu::launch_attn_fwd_clear(clear.fwd(BlockMask::causal), nullptr);
+  if (!hcpsim::gpu::launch_attn_fwd_tensor_core_bf16(tc.fwd(BlockMask::causal), nullptr)) {
     std::fprintf(stderr, "spot check: the tensor-core forward rejected its arguments\n");
     return false;
   }
@@ -291,8 +291,8 @@ bool spot_check() {
   BENCH_CUDA(cudaGetLastError());
   BENCH_CUDA(cudaMemcpy(tc.lse.data(), clear.lse.data(), static_cast<size_t>(kS * kHq) * sizeof(float),
                         cudaMemcpyDeviceToDevice));
-  hcpsim::gpu::launch_attn_bwd_clear(clear.bwd(MaskCode::causal), nullptr);
-  if (!hcpsim::gpu::launch_attn_bwd_tensor_core_bf16(tc.bwd(MaskCode::causal), nullptr)) {
+  hcpsim::gpu::launch_attn_bwd_clear(clear.bwd(BlockMask::causal), nullptr);
+  if (!hcpsim::gpu::launch_attn_bwd_tensor_core_bf16(tc.bwd(BlockMask::causal), nullptr)) {
     std::fprintf(stderr, "spot check: the tensor-core backward rejected its arguments\n");
     return false;
   }
@@ -370,16 +370,16 @@ static int run(bool quick) {
   std::vector<Row> rows;
   struct Shape {
     int64_t s;
-    MaskCode mask;
+    BlockMask mask;
     int64_t hq, hkv;
   };
   std::vector<Shape> shapes;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 8192};
   for (const int64_t s : lengths) {
-    shapes.push_back({s, MaskCode::causal, 16, 16});
-    shapes.push_back({s, MaskCode::none, 16, 16});
+    shapes.push_back({s, BlockMask::causal, 16, 16});
+    shapes.push_back({s, BlockMask::none, 16, 16});
   }
-  shapes.push_back({lengths.back(), MaskCode::causal, 32, 8});  // GQA
+  shapes.push_back({lengths.back(), BlockMask::causal, 32, 8});  // GQA
   for (const Shape& sh : shapes) {
     Bf16Block blk(sh.s, sh.hq, sh.hkv);
     const AttnFwdArgsBf16 fwd = blk.fwd(sh.mask);
@@ -402,16 +402,16 @@ static int run(bool quick) {
     // The clear row kernels (one thread per row, fp32 CUDA cores): S = 4096 causal only, they are slow.
     constexpr int64_t kClearS = 4096;
     FloatBlock blk(kClearS, 16, 16);
-    const AttnFwdArgs fwd = blk.fwd(MaskCode::causal);
-    const AttnBwdArgs bwd = blk.bwd(MaskCode::causal);
+    const AttnFwdArgs fwd = blk.fwd(BlockMask::causal);
+    const AttnBwdArgs bwd = blk.bwd(BlockMask::causal);
     const double fwd_ms =
         median_ms([&] { hcpsim::gpu::launch_attn_fwd_clear(fwd, nullptr); }, clear_reps.warmup, clear_reps.timed);
     const double bwd_ms =
         median_ms([&] { hcpsim::gpu::launch_attn_bwd_clear(bwd, nullptr); }, clear_reps.warmup, clear_reps.timed);
-    rows.push_back({"attn_fwd_clear", kClearS, MaskCode::causal, 16, 16, fwd_ms,
-                    attention_flops(kClearS, MaskCode::causal, 16, false) / (fwd_ms * 1e-3) / 1e12});
-    rows.push_back({"attn_bwd_clear", kClearS, MaskCode::causal, 16, 16, bwd_ms,
-                    attention_flops(kClearS, MaskCode::causal, 16, true) / (bwd_ms * 1e-3) / 1e12});
+    rows.push_back({"attn_fwd_clear", kClearS, BlockMask::causal, 16, 16, fwd_ms,
+                    attention_flops(kClearS, BlockMask::causal, 16, false) / (fwd_ms * 1e-3) / 1e12});
+    rows.push_back({"attn_bwd_clear", kClearS, BlockMask::causal, 16, 16, bwd_ms,
+                    attention_flops(kClearS, BlockMask::causal, 16, true) / (bwd_ms * 1e-3) / 1e12});
   }
 
   std::printf("\n%-22s %6s %-7s %6s %10s %9s %9s\n", "kernel", "S", "mask", "heads", "ms", "TFLOP/s", "of_cuBLAS");
@@ -423,7 +423,7 @@ static int run(bool quick) {
   double forward_fraction = NAN;
   double backward_fraction = NAN;
   for (const Row& r : rows) {
-    if (r.s != lengths.back() || r.mask != MaskCode::causal || r.hq != 16 || r.hkv != 16) continue;
+    if (r.s != lengths.back() || r.mask != BlockMask::causal || r.hq != 16 || r.hkv != 16) continue;
     if (r.kernel == "attn_fwd_tensor_core") forward_fraction = r.tflops / gemm_tflops;
     if (r.kernel == "attn_bwd_tensor_core") backward_fraction = r.tflops / gemm_tflops;
   }

@@ -8,6 +8,7 @@
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/semantics.hpp"
 
 namespace hcpsim {
 
@@ -81,7 +82,7 @@ Schedule silently_disabled(const Schedule& base) {
   const double bwd_pair = attn_bwd_flops_per_pair(sh.head_dim_qk, sh.head_dim_v) * static_cast<double>(sh.batch * sh.heads_q);
   const BlockMask mask = sh.causal ? BlockMask::causal : BlockMask::none;
   const Section sec = sh.causal ? Section::diagonal : Section::full;
-  const double pairs = static_cast<double>(block_pairs(s_f, s_f, mask));
+  const double pairs = static_cast<double>(semantics::block_pairs(s_f, s_f, mask));
   for (int64_t g = 0; g < layout.cp_size(); ++g) {
     RankProgram prog;
     prog.cp_rank = g;

@@ -1,11 +1,11 @@
 #include "hcpsim/core/schedule_builder.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/semantics.hpp"
 #include "schedule_builder_parts.hpp"
 
 namespace hcpsim {
@@ -18,22 +18,6 @@ double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v) {
   return 2.0 * static_cast<double>(3 * head_dim_qk + 2 * head_dim_v);
 }
 
-int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask) {
-  if (mask == BlockMask::none) return q_rows * kv_rows;
-  if (mask == BlockMask::causal_bottom_right) {
-    // Row r sees kv rows 0..r + (kv_rows − q_rows), clamped to [0, kv_rows].
-    int64_t pairs = 0;
-    for (int64_t r = 0; r < q_rows; ++r) pairs += std::clamp<int64_t>(r + kv_rows - q_rows + 1, 0, kv_rows);
-    return pairs;
-  }
-  // Top-left causal: row r sees kv rows 0..min(r, kv_rows-1).
-  int64_t pairs = 0;
-  int64_t full_rows = std::min(q_rows, kv_rows);
-  pairs += full_rows * (full_rows + 1) / 2;
-  if (q_rows > kv_rows) pairs += (q_rows - kv_rows) * kv_rows;
-  return pairs;
-}
-
 namespace {
 
 using builder_parts::kTagBwdAgK;
@@ -41,6 +25,7 @@ using builder_parts::kTagBwdRsDk;
 using builder_parts::kTagBwdRsDv;
 using builder_parts::kTagFwdAgK;
 using builder_parts::RankBuilder;
+using semantics::block_pairs;
 
 int64_t mod(int64_t x, int64_t m) { return ((x % m) + m) % m; }
 

@@ -66,7 +66,8 @@ BwdBlock bwd_attn_block(RankState& s, const BackwardRingBuffers& bufs, const Bac
   std::vector<OpIndex> kdeps = in.ready;
   if (prev_comm >= 0) kdeps.push_back(prev_comm);
   if (bufs.b0_copy >= 0) kdeps.push_back(bufs.b0_copy);
-  const double flops = d.bwd_pair * static_cast<double>(block_pairs(rows.q.count, rows.kv.count, rows.mask));
+  const double flops =
+      d.bwd_pair * static_cast<double>(semantics::block_pairs(rows.q.count, rows.kv.count, rows.mask));
   const KvBuf& cur = bufs.buf[i % 2];
   const BufferId kern_k = bufs.stale_k >= 0 ? bufs.stale_k : cur.k;
   const BufferId kern_v = bufs.stale_v >= 0 ? bufs.stale_v : cur.v;

@@ -68,7 +68,8 @@ OpIndex fwd_attn_block(RankState& s, const AttnLayoutTensors& qkv, ForwardRing& 
   std::vector<OpIndex> deps;
   if (i == 0) deps.push_back(ring.kv0_v);
   if (i > 0) deps.push_back(kv_arrived);  // KV of step i has arrived
-  const double flops = d.fwd_pair * static_cast<double>(block_pairs(rows.q.count, rows.kv.count, rows.mask));
+  const double flops =
+      d.fwd_pair * static_cast<double>(semantics::block_pairs(rows.q.count, rows.kv.count, rows.mask));
   return s.rb.add(
       AttnFwdBlockOp{qkv.q, ring.k[iu], ring.v[iu], rows.q, rows.kv, rows.mask, sec, ring.out_step[iu],
                      ring.lse_step[iu]},

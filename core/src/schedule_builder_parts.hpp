@@ -16,6 +16,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/semantics.hpp"
 
 namespace hcpsim::builder_parts {
 

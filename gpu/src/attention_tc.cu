@@ -62,7 +62,7 @@ bool tensor_core_supported(const AttnBwdArgsBf16& args) { return bwd_views_ok(ar
 bool launch_attn_fwd_tensor_core(const AttnFwdArgs& args, cudaStream_t stream) {
   if (!tensor_core_supported(args)) return false;
   const FwdParams<float> p = fwd_params<float>(args, args.format);
-  const bool bf16 = args.format == RoundFormat::bf16;
+  const bool bf16 = args.format == Dtype::bf16;
   if (args.q.width == 64) {
     if (bf16) run_fwd<float, __nv_bfloat16, 64>(p, stream);
     else run_fwd<float, __half, 64>(p, stream);
@@ -76,7 +76,7 @@ bool launch_attn_fwd_tensor_core(const AttnFwdArgs& args, cudaStream_t stream) {
 bool launch_attn_bwd_tensor_core(const AttnBwdArgs& args, cudaStream_t stream) {
   if (!tensor_core_supported(args)) return false;
   const BwdParams<float> p = bwd_params<float>(args, args.format);
-  const bool bf16 = args.format == RoundFormat::bf16;
+  const bool bf16 = args.format == Dtype::bf16;
   if (args.q.width == 64) {
     if (bf16) run_bwd<float, __nv_bfloat16, 64>(p, stream);
     else run_bwd<float, __half, 64>(p, stream);
@@ -89,7 +89,7 @@ bool launch_attn_bwd_tensor_core(const AttnBwdArgs& args, cudaStream_t stream) {
 
 bool launch_attn_fwd_tensor_core_bf16(const AttnFwdArgsBf16& args, cudaStream_t stream) {
   if (!tensor_core_supported(args)) return false;
-  const FwdParams<__nv_bfloat16> p = fwd_params<__nv_bfloat16>(args, RoundFormat::bf16);
+  const FwdParams<__nv_bfloat16> p = fwd_params<__nv_bfloat16>(args, Dtype::bf16);
   if (args.q.width == 64) {
     run_fwd<__nv_bfloat16, __nv_bfloat16, 64>(p, stream);
   } else {
@@ -100,7 +100,7 @@ bool launch_attn_fwd_tensor_core_bf16(const AttnFwdArgsBf16& args, cudaStream_t 
 
 bool launch_attn_bwd_tensor_core_bf16(const AttnBwdArgsBf16& args, cudaStream_t stream) {
   if (!tensor_core_supported(args)) return false;
-  const BwdParams<__nv_bfloat16> p = bwd_params<__nv_bfloat16>(args, RoundFormat::bf16);
+  const BwdParams<__nv_bfloat16> p = bwd_params<__nv_bfloat16>(args, Dtype::bf16);
   if (args.q.width == 64) {
     run_bwd<__nv_bfloat16, __nv_bfloat16, 64>(p, stream);
   } else {

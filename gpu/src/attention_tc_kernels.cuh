@@ -176,9 +176,9 @@ struct FwdParams {
   View<S> q, k, v, out;
   TensorRef lse;
   int64_t batch = 0, q_row0 = 0, nq = 0, kv_row0 = 0, nk = 0, group = 1;
-  MaskCode mask = MaskCode::none;
+  BlockMask mask = BlockMask::none;
   float scale = 0;
-  RoundFormat format = RoundFormat::bf16;
+  Dtype format = Dtype::bf16;
 };
 
 /// Backward arguments for storage type S; `group` = q heads per kv head.
@@ -188,9 +188,9 @@ struct BwdParams {
   TensorRef lse;
   float* delta = nullptr;
   int64_t batch = 0, q_row0 = 0, nq = 0, kv_row0 = 0, nk = 0, group = 1;
-  MaskCode mask = MaskCode::none;
+  BlockMask mask = BlockMask::none;
   float scale = 0;
-  RoundFormat format = RoundFormat::bf16;
+  Dtype format = Dtype::bf16;
 };
 
 template <class T>
@@ -226,10 +226,10 @@ __device__ inline void store4(T* p, float4 x) {
 __device__ inline float to_float(float x) { return x; }
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-/// Final rounding of an output element: round_float for float storage (the run's format), round to nearest
-/// even for bf16 storage (the same value).
-__device__ inline void store_out(float* p, float x, RoundFormat format) { *p = round_float(x, format); }
-__device__ inline void store_out(__nv_bfloat16* p, float x, RoundFormat) { *p = __float2bfloat16_rn(x); }
+/// Final rounding of an output element: semantics::round_to_dtype for float storage (the run's format), round to
+/// nearest even for bf16 storage (the same value).
+__device__ inline void store_out(float* p, float x, Dtype format) { *p = semantics::round_to_dtype(x, format); }
+__device__ inline void store_out(__nv_bfloat16* p, float x, Dtype) { *p = __float2bfloat16_rn(x); }
 
 /// Cooperative copy of rows [0, valid_rows) of a [64, D] tile (row i at src + i·stride, elements of S) into the
 /// shared 16-bit tile dst [64][D + 8]; rows [valid_rows, 64) become zeros (never NaN, whatever the buffer holds
@@ -327,7 +327,7 @@ __device__ void product_ab_accumulate(FragAcc (&acc)[kFrags], const T* a_rows, c
 template <class S, int kFrags>
 __device__ void write_warp_block(const FragAcc (&acc)[kFrags], float* stage, const View<S>& dst, int64_t b,
                                  int64_t row0, int64_t rows_end, int64_t head, int col0, float mult,
-                                 RoundFormat format) {
+                                 Dtype format) {
   constexpr int kPassFrags = kFrags < kTile / kFrag ? kFrags : kTile / kFrag;
   constexpr int kCols = kPassFrags * kFrag;
   constexpr int ld = kTile + kPadFloat;
@@ -421,11 +421,12 @@ __global__ void __launch_bounds__(kFwdThreads, kFwdMinBlocksPerSm) attn_fwd_tc_k
   const int my_row = lane >> 1;
   const int parity = lane & 1;
   const int64_t r_mine = r0 + warp * kFrag + my_row;
-  const int64_t visible_mine = r_mine < p.nq ? visible_kv_rows(p.mask, r_mine, p.nq, p.nk) : 0;
+  const int64_t visible_mine = r_mine < p.nq ? semantics::visible_columns(p.mask, r_mine, p.nq, p.nk).end : 0;
   float row_max = -INFINITY;  // natural-log units, as attn_fwd_row
   float row_sum = 0.0f;
-  // visible_kv_rows is nondecreasing in r: the tile's last row sees the most keys.
-  const int64_t kv_end = visible_kv_rows(p.mask, r0 + q_valid - 1, p.nq, p.nk);
+  // The keys any row of the tile sees (every IR mask's ranges start at key 0).
+  const int64_t kv_end =
+      semantics::tile_columns(semantics::block_mask_desc(p.mask, p.nq, p.nk), r0, r0 + q_valid - 1, p.nk).end;
   const int64_t kv_tiles = tile_count(kv_end);
   const float* s_row = s_w + my_row * P::scores;
   T* p_row = p_w + my_row * P::probs;
@@ -531,7 +532,7 @@ __device__ void load_row_constants(const BwdParams<S>& p, int64_t b, int64_t h, 
   const bool valid = r < p.nq;
   lse_s[j] = valid ? p.lse.at(b, p.q_row0 + r, h)[0] * kLog2e : 0.0f;
   delta_s[j] = valid ? p.delta[(b * p.nq + r) * p.q.heads + h] : 0.0f;
-  visible_s[j] = valid ? visible_kv_rows(p.mask, r, p.nq, p.nk) : 0;
+  visible_s[j] = valid ? semantics::visible_columns(p.mask, r, p.nq, p.nk).end : 0;
 }
 
 /// Thread block (256 threads) of dK and dV for KV rows [c0, c0 + 64) of kv head g: loops over the q heads of the
@@ -573,8 +574,9 @@ __global__ void __launch_bounds__(kBwdThreads, kBwdMinBlocksPerSm) attn_bwd_dkdv
 #pragma unroll
   for (int f = 0; f < D / kFrag; ++f) wmma::fill_fragment(acc[f], 0.0f);
 
-  // first_row_seeing is nondecreasing in c: no query row before r_first sees any key of this tile.
-  const int64_t r_first = first_row_seeing(p.mask, c0, p.nq, p.nk);
+  // A column's first seeing row never decreases with the column: no query row before r_first sees any key of
+  // this tile (semantics::visible_rows).
+  const int64_t r_first = semantics::visible_rows(p.mask, c0, p.nq, p.nk).begin;
   const int64_t q_tiles = tile_count(p.nq);
   const int64_t t_first = r_first >= p.nq ? q_tiles : r_first / kTile;
 
@@ -689,7 +691,8 @@ __global__ void __launch_bounds__(kBwdThreads, kBwdMinBlocksPerSm) attn_bwd_dq_t
 #pragma unroll
   for (int f = 0; f < kHalfCols / kFrag; ++f) wmma::fill_fragment(acc[f], 0.0f);
 
-  const int64_t kv_end = visible_kv_rows(p.mask, rq0 + q_valid - 1, p.nq, p.nk);
+  const int64_t kv_end =
+      semantics::tile_columns(semantics::block_mask_desc(p.mask, p.nq, p.nk), rq0, rq0 + q_valid - 1, p.nk).end;
   const int64_t kv_tiles = tile_count(kv_end);
   for (int64_t t = 0; t < kv_tiles; ++t) {
     const int64_t c0 = t * kTile;
@@ -783,11 +786,11 @@ bool bwd_views_ok(const Args& a) {
          width_and_alignment_ok(a.dv, d) && (a.nq == 0 || a.delta != nullptr);
 }
 
-bool format_supported(RoundFormat format) { return format == RoundFormat::bf16 || format == RoundFormat::fp16; }
+bool format_supported(Dtype format) { return format == Dtype::bf16 || format == Dtype::fp16; }
 
 /// The parameters forward and backward share: q, k, v, lse, batch, row ranges, GQA group, mask, scale, format.
 template <class S, class Params, class Args>
-void fill_common_params(Params& p, const Args& a, RoundFormat format) {
+void fill_common_params(Params& p, const Args& a, Dtype format) {
   p.q = view_of<S>(a.q);
   p.k = view_of<S>(a.k);
   p.v = view_of<S>(a.v);
@@ -805,14 +808,14 @@ void fill_common_params(Params& p, const Args& a, RoundFormat format) {
 }
 
 template <class S, class Args>
-FwdParams<S> fwd_params(const Args& a, RoundFormat format) {
+FwdParams<S> fwd_params(const Args& a, Dtype format) {
   FwdParams<S> p;
   fill_common_params<S>(p, a, format);
   return p;
 }
 
 template <class S, class Args>
-BwdParams<S> bwd_params(const Args& a, RoundFormat format) {
+BwdParams<S> bwd_params(const Args& a, Dtype format) {
   BwdParams<S> p;
   fill_common_params<S>(p, a, format);
   p.dout = view_of<S>(a.dout);

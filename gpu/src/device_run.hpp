@@ -106,8 +106,8 @@ class DeviceRun {
   const ExecutionPlan& plan_;
   DeviceRunOptions opt_;
   float scale_ = 0;
-  RoundFormat format_ = RoundFormat::fp32;
-  RoundFormat acc_format_ = RoundFormat::fp32;
+  Dtype format_ = Dtype::fp32;
+  Dtype acc_format_ = Dtype::fp32;
   std::vector<int> device_of_;
   std::vector<std::array<cudaStream_t, kStreams>> streams_;
   std::vector<std::vector<float*>> ptr_;

@@ -32,8 +32,8 @@ DeviceRun::DeviceRun(const Schedule& schedule, const ExecutionPlan& plan, const 
     end_[r].assign(schedule.ranks[r].ops.size(), nullptr);
   }
   scale_ = static_cast<float>(effective_softmax_scale(schedule.shape));
-  format_ = static_cast<RoundFormat>(opt_.dtype);
-  acc_format_ = static_cast<RoundFormat>(accumulator_dtype(schedule, opt_.dtype));
+  format_ = opt_.dtype;
+  acc_format_ = accumulator_dtype(schedule, opt_.dtype);
 }
 
 DeviceRun::~DeviceRun() {

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "device_run.hpp"
+#include "hcpsim/core/semantics.hpp"
 #include "hcpsim/gpu/cuda_check.hpp"
 
 namespace hcpsim::gpu::detail {
@@ -44,12 +45,12 @@ std::vector<MeasuredOp> DeviceRun::measure() {
         m.head_dim = prog.buffers[static_cast<size_t>(f->q)].width;
         m.q_rows = f->q_rows.count;
         m.kv_rows = f->kv_rows.count;
-        m.causal = f->mask != BlockMask::none;
+        m.causal = semantics::is_masked(f->mask);
       } else if (const auto* b = std::get_if<AttnBwdBlockOp>(&op.payload)) {
         m.head_dim = prog.buffers[static_cast<size_t>(b->q)].width;
         m.q_rows = b->q_rows.count;
         m.kv_rows = b->kv_rows.count;
-        m.causal = b->mask != BlockMask::none;
+        m.causal = semantics::is_masked(b->mask);
       }
       timeline.push_back(std::move(m));
     }

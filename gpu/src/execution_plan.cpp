@@ -473,13 +473,12 @@ CopySegment copy_op_segment(const RankProgram& program, int64_t rank, const Copy
   return seg;
 }
 
-void apply_segment_on_host(const CopySegment& seg, const float* src, float* dst, int acc_format) {
-  const auto fmt_code = static_cast<RoundFormat>(acc_format);
+void apply_segment_on_host(const CopySegment& seg, const float* src, float* dst, Dtype acc_format) {
   for (int64_t b = 0; b < seg.batch; ++b) {
     for (int64_t r = 0; r < seg.rows; ++r) {
       const float* s = src + seg.src_offset + b * seg.src_batch_stride + r * seg.src_row_stride;
       float* d = dst + seg.dst_offset + b * seg.dst_batch_stride + r * seg.dst_row_stride;
-      for (int64_t e = 0; e < seg.run_elements; ++e) d[e] = seg.accumulate ? round_float(d[e] + s[e], fmt_code) : s[e];
+      for (int64_t e = 0; e < seg.run_elements; ++e) d[e] = seg.accumulate ? semantics::round_to_dtype(d[e] + s[e], acc_format) : s[e];
     }
   }
 }

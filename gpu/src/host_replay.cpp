@@ -46,7 +46,6 @@ std::vector<float> gather_input(const RankProgram& program, const IoBinding& bin
   HCPSIM_ASSERT(bind.head_begin >= 0 && bind.head_begin + d.heads <= global.heads(),
                 "gather_input: heads outside the global tensor");
   std::vector<float> data(static_cast<size_t>(d.elements()));
-  const auto fmt_code = static_cast<RoundFormat>(dtype);
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t r = 0; r < d.rows; ++r) {
       const int64_t token = bind.tokens[static_cast<size_t>(r)];
@@ -54,7 +53,7 @@ std::vector<float> gather_input(const RankProgram& program, const IoBinding& bin
       for (int64_t hh = 0; hh < d.heads; ++hh) {
         const double* src = global.data() + global.index(b, token, bind.head_begin + hh, 0);
         float* dst = data.data() + ((b * d.rows + r) * d.heads + hh) * d.width;
-        for (int64_t w = 0; w < d.width; ++w) dst[w] = round_float(static_cast<float>(src[w]), fmt_code);
+        for (int64_t w = 0; w < d.width; ++w) dst[w] = semantics::round_to_dtype(static_cast<float>(src[w]), dtype);
       }
     }
   }
@@ -129,8 +128,7 @@ TensorRef ref_of(std::vector<std::vector<float>>& bufs, const RankProgram& prog,
 AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionPlan& plan,
                                       const AttentionInputs& inputs, Dtype dtype) {
   check_gpu_dtype(dtype);
-  const auto fmt_code = static_cast<RoundFormat>(dtype);
-  const int acc_code = static_cast<int>(accumulator_dtype(schedule, dtype));
+  const Dtype acc_dtype = accumulator_dtype(schedule, dtype);
   const auto scale = static_cast<float>(effective_softmax_scale(schedule.shape));
   std::vector<std::vector<std::vector<float>>> bufs(schedule.ranks.size());
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {
@@ -147,7 +145,7 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
           const RankProgram& dp = schedule.ranks[static_cast<size_t>(seg.dst_rank)];
           const float* src = ref_of(bufs[static_cast<size_t>(seg.src_rank)], sp, seg.src).data;
           float* dst = ref_of(bufs[static_cast<size_t>(seg.dst_rank)], dp, seg.dst).data;
-          apply_segment_on_host(seg, src, dst, acc_code);
+          apply_segment_on_host(seg, src, dst, acc_dtype);
         }
       }
       continue;
@@ -166,12 +164,12 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
           } else if constexpr (std::is_same_v<T, FreeOp>) {
             rb[static_cast<size_t>(p.buffer)] = std::vector<float>();
           } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
-            const AttnFwdArgs a = make_fwd_args(prog, p, ptr_of, scale, fmt_code);
+            const AttnFwdArgs a = make_fwd_args(prog, p, ptr_of, scale, dtype);
             for (int64_t b = 0; b < a.batch; ++b)
               for (int64_t r = 0; r < a.nq; ++r)
                 for (int64_t h = 0; h < a.q.heads; ++h) attn_fwd_row(a, b, r, h);
           } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
-            AttnBwdArgs a = make_bwd_args(prog, p, ptr_of, scale, fmt_code);
+            AttnBwdArgs a = make_bwd_args(prog, p, ptr_of, scale, dtype);
             std::vector<float> delta(static_cast<size_t>(a.batch * a.nq * a.q.heads));
             a.delta = delta.data();
             for (int64_t b = 0; b < a.batch; ++b)
@@ -192,7 +190,7 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
                 for (int64_t h = 0; h < dst.heads; ++h) {
                   float& l = *dst.at(b, p.dst_rows.begin + r, h);
                   const float li = *src.at(b, r, h);
-                  l = p.naive ? lse_merge_naive_float(l, li) : lse_merge_float(l, li);
+                  l = p.naive ? semantics::lse_merge_naive(l, li) : semantics::lse_merge(l, li);
                 }
           } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
             const TensorRef dst = ref_of(rb, prog, p.dst);
@@ -207,11 +205,11 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
                   float* d = dst.at(b, row, h);
                   const float* s = src.at(b, r, h);
                   for (int64_t w = 0; w < dst.width; ++w)
-                    d[w] = out_correction_element(d[w], s[w], *src_lse.at(b, r, h), *lse.at(b, row, h), p.accumulate,
-                                                  fmt_code);
+                    d[w] = semantics::out_correction(d[w], s[w], *src_lse.at(b, r, h), *lse.at(b, row, h), p.accumulate,
+                                                  dtype);
                 }
           } else if constexpr (std::is_same_v<T, CopyOp>) {
-            apply_segment_on_host(copy_op_segment(prog, step.op.rank, p), ptr_of(p.src), ptr_of(p.dst), acc_code);
+            apply_segment_on_host(copy_op_segment(prog, step.op.rank, p), ptr_of(p.src), ptr_of(p.dst), acc_dtype);
           } else {
             HCPSIM_ASSERT(false, "execute_plan_on_host: a communication or layer op outside a batch");
           }

@@ -64,14 +64,14 @@ __global__ void attn_bwd_dkdv_kernel(AttnBwdArgs a) {
   });
 }
 
-__global__ void copy_segment_kernel(DeviceSegment s, RoundFormat acc_format) {
+__global__ void copy_segment_kernel(DeviceSegment s, Dtype acc_format) {
   grid_stride(s.batch * s.rows * s.run_elements, [&](int64_t i) {
     const int64_t e = i % s.run_elements;
     const int64_t r = (i / s.run_elements) % s.rows;
     const int64_t b = i / (s.run_elements * s.rows);
     const float v = s.src[s.src_offset + b * s.src_batch_stride + r * s.src_row_stride + e];
     float& d = s.dst[s.dst_offset + b * s.dst_batch_stride + r * s.dst_row_stride + e];
-    d = s.accumulate ? round_float(d + v, acc_format) : v;
+    d = s.accumulate ? semantics::round_to_dtype(d + v, acc_format) : v;
   });
 }
 
@@ -81,20 +81,20 @@ __global__ void lse_merge_kernel(TensorRef dst, int64_t dst_row0, TensorRef src,
     const RowIndex x = split_row_index(i, rows, dst.heads);
     float* l = dst.at(x.b, dst_row0 + x.r, x.h);
     const float li = *src.at(x.b, x.r, x.h);
-    *l = naive ? lse_merge_naive_float(*l, li) : lse_merge_float(*l, li);
+    *l = naive ? semantics::lse_merge_naive(*l, li) : semantics::lse_merge(*l, li);
   });
 }
 
 __global__ void out_correction_kernel(TensorRef dst, int64_t dst_row0, TensorRef src, TensorRef src_lse,
                                       TensorRef lse, int64_t batch, int64_t rows, bool accumulate,
-                                      RoundFormat format) {
+                                      Dtype format) {
   grid_stride(batch * rows * dst.heads * dst.width, [&](int64_t i) {
     const int64_t w = i % dst.width;
     const int64_t h = (i / dst.width) % dst.heads;
     const int64_t r = (i / (dst.width * dst.heads)) % rows;
     const int64_t b = i / (dst.width * dst.heads * rows);
     float* d = dst.at(b, dst_row0 + r, h) + w;
-    *d = out_correction_element(*d, src.at(b, r, h)[w], *src_lse.at(b, r, h), *lse.at(b, dst_row0 + r, h),
+    *d = semantics::out_correction(*d, src.at(b, r, h)[w], *src_lse.at(b, r, h), *lse.at(b, dst_row0 + r, h),
                                 accumulate, format);
   });
 }
@@ -127,7 +127,7 @@ void launch_attn_bwd_clear(const AttnBwdArgs& args, cudaStream_t stream) {
   }
 }
 
-void launch_copy_segment(const DeviceSegment& seg, RoundFormat acc_format, cudaStream_t stream) {
+void launch_copy_segment(const DeviceSegment& seg, Dtype acc_format, cudaStream_t stream) {
   const int64_t items = seg.batch * seg.rows * seg.run_elements;
   if (items == 0) return;
   copy_segment_kernel<<<blocks_for(items), kThreads, 0, stream>>>(seg, acc_format);
@@ -143,7 +143,7 @@ void launch_lse_merge(TensorRef dst, int64_t dst_row0, TensorRef src, int64_t ba
 }
 
 void launch_out_correction(TensorRef dst, int64_t dst_row0, TensorRef src, TensorRef src_lse, TensorRef lse,
-                           int64_t batch, int64_t rows, bool accumulate, RoundFormat format, cudaStream_t stream) {
+                           int64_t batch, int64_t rows, bool accumulate, Dtype format, cudaStream_t stream) {
   const int64_t items = batch * rows * dst.heads * dst.width;
   if (items == 0) return;
   out_correction_kernel<<<blocks_for(items), kThreads, 0, stream>>>(dst, dst_row0, src, src_lse, lse, batch, rows,

@@ -11,6 +11,7 @@
 #include <Eigen/Dense>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/semantics.hpp"
 #include "hcpsim/oracles/precision.hpp"
 
 namespace hcpsim {
@@ -48,16 +49,8 @@ MutableRows head_rows(HostTensor& t, int64_t b, int64_t row0, int64_t count, int
   return MutableRows(t.data() + t.index(b, row0, h, 0), count, t.width(), Eigen::OuterStride<>(t.heads() * t.width()));
 }
 
-/// Number of leading KV rows of the block (of nk) visible to block row r (0-based) of nq rows:
-/// none all nk; causal (top-left) r + 1; causal_bottom_right r + 1 + nk − nq; clamped to [0, nk].
-int64_t visible_columns(BlockMask mask, int64_t r, int64_t nq, int64_t nk) {
-  switch (mask) {
-    case BlockMask::none: return nk;
-    case BlockMask::causal: return std::clamp<int64_t>(r + 1, 0, nk);
-    case BlockMask::causal_bottom_right: return std::clamp<int64_t>(r + 1 + nk - nq, 0, nk);
-  }
-  return nk;
-}
+using semantics::IndexRange;
+using semantics::MaskDesc;
 
 void check_range(const HostTensor& t, RowRange range, const char* what) {
   HCPSIM_ASSERT(range.begin >= 0, std::string("attention block: negative row begin of ") + what);
@@ -123,31 +116,34 @@ struct Rect {
 
 /// Calls fn(Rect) for the work of query tile rows [t0, t0 + tr) of the block: KV tiles of kTileCols columns in
 /// ascending order up to the last column the tile sees; a KV tile the mask cuts is split into kEdgeRows-row chunks,
-/// each over the columns its last row sees (a chunk that sees none is skipped). Masked pairs inside a rectangle are
-/// the caller's to zero (per-row counts from visible_columns).
+/// each over the columns its rows see (a chunk that sees none is skipped). The tile and chunk column ranges come
+/// from semantics::tile_columns / tile_full_columns (every IR mask's ranges start at column 0). Masked pairs
+/// inside a rectangle are the caller's to zero (per-row ranges from semantics::visible_columns).
 template <typename Fn>
-void for_each_rect(BlockMask mask, int64_t t0, int64_t tr, int64_t nq, int64_t nk, Fn&& fn) {
-  const int64_t nc = visible_columns(mask, t0 + tr - 1, nq, nk);  // monotone masks: the tile's last row sees most
-  const int64_t first_vis = visible_columns(mask, t0, nq, nk);
+void for_each_rect(const MaskDesc& desc, int64_t t0, int64_t tr, int64_t nk, Fn&& fn) {
+  const int64_t nc = semantics::tile_columns(desc, t0, t0 + tr - 1, nk).end;
+  const IndexRange all_see = semantics::tile_full_columns(desc, t0, t0 + tr - 1, nk);
   for (int64_t c0 = 0; c0 < nc; c0 += kTileCols) {
     const int64_t width = std::min(kTileCols, nc - c0);
-    if (first_vis >= c0 + width) {
+    if (all_see.begin <= c0 && all_see.end >= c0 + width) {
       fn(Rect{0, tr, c0, width, true});
       continue;
     }
     for (int64_t r0 = 0; r0 < tr; r0 += kEdgeRows) {
       const int64_t rows = std::min(kEdgeRows, tr - r0);
-      const int64_t cols = std::min(width, visible_columns(mask, t0 + r0 + rows - 1, nq, nk) - c0);
+      const int64_t r_last = t0 + r0 + rows - 1;
+      const int64_t cols = std::min(width, semantics::tile_columns(desc, t0 + r0, r_last, nk).end - c0);
       if (cols <= 0) continue;
-      fn(Rect{r0, rows, c0, cols, visible_columns(mask, t0 + r0, nq, nk) >= c0 + cols});
+      const IndexRange chunk_sees = semantics::tile_full_columns(desc, t0 + r0, r_last, nk);
+      fn(Rect{r0, rows, c0, cols, chunk_sees.begin <= c0 && chunk_sees.end >= c0 + cols});
     }
   }
 }
 
 /// Visible columns of query-tile row r (0-based in the tile starting at t0) inside rectangle `rc`, in [0, rc.cols].
-int64_t rect_visible(const Rect& rc, BlockMask mask, int64_t t0, int64_t r, int64_t nq, int64_t nk) {
+int64_t rect_visible(const Rect& rc, const MaskDesc& desc, int64_t t0, int64_t r, int64_t nk) {
   if (rc.full) return rc.cols;
-  return std::clamp<int64_t>(visible_columns(mask, t0 + r, nq, nk) - rc.col0, 0, rc.cols);
+  return std::clamp<int64_t>(semantics::visible_columns(desc, t0 + r, nk).end - rc.col0, 0, rc.cols);
 }
 
 /// The kernels in compute type T (double for fp64; float for fp32, bf16 and fp16, like TE's kernels, which keep
@@ -170,8 +166,9 @@ void forward_impl(const HostTensor& q, RowRange q_rows, const HostTensor& k, con
   const T scale = static_cast<T>(softmax_scale);
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const Dtype lse_dtype = dtype == Dtype::fp64 ? Dtype::fp64 : Dtype::fp32;
-  // KV rows any query row sees (masks are monotone in the row).
-  const int64_t nk_used = nq == 0 ? 0 : visible_columns(mask, nq - 1, nq, nk);
+  const MaskDesc desc = semantics::block_mask_desc(mask, nq, nk);
+  // KV rows any query row sees.
+  const int64_t nk_used = nq == 0 ? 0 : semantics::tile_columns(desc, 0, nq - 1, nk).end;
 
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t item = 0; item < items; ++item) {
@@ -196,12 +193,12 @@ void forward_impl(const HostTensor& q, RowRange q_rows, const HostTensor& k, con
       row_max.head(tr).setConstant(neg_inf);
       row_sum.head(tr).setZero();
       acc.topRows(tr).setZero();
-      for_each_rect(mask, t0, tr, nq, nk, [&](const Rect& rc) {
+      for_each_rect(desc, t0, tr, nk, [&](const Rect& rc) {
         auto s = probs.topLeftCorner(rc.rows, rc.cols);
         s.noalias() = (scale * q_tile.middleRows(rc.row0, rc.rows)) * k_all.middleRows(rc.col0, rc.cols).transpose();
         for (int64_t i = 0; i < rc.rows; ++i) {
           const int64_t r = rc.row0 + i;
-          const int64_t vis = rect_visible(rc, mask, t0, r, nq, nk);
+          const int64_t vis = rect_visible(rc, desc, t0, r, nk);
           auto row = s.row(i);
           row.tail(rc.cols - vis).setZero();  // masked (exact zero)
           if (vis == 0) continue;
@@ -218,7 +215,7 @@ void forward_impl(const HostTensor& q, RowRange q_rows, const HostTensor& k, con
       });
       MutableRows out_tile = head_rows(out, b, t0, tr, h);  // [tr, dv]
       for (int64_t r = 0; r < tr; ++r) {
-        if (visible_columns(mask, t0 + r, nq, nk) == 0) {  // the row sees no key: out = 0, lse = −inf, no NaN
+        if (semantics::visible_columns(desc, t0 + r, nk).count() == 0) {  // no key seen: out = 0, lse = −inf, no NaN
           out_tile.row(r).setZero();
           lse(b, t0 + r, h, 0) = kNegInf;
           continue;
@@ -245,6 +242,7 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
   const int64_t dim_qk = q.width();
   const int64_t dim_v = v.width();
   const int64_t items = q.batch() * hkv;
+  const MaskDesc desc = semantics::block_mask_desc(mask, nq, nk);
   const T scale = static_cast<T>(softmax_scale);
   auto store = [dtype](MutableRows dst, const auto& src) {
     for (int64_t r = 0; r < src.rows(); ++r) {
@@ -279,7 +277,7 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
         const int64_t tr = std::min(kTileRows, nq - t0);
         const int64_t row0 = q_rows.begin + t0;
         MutableRows dq_out = head_rows(dq, b, t0, tr, h);  // [tr, dk]
-        if (visible_columns(mask, t0 + tr - 1, nq, nk) == 0) {
+        if (semantics::tile_columns(desc, t0, t0 + tr - 1, nk).count() == 0) {
           dq_out.setZero();
           continue;
         }
@@ -293,7 +291,7 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
           row_delta(r) = d;
         }
         dq_tile.topRows(tr).setZero();
-        for_each_rect(mask, t0, tr, nq, nk, [&](const Rect& rc) {
+        for_each_rect(desc, t0, tr, nk, [&](const Rect& rc) {
           const auto q_rc = q_tile.middleRows(rc.row0, rc.rows);
           const auto dout_rc = dout_tile.middleRows(rc.row0, rc.rows);
           const auto k_rc = k_all.middleRows(rc.col0, rc.cols);
@@ -304,7 +302,7 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
           ds.noalias() = dout_rc * v_rc.transpose();  // dP
           for (int64_t i = 0; i < rc.rows; ++i) {
             const int64_t r = rc.row0 + i;
-            const int64_t vis = rect_visible(rc, mask, t0, r, nq, nk);
+            const int64_t vis = rect_visible(rc, desc, t0, r, nk);
             auto p_row = p.row(i);
             auto ds_row = ds.row(i);
             p_row.tail(rc.cols - vis).setZero();  // masked (exact zero)
@@ -326,24 +324,6 @@ void backward_impl(const HostTensor& q, const HostTensor& k, const HostTensor& v
 }
 
 }  // namespace
-
-double lse_merge(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  const double hi = std::max(a, b);
-  const double lo = std::min(a, b);
-  if (hi == kNegInf) return kNegInf;  // both empty: −inf − (−inf) would be NaN
-  return hi + std::log1p(std::exp(lo - hi));
-}
-
-float lse_merge_fp32(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
-  const float hi = std::max(a, b);
-  const float lo = std::min(a, b);
-  if (hi == -std::numeric_limits<float>::infinity()) return hi;
-  return hi + std::log1p(std::exp(lo - hi));
-}
-
-float lse_merge_naive_fp32(float a, float b) { return std::log(std::exp(a) + std::exp(b)); }
 
 void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTensor& k, const HostTensor& v,
                              RowRange kv_rows, BlockMask mask, double softmax_scale, HostTensor& out, HostTensor& lse,

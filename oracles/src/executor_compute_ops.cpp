@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/semantics.hpp"
 #include "hcpsim/oracles/block_attention.hpp"
 #include "hcpsim/oracles/precision.hpp"
 
@@ -67,11 +68,11 @@ void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& 
         double& l = dst(b, op.dst_rows.begin + r, h, 0);
         const double li = src(b, r, h, 0);
         if (op.naive) {
-          l = lse_merge_naive_fp32(static_cast<float>(l), static_cast<float>(li));
+          l = semantics::lse_merge_naive(static_cast<float>(l), static_cast<float>(li));
         } else if (state.dtype == Dtype::fp64) {
-          l = lse_merge(l, li);
+          l = semantics::lse_merge(l, li);
         } else {
-          l = lse_merge_fp32(static_cast<float>(l), static_cast<float>(li));
+          l = semantics::lse_merge(static_cast<float>(l), static_cast<float>(li));
         }
       }
     }
@@ -80,30 +81,24 @@ void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& 
 
 namespace {
 
-/// One row-vector of OutCorrectionOp: d (width elements) ← (d +) s · exp(step_lse − lse), at the run's rounding.
+/// One row-vector of OutCorrectionOp: d (width elements) ← (d +) s · exp(step_lse − lse), at the run's rounding
+/// (semantics::out_correction_*: the weight once per row, then each element).
 void correct_row(double* d, const double* s, int64_t width, double step_lse, double lse, bool accumulate,
                  Dtype dtype) {
-  if (step_lse == kNegInf) {  // the step saw no key for this row: contributes 0 (docstring)
+  if (!semantics::out_correction_contributes(step_lse)) {  // the step saw no key for this row: contributes 0
     if (!accumulate) std::fill(d, d + width, 0.0);
     return;
   }
   if (dtype == Dtype::fp64) {
-    const double weight = std::exp(step_lse - lse);
-    for (int64_t w = 0; w < width; ++w) {
-      if (accumulate) {
-        d[w] += s[w] * weight;
-      } else {
-        d[w] = s[w] * weight;
-      }
-    }
+    const double weight = semantics::out_correction_weight(step_lse, lse);
+    for (int64_t w = 0; w < width; ++w) d[w] = semantics::out_correction_apply(d[w], s[w], weight, accumulate, dtype);
     return;
   }
   // fp32 weight and product (bf16 O_i times an fp32 tensor promotes to fp32), stored in dtype.
-  const float weight = std::exp(static_cast<float>(step_lse) - static_cast<float>(lse));
+  const float weight = semantics::out_correction_weight(static_cast<float>(step_lse), static_cast<float>(lse));
   for (int64_t w = 0; w < width; ++w) {
-    const float term = static_cast<float>(s[w]) * weight;
-    const float sum = accumulate ? static_cast<float>(d[w]) + term : term;
-    d[w] = round_to_dtype(static_cast<double>(sum), dtype);
+    d[w] = static_cast<double>(semantics::out_correction_apply(static_cast<float>(d[w]), static_cast<float>(s[w]),
+                                                               weight, accumulate, dtype));
   }
 }
 

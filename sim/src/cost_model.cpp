@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/semantics.hpp"
 
 namespace hcpsim::sim {
 
@@ -174,14 +175,14 @@ double attention_block_efficiency(const Op& op, const RankProgram& program, cons
     const int64_t q = std::max<int64_t>(1, f->q_rows.count);
     const int64_t kv = std::max<int64_t>(1, f->kv_rows.count);
     return tabulated_block_efficiency(gpu.attn_fwd_table, buffer_decl(program, f->q), q, kv, q,
-                                      f->mask != BlockMask::none, attention_sm_count(gpu));
+                                      semantics::is_masked(f->mask), attention_sm_count(gpu));
   }
   if (const auto* g = std::get_if<AttnBwdBlockOp>(&op.payload)) {
     if (gpu.attn_bwd_table.empty()) return gpu.attn_bwd_efficiency;
     const int64_t q = std::max<int64_t>(1, g->q_rows.count);
     const int64_t kv = std::max<int64_t>(1, g->kv_rows.count);
     return tabulated_block_efficiency(gpu.attn_bwd_table, buffer_decl(program, g->q), q, kv, kv,
-                                      g->mask != BlockMask::none, attention_sm_count(gpu));
+                                      semantics::is_masked(g->mask), attention_sm_count(gpu));
   }
   HCPSIM_ASSERT(false, "attention_block_efficiency of a " + to_string(op.kind()) + " op");
   return 0;

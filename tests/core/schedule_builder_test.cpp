@@ -145,7 +145,7 @@ TEST_CASE("core: forward ring sections and peers follow docs/algorithm.md §4.2 
     for (const auto& op : sched.ranks[static_cast<size_t>(r)].ops) {
       if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload)) {
         secs.push_back(to_string(f->section));
-        pairs += block_pairs(f->q_rows.count, f->kv_rows.count, f->mask);
+        pairs += semantics::block_pairs(f->q_rows.count, f->kv_rows.count, f->mask);
       }
       if (const auto* m = std::get_if<SendRecvOp>(&op.payload); m && op.phase == Phase::forward) {
         REQUIRE(m->send_peer == (r + 1) % 4);

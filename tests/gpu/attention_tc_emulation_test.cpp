@@ -52,7 +52,7 @@ struct Buf {
     return v[static_cast<size_t>(((b * rows + r) * heads + h) * width + w)];
   }
   /// Rows [r0, r0 + n) from a SplitMix-style hash of (tag, index), uniform in [-1, 1), rounded to `format`.
-  void fill(int64_t r0, int64_t n, uint64_t tag, RoundFormat format) {
+  void fill(int64_t r0, int64_t n, uint64_t tag, Dtype format) {
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t r = r0; r < r0 + n; ++r)
         for (int64_t h = 0; h < heads; ++h)
@@ -61,7 +61,7 @@ struct Buf {
             x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
             x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
             x ^= x >> 31;
-            at(b, r, h, w) = round_float(static_cast<float>(2.0 * static_cast<double>(x >> 11) * 0x1p-53 - 1.0), format);
+            at(b, r, h, w) = semantics::round_to_dtype(static_cast<float>(2.0 * static_cast<double>(x >> 11) * 0x1p-53 - 1.0), format);
           }
   }
 };
@@ -89,8 +89,8 @@ double rel_l2_rows(Buf& got, Buf& want, int64_t n) {
 
 struct Case {
   int64_t hq, hkv, q_row0, nq, kv_row0, nk;
-  MaskCode mask;
-  RoundFormat format;
+  BlockMask mask;
+  Dtype format;
 };
 
 constexpr int D = 64;  // head dim of every case (the kernels are instantiated for 64 and 128)
@@ -101,7 +101,7 @@ constexpr int D = 64;  // head dim of every case (the kernels are instantiated f
 /// difference is about u (measured 0.4–0.7 u); 4u bounds it, while a wrong mask, tile offset or head mapping
 /// changes whole rows (O(1) relative).
 double tolerance(const Case& c) {
-  const double u = c.format == RoundFormat::bf16 ? 0x1p-8 : 0x1p-11;
+  const double u = c.format == Dtype::bf16 ? 0x1p-8 : 0x1p-11;
   return 4 * u;
 }
 
@@ -146,7 +146,7 @@ void check_forward(const Case& c, CaseInputs& in, Buf& out_ref, Buf& lse_ref) {
   f.out = out.ref();
   f.lse = lse.ref();
   REQUIRE(tensor_core_supported(f));
-  if (c.format == RoundFormat::bf16) {
+  if (c.format == Dtype::bf16) {
     emu_fwd<float, __nv_bfloat16, D>(fwd_params<float>(f, f.format));
   } else {
     emu_fwd<float, __half, D>(fwd_params<float>(f, f.format));
@@ -207,7 +207,7 @@ void check_backward(const Case& c, CaseInputs& in, Buf& out_ref, Buf& lse_ref) {
   g.dv = dv.ref();
   g.delta = delta.data();
   REQUIRE(tensor_core_supported(g));
-  if (c.format == RoundFormat::bf16) {
+  if (c.format == Dtype::bf16) {
     emu_bwd<float, __nv_bfloat16, D>(bwd_params<float>(g, g.format));
   } else {
     emu_bwd<float, __half, D>(bwd_params<float>(g, g.format));
@@ -229,16 +229,16 @@ void check_case(const Case& c) {
 }  // namespace
 }  // namespace hcpsim::gpu
 
-using hcpsim::gpu::MaskCode;
-using hcpsim::gpu::RoundFormat;
+using hcpsim::BlockMask;
+using hcpsim::Dtype;
 
 TEST_CASE("gpu kernels (host emulation): tensor-core forward and backward equal the row kernels", "[gpu_emulation]") {
   // Partial tiles (80 and 72 rows against 64-row tiles), row offsets, both causal alignments (rows with no key
   // under bottom-right with nq > nk), no mask, GQA 2/1, bf16 and fp16.
   const hcpsim::gpu::Case cases[] = {
-      {2, 1, 3, 80, 5, 72, MaskCode::causal, RoundFormat::bf16},
-      {2, 2, 0, 72, 2, 80, MaskCode::none, RoundFormat::fp16},
-      {2, 1, 1, 80, 0, 40, MaskCode::causal_bottom_right, RoundFormat::bf16},
+      {2, 1, 3, 80, 5, 72, BlockMask::causal, Dtype::bf16},
+      {2, 2, 0, 72, 2, 80, BlockMask::none, Dtype::fp16},
+      {2, 1, 1, 80, 0, 40, BlockMask::causal_bottom_right, Dtype::bf16},
   };
   for (const auto& c : cases) {
     INFO("hq " << c.hq << "/" << c.hkv << " q " << c.q_row0 << "+" << c.nq << " kv " << c.kv_row0 << "+" << c.nk

@@ -21,8 +21,8 @@ using hcpsim::gpu::AttnBwdArgs;
 using hcpsim::gpu::AttnBwdArgsBf16;
 using hcpsim::gpu::AttnFwdArgs;
 using hcpsim::gpu::AttnFwdArgsBf16;
-using hcpsim::gpu::MaskCode;
-using hcpsim::gpu::RoundFormat;
+using hcpsim::BlockMask;
+using hcpsim::Dtype;
 using hcpsim::gpu::TensorRef;
 using hcpsim::gpu::TensorRefBf16;
 
@@ -83,10 +83,10 @@ uint64_t mix64(uint64_t x) {
 }
 
 /// A value in [−1, 1) exactly representable in `format`, from (tag, index).
-float random_value(uint64_t tag, uint64_t index, RoundFormat format) {
+float random_value(uint64_t tag, uint64_t index, Dtype format) {
   const uint64_t bits = mix64(mix64(tag) ^ index);
   const double unit = static_cast<double>(bits >> 11) * 0x1p-53;  // [0, 1)
-  return hcpsim::gpu::round_float(static_cast<float>(2.0 * unit - 1.0), format);
+  return hcpsim::semantics::round_to_dtype(static_cast<float>(2.0 * unit - 1.0), format);
 }
 
 float quiet_nan() { return std::numeric_limits<float>::quiet_NaN(); }
@@ -122,7 +122,7 @@ class Buffer {
     REQUIRE(cudaMemcpy(host.data(), device_, host.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
   }
   /// Rows [row0, row0 + n) get random values of `format` (tag-seeded); the others stay NaN.
-  void fill_rows(int64_t row0, int64_t n, uint64_t tag, RoundFormat format) {
+  void fill_rows(int64_t row0, int64_t n, uint64_t tag, Dtype format) {
     for (int64_t b = 0; b < batch_; ++b)
       for (int64_t r = row0; r < row0 + n; ++r)
         for (int64_t h = 0; h < heads_; ++h)
@@ -175,8 +175,8 @@ void require_close(Buffer& got, Buffer& want, int64_t n, double tolerance, const
 /// One attention block configuration.
 struct Case {
   int64_t batch, hq, hkv, d, q_row0, nq, kv_row0, nk;
-  MaskCode mask;
-  RoundFormat format;
+  BlockMask mask;
+  Dtype format;
   float scale;
 };
 
@@ -192,7 +192,7 @@ std::string describe(const Case& c) {
 /// out, lse, delta, dq, dk, dv, the empty-row rule, untouched rows past the block and run-to-run determinism.
 void run_case(const Case& c) {
   INFO(describe(c));
-  const double u = c.format == RoundFormat::bf16 ? kUnitRoundoffBf16 : kUnitRoundoffFp16;
+  const double u = c.format == Dtype::bf16 ? kUnitRoundoffBf16 : kUnitRoundoffFp16;
   const double tolerance = kRelativeL2InUnits * u;
   const int64_t q_rows = c.q_row0 + c.nq + 2;   // rows outside the block stay NaN: the kernels must not read them
   const int64_t kv_rows = c.kv_row0 + c.nk + 3;
@@ -338,14 +338,14 @@ void run_case(const Case& c) {
 TEST_CASE("gpu: tensor-core attention, causal, bf16, dk 128, whole tiles", "[gpu][attention_tc]") {
   const std::string why = device_unavailable();
   if (!why.empty()) GPU_SKIP_IF_NO_DEVICE(why);
-  run_case(Case{1, 2, 2, 128, 0, 192, 0, 192, MaskCode::causal, RoundFormat::bf16, 0.08838834764831845f});
+  run_case(Case{1, 2, 2, 128, 0, 192, 0, 192, BlockMask::causal, Dtype::bf16, 0.08838834764831845f});
 }
 
 TEST_CASE("gpu: tensor-core attention, no mask, fp16, dk 64, GQA 4/2, partial tiles and row offsets",
           "[gpu][attention_tc]") {
   const std::string why = device_unavailable();
   if (!why.empty()) GPU_SKIP_IF_NO_DEVICE(why);
-  run_case(Case{2, 4, 2, 64, 37, 100, 19, 72, MaskCode::none, RoundFormat::fp16, 0.125f});
+  run_case(Case{2, 4, 2, 64, 37, 100, 19, 72, BlockMask::none, Dtype::fp16, 0.125f});
 }
 
 TEST_CASE("gpu: tensor-core attention, bottom-right causal with nq > nk (rows with no key), bf16, sharp softmax",
@@ -355,27 +355,27 @@ TEST_CASE("gpu: tensor-core attention, bottom-right causal with nq > nk (rows wi
   // visible(r) = r + 1 + 72 − 100: rows 0..27 see no key (lse −inf, out 0, dq 0). scale 1/2 on d = 128 makes
   // the scores ~5.7× wider than 1/√d (standard deviation ≈ 1.9), a peaked softmax whose running max moves
   // between the two KV tiles.
-  run_case(Case{1, 4, 2, 128, 3, 100, 5, 72, MaskCode::causal_bottom_right, RoundFormat::bf16, 0.5f});
+  run_case(Case{1, 4, 2, 128, 3, 100, 5, 72, BlockMask::causal_bottom_right, Dtype::bf16, 0.5f});
 }
 
 TEST_CASE("gpu: tensor-core attention, bottom-right causal with nq < nk, fp16, dk 128, GQA 2/1",
           "[gpu][attention_tc]") {
   const std::string why = device_unavailable();
   if (!why.empty()) GPU_SKIP_IF_NO_DEVICE(why);
-  run_case(Case{1, 2, 1, 128, 5, 70, 64, 200, MaskCode::causal_bottom_right, RoundFormat::fp16, 0.08838834764831845f});
+  run_case(Case{1, 2, 1, 128, 5, 70, 64, 200, BlockMask::causal_bottom_right, Dtype::fp16, 0.08838834764831845f});
 }
 
 TEST_CASE("gpu: tensor-core attention, top-left causal with nq > nk, bf16, dk 64, several q tiles per KV tile",
           "[gpu][attention_tc]") {
   const std::string why = device_unavailable();
   if (!why.empty()) GPU_SKIP_IF_NO_DEVICE(why);
-  run_case(Case{1, 3, 3, 64, 11, 150, 130, 90, MaskCode::causal, RoundFormat::bf16, 0.125f});
+  run_case(Case{1, 3, 3, 64, 11, 150, 130, 90, BlockMask::causal, Dtype::bf16, 0.125f});
 }
 
 TEST_CASE("gpu: tensor-core attention, causal, fp16, dk 64, GQA 4/1 over many tiles", "[gpu][attention_tc]") {
   const std::string why = device_unavailable();
   if (!why.empty()) GPU_SKIP_IF_NO_DEVICE(why);
-  run_case(Case{2, 4, 1, 64, 0, 300, 0, 300, MaskCode::causal, RoundFormat::fp16, 0.125f});
+  run_case(Case{2, 4, 1, 64, 0, 300, 0, 300, BlockMask::causal, Dtype::fp16, 0.125f});
 }
 
 TEST_CASE("gpu: tensor-core attention with no key rows: out 0, lse -inf, dq 0; no query rows: nothing written",
@@ -385,8 +385,8 @@ TEST_CASE("gpu: tensor-core attention with no key rows: out 0, lse -inf, dq 0; n
   constexpr int64_t kD = 64;
   constexpr int64_t kNq = 70;
   Buffer q(1, kNq, 2, kD), kv(1, 1, 1, kD), dout(1, kNq, 2, kD);
-  q.fill_rows(0, kNq, 11, RoundFormat::bf16);
-  dout.fill_rows(0, kNq, 12, RoundFormat::bf16);
+  q.fill_rows(0, kNq, 11, Dtype::bf16);
+  dout.fill_rows(0, kNq, 12, Dtype::bf16);
   q.upload();
   kv.upload();
   dout.upload();
@@ -394,7 +394,7 @@ TEST_CASE("gpu: tensor-core attention with no key rows: out 0, lse -inf, dq 0; n
   out.upload();
   lse.upload();
   AttnFwdArgs fwd{q.device_ref(), kv.device_ref(), kv.device_ref(), out.device_ref(), lse.device_ref(),
-                  1, 0, kNq, 0, 0, MaskCode::none, 0.125f, RoundFormat::bf16};
+                  1, 0, kNq, 0, 0, BlockMask::none, 0.125f, Dtype::bf16};
   REQUIRE(hcpsim::gpu::launch_attn_fwd_tensor_core(fwd, nullptr));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   out.download();
@@ -408,7 +408,7 @@ TEST_CASE("gpu: tensor-core attention with no key rows: out 0, lse -inf, dq 0; n
   dkv.upload();
   AttnBwdArgs bwd{q.device_ref(), kv.device_ref(), kv.device_ref(), out.device_ref(), dout.device_ref(),
                   lse.device_ref(), dq.device_ref(), dkv.device_ref(), dkv.device_ref(), delta.device(),
-                  1, 0, kNq, 0, 0, MaskCode::none, 0.125f, RoundFormat::bf16};
+                  1, 0, kNq, 0, 0, BlockMask::none, 0.125f, Dtype::bf16};
   REQUIRE(hcpsim::gpu::launch_attn_bwd_tensor_core(bwd, nullptr));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   dq.download();
@@ -421,7 +421,7 @@ TEST_CASE("gpu: tensor-core attention with no key rows: out 0, lse -inf, dq 0; n
   out2.upload();
   lse2.upload();
   AttnFwdArgs none{q.device_ref(), q.device_ref(), q.device_ref(), out2.device_ref(), lse2.device_ref(),
-                   1, 0, 0, 0, kNq, MaskCode::causal, 0.125f, RoundFormat::fp16};
+                   1, 0, 0, 0, kNq, BlockMask::causal, 0.125f, Dtype::fp16};
   REQUIRE(hcpsim::gpu::launch_attn_fwd_tensor_core(none, nullptr));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   out2.download();
@@ -437,19 +437,19 @@ TEST_CASE("gpu: tensor-core attention on native bf16 storage gives the same bits
   constexpr int64_t kD = 128, kN = 130, kHq = 4, kHkv = 2;
   constexpr float kScale = 0.08838834764831845f;
   Buffer q(1, kN, kHq, kD), k(1, kN, kHkv, kD), v(1, kN, kHkv, kD), dout(1, kN, kHq, kD);
-  q.fill_rows(0, kN, 21, RoundFormat::bf16);
-  k.fill_rows(0, kN, 22, RoundFormat::bf16);
-  v.fill_rows(0, kN, 23, RoundFormat::bf16);
-  dout.fill_rows(0, kN, 24, RoundFormat::bf16);
+  q.fill_rows(0, kN, 21, Dtype::bf16);
+  k.fill_rows(0, kN, 22, Dtype::bf16);
+  v.fill_rows(0, kN, 23, Dtype::bf16);
+  dout.fill_rows(0, kN, 24, Dtype::bf16);
   Buffer out(1, kN, kHq, kD), lse(1, kN, kHq, 1), dq(1, kN, kHq, kD), dk(1, kN, kHkv, kD), dv(1, kN, kHkv, kD);
   Buffer delta(1, kN, kHq, 1);
   for (Buffer* b : {&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv}) b->upload();
   const AttnFwdArgs fwd{q.device_ref(), k.device_ref(), v.device_ref(), out.device_ref(), lse.device_ref(),
-                        1, 0, kN, 0, kN, MaskCode::causal, kScale, RoundFormat::bf16};
+                        1, 0, kN, 0, kN, BlockMask::causal, kScale, Dtype::bf16};
   REQUIRE(hcpsim::gpu::launch_attn_fwd_tensor_core(fwd, nullptr));
   const AttnBwdArgs bwd{q.device_ref(),   k.device_ref(),  v.device_ref(),  out.device_ref(), dout.device_ref(),
                         lse.device_ref(), dq.device_ref(), dk.device_ref(), dv.device_ref(),  delta.device(),
-                        1, 0, kN, 0, kN, MaskCode::causal, kScale, RoundFormat::bf16};
+                        1, 0, kN, 0, kN, BlockMask::causal, kScale, Dtype::bf16};
   REQUIRE(hcpsim::gpu::launch_attn_bwd_tensor_core(bwd, nullptr));
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   for (Buffer* b : {&out, &lse, &dq, &dk, &dv}) b->download();
@@ -495,12 +495,12 @@ TEST_CASE("gpu: tensor-core attention on native bf16 storage gives the same bits
   lse_native.upload();
   auto ref16 = [](const Bf16Device& t, int64_t heads) { return TensorRefBf16{t.ptr, kN, heads, kD}; };
   const AttnFwdArgsBf16 fwd16{ref16(q16, kHq), ref16(k16, kHkv), ref16(v16, kHkv), ref16(out16, kHq),
-                              lse_native.device_ref(), 1, 0, kN, 0, kN, MaskCode::causal, kScale};
+                              lse_native.device_ref(), 1, 0, kN, 0, kN, BlockMask::causal, kScale};
   REQUIRE(hcpsim::gpu::tensor_core_supported(fwd16));
   REQUIRE(hcpsim::gpu::launch_attn_fwd_tensor_core_bf16(fwd16, nullptr));
   const AttnBwdArgsBf16 bwd16{ref16(q16, kHq),  ref16(k16, kHkv),  ref16(v16, kHkv),  ref16(out16, kHq),
                               ref16(dout16, kHq), ref16(dq16, kHq), ref16(dk16, kHkv), ref16(dv16, kHkv),
-                              lse_native.device_ref(), delta_native.device(), 1, 0, kN, 0, kN, MaskCode::causal,
+                              lse_native.device_ref(), delta_native.device(), 1, 0, kN, 0, kN, BlockMask::causal,
                               kScale};
   REQUIRE(hcpsim::gpu::tensor_core_supported(bwd16));
   REQUIRE(hcpsim::gpu::launch_attn_bwd_tensor_core_bf16(bwd16, nullptr));
@@ -522,13 +522,13 @@ TEST_CASE("gpu: tensor-core attention rejects fp32, dk 96, dk != dv, uneven GQA 
   // Host-only checks: no device needed, and an unsupported launch must return false without launching.
   alignas(16) static float storage[64];
   const TensorRef q{storage, 1, 4, 128}, k{storage, 1, 2, 128}, lse{storage, 1, 4, 1};
-  AttnFwdArgs fwd{q, k, k, q, lse, 1, 0, 1, 0, 1, MaskCode::causal, 0.125f, RoundFormat::bf16};
+  AttnFwdArgs fwd{q, k, k, q, lse, 1, 0, 1, 0, 1, BlockMask::causal, 0.125f, Dtype::bf16};
   REQUIRE(hcpsim::gpu::tensor_core_supported(fwd));  // the baseline is supported, so each rejection below is real
-  fwd.format = RoundFormat::fp16;
+  fwd.format = Dtype::fp16;
   REQUIRE(hcpsim::gpu::tensor_core_supported(fwd));
 
   AttnFwdArgs fp32 = fwd;
-  fp32.format = RoundFormat::fp32;
+  fp32.format = Dtype::fp32;
   REQUIRE_FALSE(hcpsim::gpu::tensor_core_supported(fp32));
   REQUIRE_FALSE(hcpsim::gpu::launch_attn_fwd_tensor_core(fp32, nullptr));
 
@@ -549,12 +549,12 @@ TEST_CASE("gpu: tensor-core attention rejects fp32, dk 96, dk != dv, uneven GQA 
   misaligned.q.data = storage + 1;
   REQUIRE_FALSE(hcpsim::gpu::tensor_core_supported(misaligned));
 
-  AttnBwdArgs bwd{q, k, k, q, q, lse, q, k, k, storage, 1, 0, 1, 0, 1, MaskCode::causal, 0.125f, RoundFormat::bf16};
+  AttnBwdArgs bwd{q, k, k, q, q, lse, q, k, k, storage, 1, 0, 1, 0, 1, BlockMask::causal, 0.125f, Dtype::bf16};
   REQUIRE(hcpsim::gpu::tensor_core_supported(bwd));
-  bwd.format = RoundFormat::fp32;
+  bwd.format = Dtype::fp32;
   REQUIRE_FALSE(hcpsim::gpu::tensor_core_supported(bwd));
   REQUIRE_FALSE(hcpsim::gpu::launch_attn_bwd_tensor_core(bwd, nullptr));
-  bwd.format = RoundFormat::bf16;
+  bwd.format = Dtype::bf16;
   bwd.dk.width = 96;
   REQUIRE_FALSE(hcpsim::gpu::tensor_core_supported(bwd));
   bwd.dk.width = 128;

@@ -3,7 +3,6 @@
 // verification as the CPU backend.
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -60,31 +59,6 @@ double rel_l2(const std::vector<float>& got, const HostTensor& ref, int64_t coun
 
 }  // namespace
 
-TEST_CASE("gpu plan: round_float equals the oracle's round_to_dtype on float inputs", "[gpu_plan]") {
-  // Values from hash bits over the whole float range (normals, subnormals, huge), plus ties and fp16 edges.
-  std::vector<float> values = {0.0f,      -0.0f,         1.0f,          65504.0f, 65519.996f, 65520.0f, -65520.0f,
-                               70000.0f,  5.9604645e-8f, 2.9802322e-8f, 1e-8f,    6.1035156e-5f, 1.00390625f,
-                               1.01171875f, 3.0e38f,     -3.4028235e38f};
-  for (uint64_t i = 0; i < 20000; ++i) {
-    const uint64_t w = splitmix64(i);
-    float f;
-    const auto bits = static_cast<uint32_t>(w);
-    std::memcpy(&f, &bits, sizeof f);
-    if (std::isfinite(f)) values.push_back(f);
-  }
-  int64_t checked = 0;
-  for (float x : values) {
-    for (Dtype d : {Dtype::bf16, Dtype::fp16, Dtype::fp32}) {
-      const double want = round_to_dtype(static_cast<double>(x), d);
-      const double got = static_cast<double>(round_float(x, static_cast<RoundFormat>(d)));
-      INFO("x = " << x << " dtype " << to_string(d));
-      REQUIRE((got == want || (std::isnan(got) && std::isnan(want))));
-      ++checked;
-    }
-  }
-  REQUIRE(checked > 50000);
-}
-
 TEST_CASE("gpu plan: the row kernels' arithmetic matches the oracle's blocks (all masks, GQA, offsets)", "[gpu_plan]") {
   // A 40-row Q block at row 8 of a 64-row buffer against a 48-row KV block at row 4: masks cut at a
   // non-square diagonal. Both sides compute in fp32 with a different summation order (online softmax per key here,
@@ -126,7 +100,7 @@ TEST_CASE("gpu plan: the row kernels' arithmetic matches the oracle's blocks (al
     fa.nq = 40;
     fa.kv_row0 = 4;
     fa.nk = 48;
-    fa.mask = static_cast<MaskCode>(mask);
+    fa.mask = mask;
     fa.scale = static_cast<float>(scale);
     for (int64_t bb = 0; bb < b; ++bb)
       for (int64_t r = 0; r < 40; ++r)
@@ -173,20 +147,6 @@ TEST_CASE("gpu plan: the row kernels' arithmetic matches the oracle's blocks (al
     REQUIRE(rel_l2(gk, dkk, dkk.elements()) < 1e-5);
     REQUIRE(rel_l2(gv, dvv, dvv.elements()) < 1e-5);
   }
-}
-
-TEST_CASE("gpu plan: LSE merge and output correction follow the oracle's conventions", "[gpu_plan]") {
-  const float inf = std::numeric_limits<float>::infinity();
-  REQUIRE(lse_merge_float(-inf, -inf) == -inf);  // two empty rows stay empty, not NaN
-  REQUIRE(lse_merge_float(3.0f, -inf) == 3.0f);
-  REQUIRE(lse_merge_float(100.0f, 110.0f) == lse_merge_fp32(100.0f, 110.0f));
-  REQUIRE(std::isnan(lse_merge_float(std::numeric_limits<float>::quiet_NaN(), 1.0f)));
-  REQUIRE(std::isinf(lse_merge_naive_float(100.0f, 110.0f)));  // exp(110) overflows fp32: the fault's signature
-  // A step that saw no key contributes 0: init writes 0, accumulate leaves dst.
-  REQUIRE(out_correction_element(5.0f, 7.0f, -inf, 1.0f, false, RoundFormat::bf16) == 0.0f);
-  REQUIRE(out_correction_element(5.0f, 7.0f, -inf, 1.0f, true, RoundFormat::bf16) == 5.0f);
-  // exp(0) = 1: 1.5 + 2.25 = 3.75 exactly (dyadic).
-  REQUIRE(out_correction_element(1.5f, 2.25f, 0.5f, 0.5f, true, RoundFormat::bf16) == 3.75f);
 }
 
 TEST_CASE("gpu plan: host replay of the plan equals full attention for every builder (fp32, bf16)", "[gpu_plan]") {

@@ -220,8 +220,8 @@ TEST_CASE("oracles: adversarial inputs reach logits of 100-120 and the exact mer
   // v and dout stay clamped_normal
   for (double v : in.v.values()) REQUIRE(std::abs(v) <= 1.0);
   // fp32: the naive merge overflows where the max-shifted merge is exact
-  REQUIRE(std::isinf(lse_merge_naive_fp32(110.f, 111.f)));
-  REQUIRE(std::abs(lse_merge_fp32(110.f, 111.f) - static_cast<float>(111.0 + std::log1p(std::exp(-1.0)))) < 1e-4f);
+  REQUIRE(std::isinf(semantics::lse_merge_naive(110.f, 111.f)));
+  REQUIRE(std::abs(semantics::lse_merge(110.f, 111.f) - static_cast<float>(111.0 + std::log1p(std::exp(-1.0)))) < 1e-4f);
 }
 
 TEST_CASE("oracles: a head subset regenerates exactly the full tensors' values", "[oracles][inputs]") {
@@ -272,7 +272,7 @@ TEST_CASE("oracles: causal_bottom_right blocks match the top-left mask shifted b
     for (int64_t w = 0; w < 8; ++w) REQUIRE(o2(0, r, 0, w) == 0.0);
   }
   REQUIRE(std::isfinite(l2(0, 6, 0, 0)));
-  REQUIRE(block_pairs(4, 10, BlockMask::causal_bottom_right) == 7 + 8 + 9 + 10);
+  REQUIRE(semantics::block_pairs(4, 10, BlockMask::causal_bottom_right) == 7 + 8 + 9 + 10);
 }
 
 TEST_CASE("oracles: the all_gather schedule equals full attention (fp64 to 1e-10, fp32 within its model)",
@@ -325,7 +325,7 @@ TEST_CASE("oracles: empty rows (a causal query half that sees no key) give no Na
   // merging two empty rows stays empty (TE would give NaN from −inf − (−inf))
   REQUIRE(lse_merge(-std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()) ==
           -std::numeric_limits<double>::infinity());
-  REQUIRE(lse_merge_fp32(-std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()) ==
+  REQUIRE(semantics::lse_merge(-std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()) ==
           -std::numeric_limits<float>::infinity());
 }
 

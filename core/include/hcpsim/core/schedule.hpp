@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "hcpsim/core/semantics.hpp"
 #include "hcpsim/core/types.hpp"
 
 namespace hcpsim {
@@ -46,11 +47,7 @@ struct RowRange {
 enum class Section { diagonal, lower, upper, full };
 std::string to_string(Section s);
 
-/// The mask the kernel applies inside its (Q rows × KV rows) block, rows counted within the block.
-/// causal = top-left causal (row r sees KV rows ≤ r); causal_bottom_right = FlashAttention's bottom-right
-/// alignment (row r sees KV rows ≤ r + kv_rows − q_rows; used by all_gather, docs/algorithm.md §9.5);
-/// none = all pairs.
-enum class BlockMask { none, causal, causal_bottom_right };
+// BlockMask, the mask a kernel applies inside its block, is declared with its meaning in semantics.hpp.
 
 enum class Phase { forward, backward };
 std::string to_string(Phase p);

@@ -13,9 +13,7 @@ double attn_fwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 /// when dk = dv. Source: docs/architecture.md "Numbers we stand on"; FlashAttention-2 paper §3.2.
 double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 
-/// Number of (query, key) pairs a block computes: q·kv; for a causal (top-left) block the pairs (r, c) with
-/// c ≤ r (q(q+1)/2 when q = kv); for causal_bottom_right the pairs with c ≤ r + kv − q.
-int64_t block_pairs(int64_t q_rows, int64_t kv_rows, BlockMask mask);
+// The number of (query, key) pairs a block computes is semantics::block_pairs (semantics.hpp).
 
 /// Builds the forward + backward schedule of one attention layer for every CP rank.
 /// @param cp_comm_type  p2p, a2a, a2a_p2p, or all_gather (layout [1, cp]: K/V all-gathered into natural order

@@ -8,7 +8,7 @@
 ///   - the softmax probabilities P (forward, for P·V and P^T·dO) and dS (backward, for dS·K and dS^T·Q) are
 ///     rounded to the 16-bit format before their matrix products, as FlashAttention-2 and TE's fused attention
 ///     do; the running max, running sum, lse and D = Σ dout·out stay fp32;
-///   - out, dq, dk, dv are rounded to the format once, at the end (block_math.hpp's round_float).
+///   - out, dq, dk, dv are rounded to the format once, at the end (semantics::round_to_dtype).
 /// Every kernel is deterministic (no atomics): dK/dV are summed by one thread block per KV tile over the query
 /// tiles and the query heads of the GQA group in ascending order; dQ by one thread block per query tile.
 /// Source: Dao 2023, "FlashAttention-2" (Algorithms 1 and 2); NVIDIA CUDA C++ Programming Guide, "Warp Matrix
@@ -35,10 +35,10 @@ struct TensorRefBf16 {
   int64_t rows = 0;
   int64_t heads = 0;
   int64_t width = 0;
-  HCPSIM_HD int64_t index(int64_t b, int64_t r, int64_t h, int64_t w) const {
+  HCPSIM_HOST_DEVICE int64_t index(int64_t b, int64_t r, int64_t h, int64_t w) const {
     return ((b * rows + r) * heads + h) * width + w;
   }
-  HCPSIM_HD __nv_bfloat16* at(int64_t b, int64_t r, int64_t h) const { return data + index(b, r, h, 0); }
+  HCPSIM_HOST_DEVICE __nv_bfloat16* at(int64_t b, int64_t r, int64_t h) const { return data + index(b, r, h, 0); }
 };
 
 /// AttnFwdArgs with native bf16 storage for q, k, v, out (the format is bf16); lse stays fp32 [batch, ≥ nq, hq, 1].
@@ -47,7 +47,7 @@ struct AttnFwdArgsBf16 {
   TensorRefBf16 q, k, v, out;
   TensorRef lse;
   int64_t batch = 0, q_row0 = 0, nq = 0, kv_row0 = 0, nk = 0;
-  MaskCode mask = MaskCode::none;
+  BlockMask mask = BlockMask::none;
   float scale = 0;  ///< softmax_scale
 };
 
@@ -58,12 +58,12 @@ struct AttnBwdArgsBf16 {
   TensorRef lse;
   float* delta = nullptr;
   int64_t batch = 0, q_row0 = 0, nq = 0, kv_row0 = 0, nk = 0;
-  MaskCode mask = MaskCode::none;
+  BlockMask mask = BlockMask::none;
   float scale = 0;
 };
 
 /// True if the tensor-core forward supports `args`: format bf16 or fp16; q, k, v, out widths equal and in
-/// {64, 128}; batch, nq, nk ≥ 0 (any row counts, tile multiples or not, zero included); any mask code; GQA with
+/// {64, 128}; batch, nq, nk ≥ 0 (any row counts, tile multiples or not, zero included); any BlockMask; GQA with
 /// k.heads ≥ 1 and q.heads % k.heads == 0; batch and q.heads ≤ 65535 (grid limits); every non-null data pointer
 /// 16-byte aligned (vector loads; cudaMalloc gives 256). Otherwise use launch_attn_fwd_clear (kernels.hpp).
 bool tensor_core_supported(const AttnFwdArgs& args);
@@ -96,7 +96,7 @@ bool launch_attn_fwd_tensor_core(const AttnFwdArgs& args, cudaStream_t stream);
 bool launch_attn_bwd_tensor_core(const AttnBwdArgs& args, cudaStream_t stream);
 
 /// launch_attn_fwd_tensor_core for native bf16 storage (the benchmark's path); out is bf16 (round to nearest
-/// even of the fp32 result, the same value round_float(·, bf16) gives).
+/// even of the fp32 result, the same value semantics::round_to_dtype(·, bf16) gives).
 bool launch_attn_fwd_tensor_core_bf16(const AttnFwdArgsBf16& args, cudaStream_t stream);
 /// launch_attn_bwd_tensor_core for native bf16 storage (the benchmark's path); dq, dk, dv are bf16.
 bool launch_attn_bwd_tensor_core_bf16(const AttnBwdArgsBf16& args, cudaStream_t stream);

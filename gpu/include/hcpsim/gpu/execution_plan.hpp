@@ -112,8 +112,8 @@ int64_t planned_peak_bytes(const RankProgram& program);
 std::string op_ref_text(const Schedule& schedule, const OpRef& ref);
 
 /// Applies one segment on host float buffers: `src` and `dst` are the whole buffers (float storage);
-/// accumulation rounds to `acc_format` (block_math.hpp round_float codes, cast from Dtype).
-void apply_segment_on_host(const CopySegment& seg, const float* src, float* dst, int acc_format);
+/// accumulation rounds to `acc_format` (semantics::round_to_dtype).
+void apply_segment_on_host(const CopySegment& seg, const float* src, float* dst, Dtype acc_format);
 
 /// The CopyOp of `program` (rank `rank`) as one segment within the rank (rows of whole [heads, width] runs).
 CopySegment copy_op_segment(const RankProgram& program, int64_t rank, const CopyOp& op);
@@ -127,7 +127,7 @@ inline TensorRef tensor_ref(const RankProgram& program, BufferId id, float* data
 /// The fields forward and backward block arguments share: q, k, v, lse, batch, row ranges, mask, scale, format.
 template <typename Args, typename BlockOp, typename PtrOf>
 void fill_block_args(Args& a, const RankProgram& prog, const BlockOp& p, PtrOf& ptr_of, float scale,
-                     RoundFormat format) {
+                     Dtype format) {
   a.q = tensor_ref(prog, p.q, ptr_of(p.q));
   a.k = tensor_ref(prog, p.k, ptr_of(p.k));
   a.v = tensor_ref(prog, p.v, ptr_of(p.v));
@@ -137,7 +137,7 @@ void fill_block_args(Args& a, const RankProgram& prog, const BlockOp& p, PtrOf& 
   a.nq = p.q_rows.count;
   a.kv_row0 = p.kv_rows.begin;
   a.nk = p.kv_rows.count;
-  a.mask = static_cast<MaskCode>(p.mask);
+  a.mask = p.mask;
   a.scale = scale;
   a.format = format;
 }
@@ -145,7 +145,7 @@ void fill_block_args(Args& a, const RankProgram& prog, const BlockOp& p, PtrOf& 
 /// Kernel arguments of a forward block op; `ptr_of(BufferId) -> float*` resolves buffer addresses (host or device).
 template <typename PtrOf>
 AttnFwdArgs make_fwd_args(const RankProgram& prog, const AttnFwdBlockOp& p, PtrOf&& ptr_of, float scale,
-                          RoundFormat format) {
+                          Dtype format) {
   AttnFwdArgs a;
   fill_block_args(a, prog, p, ptr_of, scale, format);
   a.out = tensor_ref(prog, p.out, ptr_of(p.out));
@@ -155,7 +155,7 @@ AttnFwdArgs make_fwd_args(const RankProgram& prog, const AttnFwdBlockOp& p, PtrO
 /// Kernel arguments of a backward block op (delta left null: the caller provides scratch [batch, nq, hq]).
 template <typename PtrOf>
 AttnBwdArgs make_bwd_args(const RankProgram& prog, const AttnBwdBlockOp& p, PtrOf&& ptr_of, float scale,
-                          RoundFormat format) {
+                          Dtype format) {
   AttnBwdArgs a;
   fill_block_args(a, prog, p, ptr_of, scale, format);
   a.out = tensor_ref(prog, p.out, ptr_of(p.out));

@@ -28,15 +28,15 @@ void launch_attn_fwd_clear(const AttnFwdArgs& args, cudaStream_t stream);
 /// attn_bwd_dq_row per (b, r, h) and attn_bwd_dkdv_row per (b, c, g). Requires dk, dv ≤ kMaxHeadDim.
 void launch_attn_bwd_clear(const AttnBwdArgs& args, cudaStream_t stream);
 /// Applies a segment: dst = src, or dst = round(dst + src, acc_format) when seg.accumulate.
-void launch_copy_segment(const DeviceSegment& seg, RoundFormat acc_format, cudaStream_t stream);
+void launch_copy_segment(const DeviceSegment& seg, Dtype acc_format, cudaStream_t stream);
 /// LseMergeOp: dst rows [dst_row0, dst_row0 + rows) ← merge(dst, src rows [0, rows)) for every batch and head
-/// (lse_merge_float, or lse_merge_naive_float when naive). dst, src: [batch, ·, heads, 1].
+/// (semantics::lse_merge in fp32, or semantics::lse_merge_naive when naive). dst, src: [batch, ·, heads, 1].
 void launch_lse_merge(TensorRef dst, int64_t dst_row0, TensorRef src, int64_t batch, int64_t rows, bool naive,
                       cudaStream_t stream);
 /// OutCorrectionOp: dst rows [dst_row0, +rows) (= | +=) src·exp(src_lse − lse[dst rows]) per
-/// out_correction_element, rounded to `format`. dst, src: [batch, ·, heads, dv]; src_lse, lse: [batch, ·, heads, 1].
+/// semantics::out_correction, rounded to `format`. dst, src: [batch, ·, heads, dv]; src_lse, lse: [batch, ·, heads, 1].
 void launch_out_correction(TensorRef dst, int64_t dst_row0, TensorRef src, TensorRef src_lse, TensorRef lse,
-                           int64_t batch, int64_t rows, bool accumulate, RoundFormat format, cudaStream_t stream);
+                           int64_t batch, int64_t rows, bool accumulate, Dtype format, cudaStream_t stream);
 /// Fills `count` floats with quiet NaN (AllocOp: a read of an unwritten element surfaces as NaN in an output).
 void launch_fill_nan(float* data, int64_t count, cudaStream_t stream);
 

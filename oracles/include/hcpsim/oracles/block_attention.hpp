@@ -1,32 +1,24 @@
 #pragma once
-/// Blockwise float64 attention kernels (forward with LSE, backward given the global out and LSE) and the LSE merge,
-/// the numerical building blocks of the CPU schedule executor and of the full-attention reference.
+/// Blockwise float64 attention kernels (forward with LSE, backward given the global out and LSE), the numerical
+/// building blocks of the CPU schedule executor and of the full-attention reference.
 /// Source: docs/algorithm.md §4.4 (block output normalised within the block, merge) and §5.2 (block gradients).
 
 #include "hcpsim/core/schedule.hpp"
+#include "hcpsim/core/semantics.hpp"
 #include "hcpsim/oracles/host_tensor.hpp"
 
 namespace hcpsim {
 
-/// Merges two log-sum-exp values (natural log): max(a, b) + log1p(exp(min(a, b) − max(a, b))).
-/// Conventions: merge(−inf, −inf) = −inf (two empty rows stay empty, instead of TE's NaN from −inf − (−inf));
-/// merge(x, −inf) = x; any NaN input gives NaN (so a read of an uninitialised value surfaces).
-/// Source: TE context_parallel.py flash_attn_fwd_softmax_lse_correction (docs/algorithm.md §4.4).
-double lse_merge(double a, double b);
-
-/// lse_merge in fp32 arithmetic, as TE (≥ v2.4, commit 21ec6e04b) computes it; same empty-row and NaN conventions.
-float lse_merge_fp32(float a, float b);
-
-/// The pre-#716 merge log(exp(a) + exp(b)) in fp32 (fault injector naive_lse_merge): exp overflows to +inf for
-/// a, b ≳ 88.7, so adversarial logits (≈ ±110) give inf where the max-shifted merge stays exact.
-float lse_merge_naive_fp32(float a, float b);
+/// The log-sum-exp merge of the executor's LseMergeOp, in double (fp64 runs) or float (TE's fp32 merge):
+/// semantics::lse_merge, with its naive fault variant semantics::lse_merge_naive (core/semantics.hpp).
+using semantics::lse_merge;
 
 /// Forward attention of one (Q rows × KV rows) block, per batch b and query head h (kv head g = h / (hq / hkv)):
 ///   s_rc = softmax_scale · q[b, q_rows.begin + r, h, :] · k[b, kv_rows.begin + c, g, :]
 ///   lse[b, r, h, 0] = log Σ_{c visible} exp(s_rc)   (natural log; −inf if row r sees no key)
 ///   out[b, r, h, :] = Σ_{c visible} exp(s_rc − lse) · v[b, kv_rows.begin + c, g, :]   (0 if row r sees no key)
-/// for r ∈ [0, q_rows.count), c ∈ [0, kv_rows.count); mask causal = top-left (c visible iff c ≤ r),
-/// causal_bottom_right (c visible iff c ≤ r + kv_rows.count − q_rows.count), none = all.
+/// for r ∈ [0, q_rows.count), c ∈ [0, kv_rows.count); "visible" is semantics::is_visible of the mask's descriptor
+/// (causal = top-left, c ≤ r; causal_bottom_right, c ≤ r + kv_rows.count − q_rows.count; none = all).
 /// Numerically stable (row maximum subtracted before exp).
 /// @param q    [b, ≥ q_rows.end(), hq, dk];  @param k [b, ≥ kv_rows.end(), hkv, dk];  @param v [b, ·, hkv, dv]
 /// @param out  [b, ≥ q_rows.count, hq, dv], rows [0, q_rows.count) overwritten
