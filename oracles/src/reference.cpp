@@ -1,11 +1,191 @@
 #include "hcpsim/oracles/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+
+// Eigen for the dense products only. Its own GEMM threading is disabled for the whole target
+// (EIGEN_DONT_PARALLELIZE, oracles/CMakeLists.txt), so a product's result depends on its shape alone.
+#include <Eigen/Dense>
 
 #include "hcpsim/core/error.hpp"
-#include "hcpsim/oracles/block_attention.hpp"
+
+// This file must not include block_attention.hpp: the reference shares no code with the executor's kernels.
 
 namespace hcpsim {
+
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstBlock = Eigen::Map<const Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+using MutableBlock = Eigen::Map<Matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+/// Score elements held per chunk of query rows (64 MiB of doubles, twice: P and dP/dS), so that a long sequence
+/// never holds S² scores; the row count is clamped so that the products keep a useful shape.
+constexpr int64_t kScoreBudget = int64_t{1} << 23;
+constexpr int64_t kMinChunkRows = 32;
+constexpr int64_t kMaxChunkRows = 256;
+
+/// Query rows per chunk: a function of S only, so the products' shapes (and results) never depend on threads.
+int64_t chunk_rows(int64_t s) {
+  return std::clamp<int64_t>(kScoreBudget / std::max<int64_t>(s, 1), kMinChunkRows, kMaxChunkRows);
+}
+
+/// Rows [row0, row0 + rows) of head h of batch b as a [rows, width] matrix (row stride heads·width).
+ConstBlock head_block(const HostTensor& t, int64_t b, int64_t h, int64_t row0, int64_t rows) {
+  return ConstBlock(t.data() + t.index(b, row0, h, 0), rows, t.width(), Eigen::OuterStride<>(t.heads() * t.width()));
+}
+MutableBlock head_block(HostTensor& t, int64_t b, int64_t h, int64_t row0, int64_t rows) {
+  return MutableBlock(t.data() + t.index(b, row0, h, 0), rows, t.width(),
+                      Eigen::OuterStride<>(t.heads() * t.width()));
+}
+
+/// The mask rule: key `col` is visible to the row whose visible keys are `keys`.
+bool visible(const KeyRange& keys, int64_t col) { return col >= keys.begin && col < keys.end; }
+
+void check_inputs(const AttentionInputs& in, const std::vector<KeyRange>& keys, int threads) {
+  const HostTensor& q = in.q;
+  const int64_t s = q.rows();
+  HCPSIM_ASSERT(threads >= 1, "reference_attention: threads must be >= 1");
+  HCPSIM_ASSERT(in.k.batch() == q.batch() && in.v.batch() == q.batch(), "reference_attention: k/v batch != q batch");
+  HCPSIM_ASSERT(in.k.rows() == s && in.v.rows() == s, "reference_attention: k/v sequence length != q sequence length");
+  HCPSIM_ASSERT(in.k.heads() == in.v.heads(), "reference_attention: k heads != v heads");
+  HCPSIM_ASSERT(in.k.heads() > 0 && q.heads() % in.k.heads() == 0,
+                "reference_attention: q heads not a positive multiple of kv heads");
+  HCPSIM_ASSERT(in.k.width() == q.width(), "reference_attention: k width (dk) != q width");
+  HCPSIM_ASSERT(in.dout.batch() == q.batch(), "reference_attention: dout batch != q batch");
+  HCPSIM_ASSERT(in.dout.rows() == s, "reference_attention: dout rows != S");
+  HCPSIM_ASSERT(in.dout.heads() == q.heads(), "reference_attention: dout heads != q heads");
+  HCPSIM_ASSERT(in.dout.width() == in.v.width(), "reference_attention: dout width != dv");
+  HCPSIM_ASSERT(static_cast<int64_t>(keys.size()) == s, "reference_attention: need one key range per query row");
+  for (const KeyRange& r : keys) {
+    HCPSIM_ASSERT(r.begin >= r.end || (r.begin >= 0 && r.end <= s), "reference_attention: key range outside [0, S)");
+  }
+}
+
+/// Where one (batch, query head) work item writes its dK and dV: head `head` of `dk`, `dv` (the kv head itself for
+/// MHA, the query head's own partial under GQA).
+struct GradTargets {
+  HostTensor* dk;
+  HostTensor* dv;
+  int64_t head;
+};
+
+/// Turns the raw products q·kᵀ of chunk rows [r0, r0 + n) over keys [c0, c0 + p.cols()) into probabilities in
+/// place (P_ij = exp(S_ij − m_i)/l_i with S_ij = scale·(q_i·k_j), 0 for a masked key) and writes softmax_lse.
+void softmax_rows(Matrix& p, const std::vector<KeyRange>& keys, int64_t r0, int64_t c0, double scale, HostTensor& lse,
+                  int64_t b, int64_t h) {
+  for (int64_t i = 0; i < p.rows(); ++i) {
+    const KeyRange& kr = keys[static_cast<size_t>(r0 + i)];
+    double m = kNegInf;
+    for (int64_t j = 0; j < p.cols(); ++j) {
+      if (!visible(kr, c0 + j)) continue;
+      p(i, j) *= scale;
+      m = std::max(m, p(i, j));  // a NaN score leaves m alone and still reaches l through exp(NaN − m)
+    }
+    double l = 0;
+    for (int64_t j = 0; j < p.cols(); ++j) {
+      if (!visible(kr, c0 + j)) {
+        p(i, j) = 0;
+        continue;
+      }
+      p(i, j) = std::exp(p(i, j) - m);
+      l += p(i, j);
+    }
+    if (kr.begin >= kr.end) {  // no visible key: P = 0 (so out = 0, dS = 0), lse = −inf
+      lse(b, r0 + i, h, 0) = kNegInf;
+      continue;
+    }
+    for (int64_t j = 0; j < p.cols(); ++j) p(i, j) /= l;
+    lse(b, r0 + i, h, 0) = m + std::log(l);
+  }
+}
+
+/// Forward and backward of one (batch b, query head h, kv head g), a chunk of query rows at a time over the keys
+/// that chunk sees; every sum runs in ascending row or key order.
+void reference_head(const AttentionInputs& in, const std::vector<KeyRange>& keys, double scale, int64_t b, int64_t h,
+                    int64_t g, AttentionOutputs& r, const GradTargets& grads) {
+  const int64_t s = in.q.rows();
+  const int64_t rows_per_chunk = chunk_rows(s);
+  Matrix p;   // [n, w] scores, then P
+  Matrix ds;  // [n, w] dP, then dS
+  for (int64_t r0 = 0; r0 < s; r0 += rows_per_chunk) {
+    const int64_t n = std::min(rows_per_chunk, s - r0);
+    int64_t c0 = s, c1 = 0;  // keys [c0, c1) seen by some row of the chunk
+    for (int64_t i = r0; i < r0 + n; ++i) {
+      const KeyRange& kr = keys[static_cast<size_t>(i)];
+      if (kr.begin >= kr.end) continue;
+      c0 = std::min(c0, kr.begin);
+      c1 = std::max(c1, kr.end);
+    }
+    MutableBlock out_c = head_block(r.out, b, h, r0, n);
+    MutableBlock dq_c = head_block(r.dq, b, h, r0, n);
+    if (c1 <= c0) {  // no row of the chunk sees a key
+      out_c.setZero();
+      dq_c.setZero();
+      for (int64_t i = r0; i < r0 + n; ++i) r.softmax_lse(b, i, h, 0) = kNegInf;
+      continue;
+    }
+    const int64_t w = c1 - c0;
+    const ConstBlock q_c = head_block(in.q, b, h, r0, n);
+    const ConstBlock do_c = head_block(in.dout, b, h, r0, n);
+    const ConstBlock k_c = head_block(in.k, b, g, c0, w);
+    const ConstBlock v_c = head_block(in.v, b, g, c0, w);
+    p.resize(n, w);
+    p.noalias() = q_c * k_c.transpose();
+    softmax_rows(p, keys, r0, c0, scale, r.softmax_lse, b, h);
+    out_c.noalias() = p * v_c;
+    ds.resize(n, w);
+    ds.noalias() = do_c * v_c.transpose();  // dP = dO·Vᵀ
+    for (int64_t i = 0; i < n; ++i) {
+      const KeyRange& kr = keys[static_cast<size_t>(r0 + i)];
+      double d = 0;  // D_i = Σ_j P_ij·dP_ij
+      for (int64_t j = 0; j < w; ++j) {
+        if (visible(kr, c0 + j)) d += p(i, j) * ds(i, j);
+      }
+      for (int64_t j = 0; j < w; ++j) ds(i, j) = visible(kr, c0 + j) ? p(i, j) * (ds(i, j) - d) : 0.0;
+    }
+    dq_c.noalias() = scale * (ds * k_c);
+    head_block(*grads.dk, b, grads.head, c0, w).noalias() += scale * (ds.transpose() * q_c);
+    head_block(*grads.dv, b, grads.head, c0, w).noalias() += p.transpose() * do_c;
+  }
+}
+
+/// dst(b, j, g, :) = Σ over the query heads h of kv head g, ascending, of part(b, j, h, :) (GQA group sums).
+void sum_group_heads(const HostTensor& part, HostTensor& dst, int threads) {
+  const int64_t hq = part.heads();
+  const int64_t hkv = dst.heads();
+  const int64_t group = hq / hkv;
+  const int64_t rows = dst.batch() * dst.rows();
+  const int64_t width = dst.width();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t br = 0; br < rows; ++br) {
+    const int64_t b = br / dst.rows();
+    const int64_t j = br % dst.rows();
+    for (int64_t g = 0; g < hkv; ++g) {
+      for (int64_t w = 0; w < width; ++w) {
+        double sum = part(b, j, g * group, w);
+        for (int64_t h = g * group + 1; h < (g + 1) * group; ++h) sum += part(b, j, h, w);
+        dst(b, j, g, w) = sum;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+AttentionOutputs zero_outputs_like(const AttentionInputs& in) {
+  const HostTensor& q = in.q;
+  AttentionOutputs r;
+  r.out = HostTensor(q.batch(), q.rows(), q.heads(), in.v.width());
+  r.softmax_lse = HostTensor(q.batch(), q.rows(), q.heads(), 1);
+  r.dq = HostTensor(q.batch(), q.rows(), q.heads(), q.width());
+  r.dk = HostTensor(in.k.batch(), in.k.rows(), in.k.heads(), in.k.width());
+  r.dv = HostTensor(in.v.batch(), in.v.rows(), in.v.heads(), in.v.width());
+  return r;
+}
 
 double effective_softmax_scale(const AttentionShape& shape) {
   if (shape.softmax_scale > 0) return shape.softmax_scale;
@@ -13,32 +193,57 @@ double effective_softmax_scale(const AttentionShape& shape) {
   return 1.0 / std::sqrt(static_cast<double>(shape.head_dim_qk));
 }
 
-AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
-                                     Dtype dtype) {
+std::vector<KeyRange> reference_key_ranges(int64_t s, bool causal, int64_t window_left, int64_t window_right) {
+  HCPSIM_ASSERT(s >= 0, "reference_key_ranges: negative sequence length");
+  HCPSIM_ASSERT(window_left >= -1 && window_right >= -1, "reference_key_ranges: window sides must be >= -1");
+  std::vector<KeyRange> keys(static_cast<size_t>(s));
+  for (int64_t i = 0; i < s; ++i) {
+    int64_t first = 0;  // smallest visible j
+    int64_t last = s - 1;  // largest visible j
+    if (window_left >= 0) first = std::max<int64_t>(first, i - window_left);
+    if (window_right >= 0) last = std::min<int64_t>(last, i + window_right);
+    if (causal) last = std::min<int64_t>(last, i);
+    keys[static_cast<size_t>(i)] = KeyRange{first, last + 1};
+  }
+  return keys;
+}
+
+AttentionOutputs reference_attention(const AttentionInputs& in, const std::vector<KeyRange>& keys,
+                                     double softmax_scale, int threads) {
+  check_inputs(in, keys, threads);
   const HostTensor& q = in.q;
   const int64_t b = q.batch();
   const int64_t s = q.rows();
   const int64_t hq = q.heads();
   const int64_t hkv = in.k.heads();
-  HCPSIM_ASSERT(in.k.rows() == s, "reference_attention: k sequence length != q sequence length");
-  HCPSIM_ASSERT(in.dout.batch() == b, "reference_attention: dout batch != q batch");
-  HCPSIM_ASSERT(in.dout.rows() == s, "reference_attention: dout rows != S");
-  HCPSIM_ASSERT(in.dout.heads() == hq, "reference_attention: dout heads != q heads");
-  HCPSIM_ASSERT(in.dout.width() == in.v.width(), "reference_attention: dout width != dv");
-  const BlockMask mask = causal ? BlockMask::causal : BlockMask::none;
-  const RowRange all{0, s};
-
-  AttentionOutputs r;
-  r.out = HostTensor(b, s, hq, in.v.width());
-  r.softmax_lse = HostTensor(b, s, hq, 1);
-  r.dq = HostTensor(b, s, hq, q.width());
-  r.dk = HostTensor(b, s, hkv, in.k.width());
-  r.dv = HostTensor(b, s, hkv, in.v.width());
-  // The whole sequence is one block: in global order, the block's top-left causal mask is the global causal mask.
-  attention_block_forward(q, all, in.k, in.v, all, mask, softmax_scale, r.out, r.softmax_lse, threads, dtype);
-  attention_block_backward(q, in.k, in.v, r.out, in.dout, r.softmax_lse, all, all, mask, softmax_scale, r.dq, r.dk,
-                           r.dv, threads, dtype);
+  const int64_t group = hq / hkv;
+  AttentionOutputs r = zero_outputs_like(in);
+  // Under GQA every query head accumulates into its own partial, summed over the group afterwards in head order:
+  // no sum's order depends on which thread ran which head.
+  HostTensor dk_part, dv_part;
+  if (group > 1) {
+    dk_part = HostTensor(b, s, hq, in.k.width());
+    dv_part = HostTensor(b, s, hq, in.v.width());
+  }
+  const int64_t items = b * hq;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t bb = item / hq;
+    const int64_t h = item % hq;
+    const GradTargets grads = group > 1 ? GradTargets{&dk_part, &dv_part, h} : GradTargets{&r.dk, &r.dv, h};
+    reference_head(in, keys, softmax_scale, bb, h, h / group, r, grads);
+  }
+  if (group > 1) {
+    sum_group_heads(dk_part, r.dk, threads);
+    sum_group_heads(dv_part, r.dv, threads);
+  }
   return r;
+}
+
+AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
+                                     Dtype dtype) {
+  if (dtype != Dtype::fp64) return non_cp_baseline_attention(in, causal, softmax_scale, threads, dtype);
+  return reference_attention(in, reference_key_ranges(in.q.rows(), causal), softmax_scale, threads);
 }
 
 }  // namespace hcpsim

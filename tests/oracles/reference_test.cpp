@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,11 +28,36 @@ bool bytes_equal(const HostTensor& a, const HostTensor& b) {
 }
 
 /// Σ dout·out: the scalar whose gradient the backward computes.
-double loss(const AttentionInputs& in, bool causal, double scale) {
-  const AttentionOutputs r = reference_attention(in, causal, scale, 1);
+double loss(const AttentionInputs& in, const AttentionOutputs& r) {
   double l = 0;
   for (int64_t i = 0; i < r.out.elements(); ++i) l += in.dout.data()[i] * r.out.data()[i];
   return l;
+}
+
+/// Checks grads.dq, dk, dv against central differences (L(x+ε) − L(x−ε)) / 2ε of the loss Σ dout·out of
+/// `attend(inputs)`, element by element. Error model with ε = 1e-5: truncation ε²·|L⁽³⁾|/6 <= 1e-10·O(10) and
+/// rounding u·|L|/ε <= 1.1e-16·10/1e-5 = 1.1e-10, so |fd − analytic| <= ~1e-9; bound 1e-7 leaves margin while a
+/// wrong formula errs by O(0.01..1). Each gradient must have an element above 1e-3 (not vacuous).
+template <typename Attend>
+void check_gradients(const AttentionInputs& base, const AttentionOutputs& grads, Attend&& attend) {
+  constexpr double kEps = 1e-5;
+  constexpr double kTol = 1e-7;
+  auto check = [&](HostTensor AttentionInputs::*member, const HostTensor& analytic, const char* name) {
+    double max_abs_grad = 0;
+    for (int64_t i = 0; i < analytic.elements(); ++i) {
+      AttentionInputs plus = base, minus = base;
+      (plus.*member).data()[i] += kEps;
+      (minus.*member).data()[i] -= kEps;
+      const double fd = (loss(plus, attend(plus)) - loss(minus, attend(minus))) / (2 * kEps);
+      INFO(name << "[" << i << "] fd " << fd << " analytic " << analytic.data()[i]);
+      REQUIRE(std::abs(fd - analytic.data()[i]) <= kTol);
+      max_abs_grad = std::max(max_abs_grad, std::abs(analytic.data()[i]));
+    }
+    REQUIRE(max_abs_grad > 1e-3);
+  };
+  check(&AttentionInputs::q, grads.dq, "dq");
+  check(&AttentionInputs::k, grads.dk, "dk");
+  check(&AttentionInputs::v, grads.dv, "dv");
 }
 
 }  // namespace
@@ -66,45 +92,29 @@ TEST_CASE("oracles: reference matches a naive triple-loop implementation", "[ora
 }
 
 TEST_CASE("oracles: reference gradients match central finite differences", "[oracles]") {
-  // Tiny causal GQA case (H=2, Hkv=1), dk != dv. loss = Σ dout·out; dL/dx ≈ (L(x+ε) − L(x−ε)) / 2ε.
-  // Error model with ε = 1e-5: truncation ε²·|L'''|/6 <= 1e-10·O(10) and rounding u·|L|/ε <= 1.1e-16·10/1e-5
-  // = 1.1e-10, so |fd − analytic| <= ~1e-9; bound 1e-7 leaves margin while a wrong formula errs by O(0.01..1).
+  // Tiny causal GQA case (H=2, Hkv=1), dk != dv; error model at check_gradients.
   const AttentionShape shape = make_shape(1, 4, 2, 1, 3, 2, true);
   const double scale = 0.7;
   const AttentionInputs base = make_attention_inputs(3, shape, "uniform");
-  const AttentionOutputs grads = reference_attention(base, true, scale, 1);
-  constexpr double kEps = 1e-5;
-  constexpr double kTol = 1e-7;
-  auto check = [&](HostTensor AttentionInputs::*member, const HostTensor& analytic, const char* name) {
-    double max_abs_grad = 0;
-    for (int64_t i = 0; i < analytic.elements(); ++i) {
-      AttentionInputs plus = base, minus = base;
-      (plus.*member).data()[i] += kEps;
-      (minus.*member).data()[i] -= kEps;
-      const double fd = (loss(plus, true, scale) - loss(minus, true, scale)) / (2 * kEps);
-      INFO(name << "[" << i << "] fd " << fd << " analytic " << analytic.data()[i]);
-      REQUIRE(std::abs(fd - analytic.data()[i]) <= kTol);
-      max_abs_grad = std::max(max_abs_grad, std::abs(analytic.data()[i]));
-    }
-    REQUIRE(max_abs_grad > 1e-3);  // not vacuous
-  };
-  check(&AttentionInputs::q, grads.dq, "dq");
-  check(&AttentionInputs::k, grads.dk, "dk");
-  check(&AttentionInputs::v, grads.dv, "dv");
+  check_gradients(base, reference_attention(base, true, scale, 1),
+                  [&](const AttentionInputs& in) { return reference_attention(in, true, scale, 1); });
 }
 
 TEST_CASE("oracles: reference is byte-identical for any thread count", "[oracles]") {
-  const AttentionShape shape = make_shape(2, 200, 4, 2, 8, 8, true);
-  const AttentionInputs in = make_attention_inputs(11, shape, "clamped_normal");
-  const AttentionOutputs one = reference_attention(in, true, shape.softmax_scale, 1);
-  const AttentionOutputs two = reference_attention(in, true, shape.softmax_scale, 2);
-  const AttentionOutputs three = reference_attention(in, true, shape.softmax_scale, 3);
-  for (const AttentionOutputs* r : {&two, &three}) {
-    REQUIRE(bytes_equal(one.out, r->out));
-    REQUIRE(bytes_equal(one.softmax_lse, r->softmax_lse));
-    REQUIRE(bytes_equal(one.dq, r->dq));
-    REQUIRE(bytes_equal(one.dk, r->dk));
-    REQUIRE(bytes_equal(one.dv, r->dv));
+  // GQA 2 with b = 2 in one row chunk, and GQA 4 over S = 600 (three chunks of 256 query rows).
+  for (const AttentionShape& shape : {make_shape(2, 200, 4, 2, 8, 8, true), make_shape(1, 600, 4, 1, 8, 4, true)}) {
+    INFO("S " << shape.seq_length);
+    const AttentionInputs in = make_attention_inputs(11, shape, "clamped_normal");
+    const AttentionOutputs one = reference_attention(in, true, shape.softmax_scale, 1);
+    const AttentionOutputs two = reference_attention(in, true, shape.softmax_scale, 2);
+    const AttentionOutputs three = reference_attention(in, true, shape.softmax_scale, 3);
+    for (const AttentionOutputs* r : {&two, &three}) {
+      REQUIRE(bytes_equal(one.out, r->out));
+      REQUIRE(bytes_equal(one.softmax_lse, r->softmax_lse));
+      REQUIRE(bytes_equal(one.dq, r->dq));
+      REQUIRE(bytes_equal(one.dk, r->dk));
+      REQUIRE(bytes_equal(one.dv, r->dv));
+    }
   }
 }
 
@@ -274,4 +284,158 @@ TEST_CASE("oracles: tiled block kernels match a naive loop for every mask on mul
       REQUIRE(rel_l2(*got, *want) < kTol);
     }
   }
+}
+
+namespace {
+
+/// Hand-checkable inputs: S = 2, dk = dv = 1, scale 0.5, one kv head with k = [0, ln 2], v = [3, 6], and one query
+/// head per entry of `q_heads` (its q rows and dout rows), so that the scores 0.5·q·k are 0, ln 2 or 2 ln 2 and
+/// every probability is a small fraction (1/3, 2/3, 1/2, 1/5, 4/5).
+AttentionInputs tiny_inputs(const std::vector<std::pair<std::array<double, 2>, std::array<double, 2>>>& q_heads) {
+  const auto hq = static_cast<int64_t>(q_heads.size());
+  AttentionInputs in;
+  in.q = HostTensor(1, 2, hq, 1);
+  in.dout = HostTensor(1, 2, hq, 1);
+  in.k = HostTensor(1, 2, 1, 1);
+  in.v = HostTensor(1, 2, 1, 1);
+  in.k(0, 0, 0, 0) = 0;
+  in.k(0, 1, 0, 0) = std::log(2.0);
+  in.v(0, 0, 0, 0) = 3;
+  in.v(0, 1, 0, 0) = 6;
+  for (int64_t h = 0; h < hq; ++h) {
+    for (int64_t i = 0; i < 2; ++i) {
+      in.q(0, i, h, 0) = q_heads[static_cast<size_t>(h)].first[static_cast<size_t>(i)];
+      in.dout(0, i, h, 0) = q_heads[static_cast<size_t>(h)].second[static_cast<size_t>(i)];
+    }
+  }
+  return in;
+}
+
+/// Element (row i, head h) of a width-1 tensor equals `want` to 1e-14 relative, about 45 ulp of the few roundings
+/// on either side (exactly for −inf and 0).
+void require_value(const HostTensor& t, int64_t i, int64_t h, double want, const char* name) {
+  const double got = t(0, i, h, 0);
+  INFO(name << "[row " << i << ", head " << h << "] = " << got << ", want " << want);
+  if (std::isinf(want) || want == 0) {
+    REQUIRE(got == want);
+  } else {
+    REQUIRE(std::abs(got - want) <= 1e-14 * std::abs(want));
+  }
+}
+
+constexpr double kLn2 = 0.69314718055994530942;
+constexpr double kThird = 1.0 / 3.0;
+
+/// Expected rows 0 and 1 of one query head (width 1): out, softmax_lse, dq.
+struct HeadValues {
+  std::array<double, 2> out, lse, dq;
+};
+
+void require_head(const AttentionOutputs& r, int64_t h, const HeadValues& want) {
+  for (int64_t i = 0; i < 2; ++i) {
+    const auto k = static_cast<size_t>(i);
+    require_value(r.out, i, h, want.out[k], "out");
+    require_value(r.softmax_lse, i, h, want.lse[k], "lse");
+    require_value(r.dq, i, h, want.dq[k], "dq");
+  }
+}
+
+/// Expected rows 0 and 1 of the single kv head's dk and dv.
+void require_kv(const AttentionOutputs& r, const std::array<double, 2>& dk, const std::array<double, 2>& dv) {
+  for (int64_t j = 0; j < 2; ++j) {
+    require_value(r.dk, j, 0, dk[static_cast<size_t>(j)], "dk");
+    require_value(r.dv, j, 0, dv[static_cast<size_t>(j)], "dv");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("oracles: reference equals hand-computed attention for S = 2, with and without the causal mask",
+          "[oracles]") {
+  // q = [2, 2] → scores 0.5·q·k = [0, ln 2] on both rows: P = [1/3, 2/3], out = 1 + 4 = 5, lse = ln 3.
+  // dout = [1, 2]: dP_i = dout_i·[3, 6], D_i = 5·dout_i, dS_i = dout_i·[−2/3, 2/3];
+  // dq_i = 0.5·dS_i·k = dout_i·ln 2/3, dk_j = 0.5·Σ_i dS_ij·q_i = Σ_i dS_ij, dv_j = Σ_i P_ij·dout_i.
+  const AttentionInputs in = tiny_inputs({{{2, 2}, {1, 2}}});
+  SECTION("no mask") {
+    const AttentionOutputs r = reference_attention(in, false, 0.5, 1);
+    require_head(r, 0, {{5, 5}, {std::log(3.0), std::log(3.0)}, {kLn2 * kThird, 2 * kLn2 * kThird}});
+    require_kv(r, {-2, 2}, {1, 2});
+  }
+  SECTION("causal") {
+    // Row 0 sees key 0 only: P = [1, 0], out = v_0 = 3, lse = score 0, dS_0 = P·(dP − D) = 0, so dq_0 = 0;
+    // dk from row 1 only (dS_1 = 2·[−2/3, 2/3]); dv = [1·1 + (1/3)·2, (2/3)·2].
+    const AttentionOutputs r = reference_attention(in, true, 0.5, 1);
+    require_head(r, 0, {{3, 5}, {0, std::log(3.0)}, {0, 2 * kLn2 * kThird}});
+    require_kv(r, {-4 * kThird, 4 * kThird}, {1 + 2 * kThird, 4 * kThird});
+  }
+}
+
+TEST_CASE("oracles: reference sums dk and dv over a GQA group of two query heads (hand-computed)", "[oracles]") {
+  // Head 0 as in the previous case; head 1: q = [0, 4], dout = [1, 1], so its row 0 has scores [0, 0]: P = [1/2,
+  // 1/2], out = 4.5, lse = ln 2, dS = 0.5·([3, 6] − 4.5) = [−3/4, 3/4]; row 1 scores [0, 2 ln 2]: P = [1/5, 4/5],
+  // out = 27/5, lse = ln 5, dS = [1/5·(3 − 5.4), 4/5·(6 − 5.4)] = [−0.48, 0.48].
+  // Head 1 alone: dq = 0.5·dS·k = [0.375 ln 2, 0.24 ln 2], dk = 0.5·Σ_i dS_ij·q_i = [−0.96, 0.96] (q_0 = 0),
+  // dv = Σ_i P_ij = [0.7, 1.3]; the kv head's dk, dv are head 0's plus head 1's.
+  const AttentionInputs in = tiny_inputs({{{2, 2}, {1, 2}}, {{0, 4}, {1, 1}}});
+  SECTION("no mask") {
+    const AttentionOutputs r = reference_attention(in, false, 0.5, 2);
+    require_head(r, 0, {{5, 5}, {std::log(3.0), std::log(3.0)}, {kLn2 * kThird, 2 * kLn2 * kThird}});
+    require_head(r, 1, {{4.5, 5.4}, {kLn2, std::log(5.0)}, {0.375 * kLn2, 0.24 * kLn2}});
+    require_kv(r, {-2.96, 2.96}, {1.7, 3.3});
+  }
+  SECTION("causal") {
+    // Head 1 row 0 sees key 0 only: out = 3, lse = 0, dq = 0, dv gets P = [1, 0]; row 1 unchanged.
+    const AttentionOutputs r = reference_attention(in, true, 0.5, 2);
+    require_head(r, 0, {{3, 5}, {0, std::log(3.0)}, {0, 2 * kLn2 * kThird}});
+    require_head(r, 1, {{3, 5.4}, {0, std::log(5.0)}, {0, 0.24 * kLn2}});
+    require_kv(r, {-4 * kThird - 0.96, 4 * kThird + 0.96}, {1 + 2 * kThird + 1.2, 4 * kThird + 0.8});
+  }
+}
+
+TEST_CASE("oracles: a reference row that sees no key gets lse = -inf, out = 0, dq = 0 and adds no gradient",
+          "[oracles]") {
+  // Head 0 of the S = 2 case with row 0's keys empty: row 1 is the unmasked row (dout 2), and dk, dv come from it
+  // alone: dk = 0.5·2·dS_1 = [−4/3, 4/3], dv = 2·P_1 = [2/3, 4/3].
+  const AttentionInputs in = tiny_inputs({{{2, 2}, {1, 2}}});
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  for (const KeyRange empty : {KeyRange{0, 0}, KeyRange{2, 1}}) {
+    const AttentionOutputs r = reference_attention(in, std::vector<KeyRange>{empty, {0, 2}}, 0.5, 1);
+    require_head(r, 0, {{0, 5}, {kNegInf, std::log(3.0)}, {0, 2 * kLn2 * kThird}});
+    require_kv(r, {-4 * kThird, 4 * kThird}, {2 * kThird, 4 * kThird});
+  }
+  // Every row empty: all zeros and −inf, no NaN.
+  const AttentionOutputs none = reference_attention(in, std::vector<KeyRange>{{0, 0}, {1, 1}}, 0.5, 1);
+  for (const HostTensor* t : {&none.out, &none.dq, &none.dk, &none.dv}) {
+    for (double x : t->values()) REQUIRE(x == 0.0);
+  }
+  for (double x : none.softmax_lse.values()) REQUIRE(x == kNegInf);
+}
+
+TEST_CASE("oracles: reference key ranges follow the mask definitions", "[oracles]") {
+  auto ranges = [](const std::vector<KeyRange>& keys) {
+    std::vector<std::pair<int64_t, int64_t>> v;
+    for (const KeyRange& k : keys) v.emplace_back(k.begin, k.end);
+    return v;
+  };
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  REQUIRE(ranges(reference_key_ranges(3, false)) == V{{0, 3}, {0, 3}, {0, 3}});
+  REQUIRE(ranges(reference_key_ranges(3, true)) == V{{0, 1}, {0, 2}, {0, 3}});
+  // Window [left, right]: i − left ≤ j ≤ i + right; causal also j ≤ i; −1 = unbounded.
+  REQUIRE(ranges(reference_key_ranges(4, false, 1, 0)) == V{{0, 1}, {0, 2}, {1, 3}, {2, 4}});
+  REQUIRE(ranges(reference_key_ranges(4, false, 0, 1)) == V{{0, 2}, {1, 3}, {2, 4}, {3, 4}});
+  REQUIRE(ranges(reference_key_ranges(4, true, 2, -1)) == V{{0, 1}, {0, 2}, {0, 3}, {1, 4}});
+  REQUIRE(ranges(reference_key_ranges(4, false, -1, 1)) == V{{0, 2}, {0, 3}, {0, 4}, {0, 4}});
+  REQUIRE(reference_key_ranges(0, true).empty());
+}
+
+TEST_CASE("oracles: reference gradients with a window, an empty row and GQA match finite differences", "[oracles]") {
+  // GQA 2 (H = 4, Hkv = 2); row 2 sees no key, the others a causal window of 2 keys; error model at check_gradients.
+  const AttentionShape shape = make_shape(1, 5, 4, 2, 3, 2, false);
+  const double scale = 0.6;
+  const AttentionInputs base = make_attention_inputs(17, shape, "uniform");
+  std::vector<KeyRange> keys = reference_key_ranges(5, true, 1);
+  keys[2] = KeyRange{0, 0};
+  const AttentionOutputs grads = reference_attention(base, keys, scale, 3);
+  check_gradients(base, grads, [&](const AttentionInputs& in) { return reference_attention(in, keys, scale, 1); });
+  for (int64_t h = 0; h < 4; ++h) REQUIRE(grads.softmax_lse(0, 2, h, 0) == -std::numeric_limits<double>::infinity());
 }
