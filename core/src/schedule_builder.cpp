@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 #include "schedule_builder_parts.hpp"
 
 namespace hcpsim {
@@ -313,6 +314,9 @@ Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const A
     for (int64_t g = 0; g < layout.cp_size(); ++g) build_rank(sched, layout, g, faults);
   }
   sched.check_invariants();
+#ifndef NDEBUG
+  check_hazards(sched);
+#endif
   return sched;
 }
 

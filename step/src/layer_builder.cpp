@@ -7,6 +7,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 
 namespace hcpsim {
 namespace {
@@ -434,6 +435,9 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type)
     for (int64_t t = 0; t < tp; ++t)
       out.ranks.push_back(LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build());
   out.check_invariants();
+#ifndef NDEBUG
+  check_hazards(out);
+#endif
   return out;
 }
 
