@@ -1,5 +1,6 @@
 #pragma once
-// Small file helpers shared by the test sources: read a whole file, and a fresh scratch directory per test case.
+// Small helpers shared by the test sources: read a whole file, a fresh scratch directory per test case, an
+// attention shape, TE's comm type for [A, P], and the full structural check of a schedule.
 #include <unistd.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "hcpsim/core/schedule.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 
 namespace hcpsim::test {
 
@@ -43,6 +45,21 @@ inline AttentionShape attention_shape(int64_t b, int64_t s, int64_t h, int64_t h
   shape.softmax_scale = 1.0 / std::sqrt(static_cast<double>(dk));
   shape.dtype = dtype;
   return shape;
+}
+
+/// The comm type TE uses for [A, P]: p2p for A = 1, a2a for P = 1, else a2a+p2p (attn_forward_func_with_cp,
+/// docs/algorithm.md §8.1).
+inline CpCommType comm_type_for(int64_t A, int64_t P) {
+  if (A == 1) return CpCommType::p2p;
+  if (P == 1) return CpCommType::a2a;
+  return CpCommType::a2a_p2p;
+}
+
+/// Schedule::check_invariants, then check_hazards (the ordering contract): what tests run on every schedule they
+/// build (the library runs the hazard check in debug builds only). Aborts on the first violation.
+inline void check_schedule(const Schedule& schedule) {
+  schedule.check_invariants();
+  check_hazards(schedule);
 }
 
 }  // namespace hcpsim::test

@@ -9,6 +9,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/core/semantics.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 
 namespace hcpsim {
 
@@ -227,6 +228,9 @@ Schedule inject_fault(const Schedule& schedule, FaultKind kind) {
   if (kind == FaultKind::missing_dkv_hop) drop_dkv_hop(s);
   if (kind == FaultKind::bf16_accumulation) s.grad_accumulation_in_dtype = true;
   s.check_invariants();
+#ifndef NDEBUG
+  check_hazards(s);
+#endif
   return s;
 }
 

@@ -6,6 +6,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/semantics.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 #include "schedule_builder_parts.hpp"
 
 namespace hcpsim {
@@ -123,6 +124,29 @@ void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const Builde
                   {"dv", grads.dv, flat_tokens, 0}};
 }
 
+/// The all_gather builder's gathers of K and V (inputs k, v) over `group` in phase `ph` after `deps`: fresh
+/// [b, S, Hkv, dk] and [b, S, Hkv, dv] buffers "k.ag<what>", "v.ag<what>" on the comm stream in natural order
+/// (before(cp)). Returns them with the two gather ops.
+std::tuple<BufferId, BufferId, std::vector<OpIndex>> gather_kv(RankBuilder& rb, const std::vector<int64_t>& group,
+                                                               Phase ph, BufferId k, BufferId v,
+                                                               const std::string& what, std::vector<OpIndex> deps) {
+  const RankProgram& prog = rb.prog();
+  const BufferDecl kd = prog.buffers[static_cast<size_t>(k)];  // copies: alloc grows the buffer list
+  const BufferDecl vd = prog.buffers[static_cast<size_t>(v)];
+  const auto cp = static_cast<int64_t>(group.size());
+  const auto before = CpLayout::chunk_ids_before_attn(cp);
+  const auto comm = Stream::comm;
+  const std::string p = ph == Phase::forward ? "fwd" : "bwd";
+  const BufferId kf = rb.alloc("k.ag" + what, cp * kd.rows, kd.heads, kd.width, kd.dtype, ph, comm);
+  const BufferId vf = rb.alloc("v.ag" + what, cp * vd.rows, vd.heads, vd.width, vd.dtype, ph, comm);
+  const int64_t tag0 = ph == Phase::forward ? kTagFwdAgK : kTagBwdAgK;
+  const OpIndex a = rb.add(AllGatherOp{group, before, k, kf, tag0}, ph, comm, deps, p + " all_gather k", -1, 0,
+                           rb.bytes_of(k));
+  const OpIndex b = rb.add(AllGatherOp{group, before, v, vf, tag0 + 1}, ph, comm, deps, p + " all_gather v", -1, 0,
+                           rb.bytes_of(v));
+  return std::tuple{kf, vf, std::vector<OpIndex>{a, b}};
+}
+
 /// TE AttnFuncWithCPAndKVAllGather (docs/algorithm.md §9.5) for flat CP rank g: all-gather K and V along the
 /// sequence into natural order (before(cp)), one forward kernel per local chunk (g and 2cp−1−g) against the KV
 /// prefix it may see (bottom-right causal), backward per chunk into full-length zeroed dK/dV accumulators that are
@@ -151,27 +175,19 @@ void build_rank_all_gather(Schedule& sched, const CpLayout& layout, int64_t g) {
   prog.inputs = {{"q", q, tokens, 0}, {"k", k, tokens, 0}, {"v", v, tokens, 0}, {"dout", dout, tokens, 0}};
   std::vector<int64_t> group(static_cast<size_t>(cp));
   for (int64_t r = 0; r < cp; ++r) group[static_cast<size_t>(r)] = r;
-  const auto before = CpLayout::chunk_ids_before_attn(cp);
   const auto after = CpLayout::chunk_ids_after_attn(cp);
-  auto gather_kv = [&](Phase ph, const std::string& what, std::vector<OpIndex> deps) {
-    const BufferId kf = rb.alloc("k.ag" + what, S, Hkv, dk, dt, ph, comm);  // [b, S, Hkv, dk], natural order
-    const BufferId vf = rb.alloc("v.ag" + what, S, Hkv, dv, dt, ph, comm);  // [b, S, Hkv, dv]
-    const int64_t tag0 = ph == F ? kTagFwdAgK : kTagBwdAgK;
-    const OpIndex a = rb.add(AllGatherOp{group, before, k, kf, tag0}, ph, comm, deps, std::string(ph == F ? "fwd" : "bwd") +
-                             " all_gather k", -1, 0, rb.bytes_of(k));
-    const OpIndex b = rb.add(AllGatherOp{group, before, v, vf, tag0 + 1}, ph, comm, deps, std::string(ph == F ? "fwd" : "bwd") +
-                             " all_gather v", -1, 0, rb.bytes_of(v));
-    return std::tuple{kf, vf, std::vector<OpIndex>{a, b}};
-  };
   // Visible KV prefix of local chunk `half` (global chunk g or 2cp−1−g).
   auto kv_len = [&](int64_t half) { return causal ? ((half == 0 ? g : 2 * cp - 1 - g) + 1) * c : S; };
   const BlockMask mask = causal ? BlockMask::causal_bottom_right : BlockMask::none;
   const Section sec = causal ? Section::diagonal : Section::full;
 
   // ---- forward ----
-  auto [kf, vf, ready] = gather_kv(F, "", {});
+  auto [kf, vf, ready] = gather_kv(rb, group, F, k, v, "", {});
   const BufferId out = rb.alloc("out", s_f, H, dv, dt, F, Stream::compute);             // [b, S/cp, H, dv]
   const BufferId lse = rb.alloc("softmax_lse", s_f, H, 1, Dtype::fp32, F, Stream::compute);  // [b, S/cp, H] fp32
+  // Chunk 1's copies into out and softmax_lse run on cp_stream and wait for these allocs on the compute stream
+  // (nothing else orders the two streams here; the ordering contract, schedule.hpp).
+  const auto lse_alloc = static_cast<OpIndex>(prog.ops.size() - 1), out_alloc = lse_alloc - 1;
   std::vector<OpIndex> fwd_tail;
   for (int64_t half = 0; half < 2; ++half) {
     const Stream st = half == 0 ? Stream::compute : Stream::cp;
@@ -182,8 +198,10 @@ void build_rank_all_gather(Schedule& sched, const CpLayout& layout, int64_t g) {
     const OpIndex kern = rb.add(AttnFwdBlockOp{q, kf, vf, qr, kr, mask, sec, o, l}, F, st, ready,
                                 "fwd chunk " + n, half, fwd_pair * static_cast<double>(block_pairs(c, kr.count, mask)),
                                 rb.bytes_of(q) / 2 + rb.bytes_of(kf) + rb.bytes_of(vf) + rb.bytes_of(o));
-    rb.copy(out, qr, o, {0, c}, false, F, st, {kern}, "fwd out chunk " + n, half);
-    fwd_tail.push_back(rb.copy(lse, qr, l, {0, c}, false, F, st, {kern}, "fwd lse chunk " + n, half));
+    std::vector<OpIndex> out_deps{kern}, lse_deps{kern};
+    if (st != Stream::compute) out_deps.push_back(out_alloc), lse_deps.push_back(lse_alloc);
+    rb.copy(out, qr, o, {0, c}, false, F, st, out_deps, "fwd out chunk " + n, half);
+    fwd_tail.push_back(rb.copy(lse, qr, l, {0, c}, false, F, st, lse_deps, "fwd lse chunk " + n, half));
     rb.free(o, F, st);
     rb.free(l, F, st);
   }
@@ -191,7 +209,7 @@ void build_rank_all_gather(Schedule& sched, const CpLayout& layout, int64_t g) {
   const OpIndex fwd_done = rb.free(vf, F, comm, fwd_tail);
 
   // ---- backward ----
-  auto [kb, vb, bready] = gather_kv(B, ".bwd", {fwd_done});
+  auto [kb, vb, bready] = gather_kv(rb, group, B, k, v, ".bwd", {fwd_done});
   const BufferId dq = rb.alloc("dq", s_f, H, dk, dt, B, Stream::compute);
   const BufferId dkf = rb.declare("dk.ag", S, Hkv, dk, dt);  // [b, S, Hkv, dk], zeroed (TE torch.zeros)
   const BufferId dvf = rb.declare("dv.ag", S, Hkv, dv, dt);
@@ -281,6 +299,9 @@ Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const A
     for (int64_t g = 0; g < layout.cp_size(); ++g) build_rank(sched, layout, g, faults);
   }
   sched.check_invariants();
+#ifndef NDEBUG
+  check_hazards(sched);
+#endif
   return sched;
 }
 

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <type_traits>
 #include <variant>
 
 #include <fmt/format.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 #include "hcpsim/gpu/block_math.hpp"
 
 namespace hcpsim::gpu {
@@ -231,63 +231,58 @@ std::string op_ref_text(const Schedule& schedule, const OpRef& ref) {
 }
 
 BufferUses op_buffer_uses(const Op& op) {
+  if (op.kind() == OpKind::gemm || op.kind() == OpKind::elementwise)
+    throw schedule_error("the GPU backend executes attention schedules; a layer-model op (" + to_string(op.kind()) +
+                             ") cannot run numerically",
+                         "verify an attention schedule (build_schedule), not a layer schedule");
   BufferUses u;
-  std::visit(
-      [&](const auto& p) {
-        using T = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, AllocOp> || std::is_same_v<T, FreeOp>) {
-          u.writes = {p.buffer};
-        } else if constexpr (std::is_same_v<T, AllToAllOp> || std::is_same_v<T, AllGatherOp> ||
-                             std::is_same_v<T, ReduceScatterOp>) {
-          u.reads = {p.input};
-          u.writes = {p.output};
-        } else if constexpr (std::is_same_v<T, SendRecvOp>) {
-          u.reads = p.send;
-          u.writes = p.recv;
-        } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
-          u.reads = {p.q, p.k, p.v};
-          u.writes = {p.out, p.lse};
-        } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
-          u.reads = {p.q, p.k, p.v, p.out, p.dout, p.lse};
-          u.writes = {p.dq, p.dk, p.dv};
-        } else if constexpr (std::is_same_v<T, LseMergeOp>) {
-          u.reads = {p.src};
-          u.writes = {p.dst};
-        } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
-          u.reads = {p.src, p.src_lse, p.lse};
-          u.writes = {p.dst};
-        } else if constexpr (std::is_same_v<T, CopyOp>) {
-          u.reads = {p.src};
-          u.writes = {p.dst};
-        } else {
-          static_assert(std::is_same_v<T, GemmOp> || std::is_same_v<T, ElementwiseOp>, "every op kind is handled");
-          throw schedule_error("the GPU backend executes attention schedules; a layer-model op (" +
-                                   to_string(op.kind()) + ") cannot run numerically",
-                               "verify an attention schedule (build_schedule), not a layer schedule");
-        }
-      },
-      op.payload);
+  for (const BufferAccess& a : op_buffer_accesses(op)) (a.writes ? u.writes : u.reads).push_back(a.buffer);
   return u;
 }
 
 namespace {
 
-/// ExecutionPlan::waits of one rank: for every op, its explicit deps and every read-after-write, write-after-read
-/// and write-after-write on a buffer in program order, reduced to the latest such op of each other stream.
-std::vector<std::vector<OpIndex>> hazard_waits(const RankProgram& prog) {
+/// True when some access of `a` and some access of `b` to buffer `b_id` conflict (overlapping rows, one writes).
+bool conflict_on(const std::vector<BufferAccess>& a, const std::vector<BufferAccess>& b, BufferId b_id) {
+  for (const BufferAccess& x : a)
+    for (const BufferAccess& y : b)
+      if (x.buffer == b_id && accesses_conflict(x, y)) return true;
+  return false;
+}
+
+/// ExecutionPlan::waits of rank `rank`: for every op, its explicit deps and every read-after-write,
+/// write-after-read and write-after-write on a buffer in program order, reduced to the latest such op of each
+/// other stream. A buffer wait the deps do not already imply is either between disjoint rows of one buffer (kept)
+/// or a real hazard, which the ordering contract forbids (schedule.hpp; check_hazards finds every such pair):
+/// HCPSIM_ASSERT naming both ops instead of silently repairing the schedule.
+std::vector<std::vector<OpIndex>> hazard_waits(const Schedule& s, int64_t rank) {
+  const RankProgram& prog = s.ranks[static_cast<size_t>(rank)];
+  const RankOrder order(prog);
   std::vector<std::vector<OpIndex>> waits(prog.ops.size());
   std::vector<OpIndex> last_writer(prog.buffers.size(), -1);
   std::vector<std::vector<OpIndex>> readers(prog.buffers.size());
+  std::vector<std::vector<BufferAccess>> accesses(prog.ops.size());
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const Op& op = prog.ops[i];
     const BufferUses uses = op_buffer_uses(op);
+    accesses[i] = op_buffer_accesses(op);
     std::vector<OpIndex> need(op.deps.begin(), op.deps.end());
+    auto buffer_wait = [&](OpIndex h, BufferId b) {
+      const auto later = static_cast<OpIndex>(i);
+      const bool ordered = prog.ops[static_cast<size_t>(h)].stream == op.stream || order.ordered(h, later);
+      HCPSIM_ASSERT(ordered || !conflict_on(accesses[static_cast<size_t>(h)], accesses[i], b),
+                    fmt::format("execution plan: {} and {} access buffer '{}' on different streams without a chain of "
+                                "deps ordering them (a schedule hazard, see check_hazards)",
+                                op_ref_text(s, OpRef{rank, h}), op_ref_text(s, OpRef{rank, later}),
+                                prog.buffers[static_cast<size_t>(b)].name));
+      need.push_back(h);
+    };
     for (BufferId b : uses.reads) {
-      if (last_writer[static_cast<size_t>(b)] >= 0) need.push_back(last_writer[static_cast<size_t>(b)]);
+      if (last_writer[static_cast<size_t>(b)] >= 0) buffer_wait(last_writer[static_cast<size_t>(b)], b);
     }
     for (BufferId b : uses.writes) {
-      if (last_writer[static_cast<size_t>(b)] >= 0) need.push_back(last_writer[static_cast<size_t>(b)]);
-      for (OpIndex rd : readers[static_cast<size_t>(b)]) need.push_back(rd);
+      if (last_writer[static_cast<size_t>(b)] >= 0) buffer_wait(last_writer[static_cast<size_t>(b)], b);
+      for (OpIndex rd : readers[static_cast<size_t>(b)]) buffer_wait(rd, b);
     }
     // Keep the latest op per other stream: events on one stream complete in order.
     std::map<int, OpIndex> latest;
@@ -419,9 +414,13 @@ void link_sources_and_readers(PlanStep& step, ExecutionPlan& plan) {
 
 ExecutionPlan build_execution_plan(const Schedule& schedule) {
   schedule.check_invariants();
+#ifndef NDEBUG
+  check_hazards(schedule);
+#endif
   ExecutionPlan plan;
   // Cross-stream waits first: they reject layer-model ops before any rendezvous is formed.
-  for (const RankProgram& prog : schedule.ranks) plan.waits.push_back(hazard_waits(prog));
+  for (size_t r = 0; r < schedule.ranks.size(); ++r)
+    plan.waits.push_back(hazard_waits(schedule, static_cast<int64_t>(r)));
   EnqueueCursor cur{schedule, std::vector<int64_t>(schedule.ranks.size(), 0)};
   for (;;) {
     enqueue_until_communication(cur, plan.steps);

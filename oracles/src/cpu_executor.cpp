@@ -17,6 +17,7 @@
 #include "executor_compute_ops.hpp"
 #include "executor_state.hpp"
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 
 namespace hcpsim {
 
@@ -131,6 +132,9 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
                                  const ExecutionOptions& options) {
   schedule.check_invariants();
+#ifndef NDEBUG
+  check_hazards(schedule);
+#endif
   const AttentionShape& sh = schedule.shape;
   HCPSIM_ASSERT(has_shape(inputs.q, sh.batch, sh.seq_length, sh.heads_q, sh.head_dim_qk),
                 "execute_schedule: q is not [B, S, H, dk] of schedule.shape");

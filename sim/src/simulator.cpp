@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 #include "sim_engine.hpp"
 
 namespace hcpsim::sim {
@@ -38,6 +39,9 @@ SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const T
       HCPSIM_ASSERT(!schedule.ranks[index_of(r)].ops.empty(), fmt::format("representative cp rank {} has no ops", r));
   } else {
     schedule.check_invariants();
+#ifndef NDEBUG
+    check_hazards(schedule);
+#endif
   }
   HCPSIM_ASSERT(gpu_of_cp_rank.size() == schedule.ranks.size(),
                 fmt::format("gpu_of_cp_rank has {} entries for {} cp ranks", gpu_of_cp_rank.size(),

@@ -7,6 +7,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 
 namespace hcpsim {
 namespace {
@@ -26,6 +27,7 @@ class LayerRankBuilder {
     prog_.inputs = attention.inputs;
     prog_.outputs = attention.outputs;
     live_.assign(prog_.buffers.size(), 0);
+    freed_by_.assign(prog_.buffers.size(), -1);
     for (const auto& b : attention.inputs) live_[static_cast<size_t>(b.buffer)] = 1;
     for (int64_t t = 0; t < tp_; ++t) tp_group_.push_back(layer_rank(t, cp_rank, tp_));
     primary_.assign(attention.ops.size(), -1);
@@ -349,6 +351,7 @@ class LayerRankBuilder {
     std::vector<OpIndex> work;
     for (size_t i = begin; i < end; ++i) {
       Op op = attn_.ops[i];
+      OpIndex freed_by = -1;  // a re-allocation waits for the free that ended the buffer's previous life
       if (const auto* a = std::get_if<AllocOp>(&op.payload)) {
         if (live_[static_cast<size_t>(a->buffer)]) {
           HCPSIM_ASSERT(recompute_copy, "attention schedule allocates a live buffer");
@@ -356,8 +359,10 @@ class LayerRankBuilder {
           continue;
         }
         live_[static_cast<size_t>(a->buffer)] = 1;
+        freed_by = freed_by_[static_cast<size_t>(a->buffer)];
       } else if (const auto* f = std::get_if<FreeOp>(&op.payload)) {
         live_[static_cast<size_t>(f->buffer)] = 0;
+        freed_by_[static_cast<size_t>(f->buffer)] = static_cast<OpIndex>(prog_.ops.size());  // this op, once appended
       }
       std::visit(
           [&](auto& p) {
@@ -381,6 +386,7 @@ class LayerRankBuilder {
         deps.push_back(nd);
       }
       if (anchor >= 0) deps.push_back(anchor);
+      if (freed_by >= 0) deps.push_back(freed_by);
       op.deps = std::move(deps);
       if (recompute_copy) {
         op.phase = Phase::backward;
@@ -399,6 +405,10 @@ class LayerRankBuilder {
   int64_t tp_, tp_rank_, cp_rank_;
   RankProgram prog_;
   std::vector<char> live_;
+  /// Per buffer of the attention schedule: the layer op that last freed it, −1 if none. The recomputed attention
+  /// forward allocates ring buffers again, on another stream than the first forward freed them on; nothing else
+  /// orders the two (the ordering contract, schedule.hpp).
+  std::vector<OpIndex> freed_by_;
   std::vector<int64_t> tp_group_;
   std::vector<OpIndex> primary_;
   Dims d_;
@@ -425,6 +435,9 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type)
     for (int64_t t = 0; t < tp; ++t)
       out.ranks.push_back(LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build());
   out.check_invariants();
+#ifndef NDEBUG
+  check_hazards(out);
+#endif
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include <map>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 
 using namespace hcpsim;
@@ -19,12 +20,6 @@ AttentionShape small_shape(int64_t S, int64_t H, int64_t Hkv, int64_t dk, int64_
   sh.softmax_scale = 0.125;
   sh.dtype = Dtype::bf16;
   return sh;
-}
-
-CpCommType type_for(int64_t A, int64_t P) {
-  if (A == 1) return CpCommType::p2p;
-  if (P == 1) return CpCommType::a2a;
-  return CpCommType::a2a_p2p;
 }
 
 struct MessageLog {
@@ -55,7 +50,7 @@ TEST_CASE("core: message counts and sizes per docs/algorithm.md §7", "[core][sc
   const std::vector<std::pair<int64_t, int64_t>> shapes{{2, 2}, {1, 4}, {4, 1}, {2, 3}, {3, 2}, {4, 2}, {2, 4}, {8, 2}};
   for (auto [A, P] : shapes) {
     const int64_t S = 2 * A * P * 4, b = 2, H = 2 * A, Hkv = A, dk = 16, dv = 8, e = 2;  // bf16
-    const auto sched = build_schedule(type_for(A, P), CpLayout(A, P, S), small_shape(S, H, Hkv, dk, dv, true, b));
+    const auto sched = build_schedule(test::comm_type_for(A, P), CpLayout(A, P, S), small_shape(S, H, Hkv, dk, dv, true, b));
     const auto log = messages(sched);
     const int64_t kv = b * (S / P) * (Hkv / A) * (dk + dv) * e;  // one KV ring message
     const int64_t s_f = S / (A * P);
@@ -94,7 +89,7 @@ TEST_CASE("core: FLOPs over all ranks equal exactly one attention over the seque
   for (auto [A, P] : shapes) {
     for (bool causal : {true, false}) {
       const int64_t S = 2 * A * P * 5, b = 3, H = 2 * A, Hkv = A, dk = 16, dv = 8;
-      const auto sched = build_schedule(type_for(A, P), CpLayout(A, P, S), small_shape(S, H, Hkv, dk, dv, causal, b));
+      const auto sched = build_schedule(test::comm_type_for(A, P), CpLayout(A, P, S), small_shape(S, H, Hkv, dk, dv, causal, b));
       // causal: S(S+1)/2 pairs per (batch, head); no mask: S^2.
       const double pairs = causal ? static_cast<double>(S * (S + 1) / 2) : static_cast<double>(S * S);
       INFO("A=" << A << " P=" << P << " causal=" << causal);
@@ -111,7 +106,7 @@ TEST_CASE("core: all_gather FLOPs equal exactly one attention; it gathers K/V tw
       const int64_t S = 2 * cp * 5, b = 2, H = 4, Hkv = 2, dk = 16, dv = 8;
       const auto sched =
           build_schedule(CpCommType::all_gather, CpLayout(1, cp, S), small_shape(S, H, Hkv, dk, dv, causal, b));
-      sched.check_invariants();
+      test::check_schedule(sched);
       // causal: S(S+1)/2 pairs per (batch, head): chunk j's row r sees j·c + r + 1 keys (bottom-right).
       const double pairs = causal ? static_cast<double>(S * (S + 1) / 2) : static_cast<double>(S * S);
       INFO("cp=" << cp << " causal=" << causal);
@@ -199,12 +194,12 @@ TEST_CASE("core: backward copy/add rules equal the worked example of §5.1 for [
   REQUIRE(sched.ranks[1].outputs[1].head_begin == 2);  // a2a rank 1 holds query heads {2, 3}
 }
 
-TEST_CASE("core: every schedule passes check_invariants and frees what it allocates", "[core][schedule]") {
+TEST_CASE("core: every schedule passes check_invariants and check_hazards and frees what it allocates", "[core][schedule]") {
   for (auto [A, P] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 2}, {3, 2}, {2, 3}, {1, 5}, {4, 1}}) {
     for (bool causal : {true, false}) {
       const int64_t S = 2 * A * P * 2;
-      const auto sched = build_schedule(type_for(A, P), CpLayout(A, P, S), small_shape(S, 2 * A, A, 8, 8, causal));
-      sched.check_invariants();  // aborts on violation
+      const auto sched = build_schedule(test::comm_type_for(A, P), CpLayout(A, P, S), small_shape(S, 2 * A, A, 8, 8, causal));
+      test::check_schedule(sched);  // aborts on violation
       for (const auto& r : sched.ranks) {
         std::map<BufferId, int> live;
         for (const auto& in : r.inputs) live[in.buffer] = 1;

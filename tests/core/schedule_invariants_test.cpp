@@ -1,5 +1,6 @@
 #include "catch_compat.hpp"
 #include "death_test.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 
 using namespace hcpsim;
@@ -40,7 +41,7 @@ T* first_op(Schedule& s, int64_t rank, Phase phase) {
 }  // namespace
 
 TEST_CASE("core: check_invariants accepts the built schedule and rejects broken ones", "[core][schedule]") {
-  const auto ok = test::run_in_child([] { good_schedule().check_invariants(); });
+  const auto ok = test::run_in_child([] { test::check_schedule(good_schedule()); });
   REQUIRE_FALSE(ok.aborted);
   require_rejected([](Schedule& s) { first_op<SendRecvOp>(s, 0, Phase::forward)->send_tag = 99; },
                    "has no receive");

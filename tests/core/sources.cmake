@@ -2,6 +2,7 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cp_layout_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_builder_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schedule_invariants_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hazards_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fnv_hash_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/semantics_test.cpp
 )

@@ -1,5 +1,6 @@
 // The GPU backend's execution plan, tested without a GPU: enqueue order, communication batches, cross-stream
-// waits, copy segments, the schedules it rejects, the memory bound, and the measured per-op CSV of a device run.
+// waits, copy segments, the schedules it rejects (a deadlock, a buffer hazard), the memory bound, and the measured
+// per-op CSV of a device run.
 // The host replay of the plan is in host_replay_test.cpp, the stream and event protocol in stream_race_test.cpp.
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "catch_compat.hpp"
+#include "death_test.hpp"
 #include "test_util.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/error.hpp"
@@ -154,10 +156,12 @@ TEST_CASE("gpu plan: a schedule that deadlocks under rendezvous semantics is an 
     p.cp_rank = r;
     p.buffers.push_back(BufferDecl{"x", 1, 2, 1, 4, Dtype::bf16});
     p.buffers.push_back(BufferDecl{"y", 1, 2, 1, 4, Dtype::bf16});
-    Op a;
+    Op a;  // on the comm stream like the messages, so that stream order orders them (no buffer hazard)
     a.payload = AllocOp{0};
+    a.stream = Stream::comm;
     Op a2;
     a2.payload = AllocOp{1};
+    a2.stream = Stream::comm;
     Op send;
     send.payload = SendRecvOp{1 - r, -1, {0}, {}, 7, 0};
     send.stream = Stream::comm;
@@ -180,6 +184,29 @@ TEST_CASE("gpu plan: a schedule that deadlocks under rendezvous semantics is an 
     REQUIRE(what.find("cp_rank 1 op #2") != std::string::npos);
     REQUIRE(e.fix().find("--backend cpu") != std::string::npos);
   }
+}
+
+TEST_CASE("gpu plan: a dropped dep is a schedule hazard the plan asserts on instead of repairing", "[gpu_plan]") {
+  // a2a+p2p [2, 2]: the first ring send (comm) reads kv_ring0.k, which a copy on the compute stream fills; the send
+  // depends on the next copy (kv_ring0.v) on that stream. Without the dep nothing orders the copy before the send
+  // (the ordering contract, schedule.hpp): the plan used to add the wait silently, now it aborts naming both ops.
+  Schedule s = schedule_for(2, 2, make_shape(1, 32, 4, 2, 8, 8, true));
+  RankProgram& r = s.ranks[0];
+  OpIndex send = -1;
+  for (size_t i = 0; i < r.ops.size(); ++i)
+    if (r.ops[i].label == "fwd step 0 send/recv kv") send = static_cast<OpIndex>(i);
+  REQUIRE(send >= 0);
+  REQUIRE(r.ops[static_cast<size_t>(send)].deps.size() == 1);
+  const ExecutionPlan with_dep = build_execution_plan(s);  // the plan of the schedule as built
+  REQUIRE(with_dep.waits[0][static_cast<size_t>(send)].size() == 1);
+  r.ops[static_cast<size_t>(send)].deps.clear();
+  const auto end = test::run_in_child([&] { (void)build_execution_plan(s); });
+  INFO("stderr: " << end.stderr_text);
+  REQUIRE(end.aborted);
+  // Release builds: the plan's assertion; debug builds run check_hazards first, which names the same two ops.
+  REQUIRE(end.stderr_text.find("copy 'fwd kv ring buffer 0 (k)'") != std::string::npos);
+  REQUIRE(end.stderr_text.find("send_recv 'fwd step 0 send/recv kv'") != std::string::npos);
+  REQUIRE(end.stderr_text.find("kv_ring0.k") != std::string::npos);
 }
 
 TEST_CASE("gpu plan: the memory bound walks inputs, allocs and frees in program order", "[gpu_plan]") {

@@ -50,6 +50,9 @@ struct Prog {
     o.label = label;
     // Communication runs on the comm stream (Schedule::check_invariants requires it).
     if (o.kind() == OpKind::send_recv || o.kind() == OpKind::all_to_all) o.stream = Stream::comm;
+    // These programs are written in execution order: each op waits for the one before it, so that the ordering
+    // contract (deps and stream order, schedule.hpp) orders every buffer access as the list does.
+    if (!p.ops.empty()) o.deps.push_back(static_cast<OpIndex>(p.ops.size() - 1));
     p.ops.push_back(std::move(o));
   }
 };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/fault_injection.hpp"
@@ -36,14 +37,8 @@ AttentionShape shape_for(int64_t A, int64_t P, bool causal, int64_t c, int64_t d
   return shape;
 }
 
-CpCommType type_for(int64_t A, int64_t P) {
-  if (A == 1) return CpCommType::p2p;
-  if (P == 1) return CpCommType::a2a;
-  return CpCommType::a2a_p2p;
-}
-
 Schedule build(int64_t A, int64_t P, const AttentionShape& shape) {
-  return build_schedule(type_for(A, P), CpLayout(A, P, shape.seq_length), shape);
+  return build_schedule(test::comm_type_for(A, P), CpLayout(A, P, shape.seq_length), shape);
 }
 
 VerifyReport run(const Schedule& s, Dtype dtype, const std::string& dist = "clamped_normal", int threads = 1) {
@@ -342,8 +337,7 @@ TEST_CASE("oracles: fp64 HCP equals the reference for H/Hkv in {1, 2, 4, 8} on e
         shape.heads_kv = a;
         shape.heads_q = ratio * a;
         const CpLayout layout(a, P, shape.seq_length);
-        const Schedule s =
-            all_gather ? build_schedule(CpCommType::all_gather, layout, shape) : build_schedule(type_for(a, P), layout, shape);
+        const Schedule s = build_schedule(all_gather ? CpCommType::all_gather : test::comm_type_for(a, P), layout, shape);
         const VerifyReport r = run(s, Dtype::fp64);
         INFO("ratio " << ratio << " causal " << causal << " A " << A << " P " << P << "\n" << to_string(r));
         REQUIRE(r.pass);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/oracles/cpu_executor.hpp"
@@ -13,14 +14,6 @@
 using namespace hcpsim;
 
 namespace {
-
-/// The comm type TE would use for [A, P] (attn_forward_func_with_cp falls back to p2p for A = 1 and to a2a for
-/// P = 1, docs/algorithm.md §8.1).
-CpCommType comm_type_for(int64_t A, int64_t P) {
-  if (A == 1) return CpCommType::p2p;
-  if (P == 1) return CpCommType::a2a;
-  return CpCommType::a2a_p2p;
-}
 
 /// Small shape for [A, P]: S = 2·cp·c with chunk size c, H = 2A, Hkv = A (GQA 2, both divisible by A).
 AttentionShape small_shape(int64_t A, int64_t P, bool causal, int64_t c, int64_t batch, int64_t dv) {
@@ -38,7 +31,7 @@ AttentionShape small_shape(int64_t A, int64_t P, bool causal, int64_t c, int64_t
 }
 
 Schedule build(int64_t A, int64_t P, const AttentionShape& shape) {
-  return build_schedule(comm_type_for(A, P), CpLayout(A, P, shape.seq_length), shape);
+  return build_schedule(test::comm_type_for(A, P), CpLayout(A, P, shape.seq_length), shape);
 }
 
 bool bytes_equal(const HostTensor& a, const HostTensor& b) {

@@ -1,13 +1,16 @@
-// Whole training step: parameter count, model FLOPs, memory model, layer schedule (TP collectives, recompute).
+// Whole training step: parameter count, model FLOPs, memory model, layer schedule (TP collectives, recompute,
+// the ordering contract).
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/step/layer_builder.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/core/schedule_hazards.hpp"
 #include "hcpsim/step/training_model.hpp"
 #include "hcpsim/config/validation.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
@@ -466,4 +469,44 @@ TEST_CASE("step: DP collectives run over the DP × CP group by Megatron's order,
   CHECK(collective_estimate(CollectiveOp::reduce_scatter, 1e9, group, s.cluster).bus_bytes_per_s == Approx(4 * 48e9).epsilon(1e-12));
   CHECK(r.dp_param_gather_ps ==
         collective_estimate(CollectiveOp::all_gather, r.memory.parameters_per_gpu * 2, group, s.cluster).ps());
+}
+
+TEST_CASE("step: every layer schedule keeps the ordering contract (check_hazards)", "[step][hazards]") {
+  // Every CP comm type, TP with and without sequence parallelism and TP communication overlap, every recompute
+  // granularity and FP8. GemmOp and ElementwiseOp access no buffer; the TP collectives, the ring exchanges and the
+  // spliced CP attention (twice with recompute) do. 8 heads and 4 groups so that TP 2 × A 2 divides them.
+  const std::vector<std::vector<std::string>> cps{
+      {"parallel.context_parallel_size=2", "parallel.cp_comm_type=p2p"},
+      {"parallel.context_parallel_size=2", "parallel.cp_comm_type=a2a"},
+      {"parallel.context_parallel_size=2", "parallel.cp_comm_type=all_gather"},
+      {"parallel.context_parallel_size=4", "parallel.cp_comm_type=a2a+p2p",
+       "parallel.hierarchical_context_parallel_sizes=[2,2]"}};
+  const std::vector<std::vector<std::string>> tps{
+      {"parallel.tensor_model_parallel_size=1"},
+      {"parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=false"},
+      {"parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"},
+      {"parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true", "parallel.tp_comm_overlap=true"}};
+  const std::vector<std::string> extras{"training.recompute_granularity=full",
+                                        "training.recompute_granularity=selective", "training.fp8=true",
+                                        "model.gated_linear_unit=false"};
+  int checked = 0;
+  for (const auto& cp : cps) {
+    for (const auto& tp : tps) {
+      for (const auto& extra : extras) {
+        std::vector<std::string> o{"model.num_attention_heads=8", "model.num_query_groups=4", extra};
+        o.insert(o.end(), cp.begin(), cp.end());
+        o.insert(o.end(), tp.begin(), tp.end());
+        const Scenario s = small(o);
+        const Schedule layer = build_layer_schedule(s, s.parallel.cp_comm_type.front());
+        std::string text;
+        for (const RankProgram& r : layer.ranks)
+          if (const auto h = find_hazard(r); h && text.empty()) text = hazard_text(r, *h);
+        INFO(cp[1] << " " << tp.back() << " " << extra << ": " << text);
+        REQUIRE(text.empty());
+        test::check_schedule(layer);
+        ++checked;
+      }
+    }
+  }
+  REQUIRE(checked == 64);
 }

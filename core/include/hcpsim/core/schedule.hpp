@@ -7,6 +7,23 @@
 /// Buffer convention: every buffer is a 4-D tensor [b, rows, heads, width] in bshd order
 /// (sbhd differs only in memory layout, which no op depends on). softmax_lse buffers have width 1 and are fp32.
 /// Row ranges index the `rows` dimension.
+///
+/// Ordering contract (what every builder provides and every executor — simulator, CPU oracle, GPU plan — relies
+/// on; nothing else orders ops):
+/// * Within a rank, an op starts only after every op in its Op::deps and the previous op of its Stream (in
+///   RankProgram::ops order) have finished. Deps and stream order, taken transitively, are the only ordering:
+///   list order alone does not order two ops on different streams. An executor may run the ops in any order
+///   that respects this (the CPU oracle runs them in list order, one such order).
+/// * Messages are rendezvous: the data of a send/recv message moves while both its sending and its receiving op
+///   run (it starts when both have started, and neither finishes before it has moved); a collective moves its
+///   data while every member's op runs, and all members finish together. So each side reads its send / input
+///   buffers and writes its recv / output buffers within its own op's interval, and since every communication
+///   op of a rank runs on Stream::comm (check_invariants), communication orders no two ops of one rank beyond
+///   that stream's order. A schedule that only works when sends are buffered (the CPU oracle's mailbox does)
+///   deadlocks under this rule and is not a valid schedule.
+/// * Hazard freedom (check_hazards, schedule_hazards.hpp): two ops of one rank on different streams that access
+///   overlapping rows of one buffer, at least one writing (alloc and free write the whole buffer), are ordered
+///   by the first rule. Then every execution the contract allows computes the same values.
 
 #include <cstdint>
 #include <string>
@@ -53,7 +70,8 @@ enum class Phase { forward, backward };
 std::string to_string(Phase p);
 
 /// Execution streams of a rank. compute = TE's current stream (S[0]); cp = TE's cp_stream (S[1]);
-/// comm = NCCL's internal stream (collectives and send/recv).
+/// comm = NCCL's internal stream (collectives and send/recv). The ops of one stream run one after another in
+/// RankProgram::ops order (ordering contract above).
 enum class Stream { compute = 0, cp = 1, comm = 2 };
 /// Number of Stream values (compute, cp, comm).
 constexpr int kStreamCount = 3;
@@ -208,7 +226,9 @@ struct Op {
   OpPayload payload;
   Phase phase = Phase::forward;
   Stream stream = Stream::compute;
-  std::vector<OpIndex> deps;  ///< ops of the same rank that must finish first (besides stream order)
+  /// Ops of the same rank that must finish first, besides stream order; with stream order the only ordering
+  /// within a rank (the ordering contract above).
+  std::vector<OpIndex> deps;
   int64_t ring_step = -1;     ///< ring step i this op belongs to, −1 outside the ring
   std::string label;          ///< short human text, e.g. "fwd step 1 upper"
   double flops = 0;           ///< floating-point operations (attention blocks; see schedule_builder.hpp)
@@ -278,7 +298,8 @@ struct Schedule {
   /// all_to_all and send_recv on Stream::comm and compute ops never on it,
   /// row ranges inside buffers, deps point backwards, every send has one matching recv of equal size,
   /// every all-to-all is issued by all group members with equal tags, alloc/free balanced and used only
-  /// while live, inputs/outputs bound to buffers of the right shape.
+  /// while live, inputs/outputs bound to buffers of the right shape. Buffer hazards (the ordering contract) are
+  /// checked by check_hazards (schedule_hazards.hpp), which assumes these invariants.
   void check_invariants() const;
 
   /// Sum of `flops` over all ranks and ops of `phase`.

@@ -1,6 +1,6 @@
 #pragma once
 /// Host-side planning of a Schedule's execution on GPUs: the order in which the host enqueues ops, the
-/// cross-stream waits that make every stream see its rank's program order, the grouping of communication ops into
+/// cross-stream waits that carry the schedule's deps (and its buffer order) between streams, the grouping of communication ops into
 /// batches whose members all take part at once (NCCL group semantics), and the data movement of every
 /// communication op as strided copy segments. Everything here is plain C++ (no CUDA): the device executor
 /// (device_executor.hpp) walks the plan with CUDA streams, events and kernels; `execute_plan_on_host` walks the
@@ -62,8 +62,9 @@ struct PlanStep {
   std::vector<CommItem> items;  ///< is_batch: members in rank order
 };
 
-/// Buffer reads and writes of one op (alloc and free count as writes; collectives read their input and write
-/// their output on this rank; send_recv reads `send` and writes `recv`).
+/// Buffer reads and writes of one op, by buffer id: op_buffer_accesses (schedule_hazards.hpp) without row
+/// ranges, an access that writes under `writes`, the others under `reads` (alloc and free count as writes;
+/// collectives read their input and write their output on this rank; send_recv reads `send` and writes `recv`).
 struct BufferUses {
   std::vector<BufferId> reads;
   std::vector<BufferId> writes;
@@ -78,8 +79,10 @@ struct ExecutionPlan {
   std::vector<PlanStep> steps;  ///< host enqueue order
   /// waits[rank][op]: ops of the same rank on *other* streams whose completion this op must wait for (at most one
   /// per stream, the latest): explicit Op::deps, and every read-after-write, write-after-read and
-  /// write-after-write on a buffer in program order (alloc/free included), so each stream observes the rank's
-  /// program order on every buffer whatever the schedule's deps say.
+  /// write-after-write on a buffer (by buffer id, alloc/free included) in program order. The ordering contract
+  /// (schedule.hpp) already orders every such pair whose rows overlap, so a buffer wait either repeats what the
+  /// deps imply or orders accesses to disjoint rows of one buffer; a pair the deps leave unordered is a schedule
+  /// hazard and aborts build_execution_plan.
   std::vector<std::vector<std::vector<OpIndex>>> waits;
   int64_t batches = 0;            ///< communication batches
   int64_t segments = 0;           ///< copy segments over all batches
@@ -96,7 +99,9 @@ struct ExecutionPlan {
 ///   send_recv: the concatenated send buffers onto the concatenated recv buffers (sizes must match);
 ///   all_to_all scatter_heads / gather_heads: half-chunks per chunk_order (AllToAllOp);
 ///   all_gather: half-chunks per chunk_order; reduce_scatter: member-order sums (first assigns).
-/// Calls Schedule::check_invariants first.
+/// Calls Schedule::check_invariants first (and check_hazards in debug builds). Aborts (HCPSIM_ASSERT, naming both
+/// ops and the buffer) when two ops of a rank on different streams conflict on a buffer without a chain of deps and
+/// stream order between them (what check_hazards rejects): the plan does not repair a schedule.
 /// @throws InputError (key "schedule") when the schedule holds layer-model ops, when a rendezvous cannot be formed
 ///   (a deadlock under NCCL semantics: the message names every waiting rank and op), or when a message's size
 ///   differs from its receive buffers.

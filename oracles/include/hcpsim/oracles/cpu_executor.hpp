@@ -40,13 +40,16 @@ struct ExecutionOptions {
 /// head_begin + hh, all batches and widths) are filled from `inputs` before the first op.
 ///
 /// Scheduling: round-robin over ranks in cp_rank order; each rank runs its ops in list order until it blocks.
-/// SendRecvOp posts its send (a snapshot of the concatenated send buffers) into a mailbox keyed by
+/// List order is one of the executions the ordering contract (schedule.hpp) allows; on a hazard-free schedule
+/// (check_hazards) every allowed execution computes the same values, so this one stands for the simulated and
+/// GPU runs. SendRecvOp posts its send (a snapshot of the concatenated send buffers) into a mailbox keyed by
 /// (source cp rank, destination cp rank, tag), FIFO per key, and then blocks until the message for its recv side
-/// is present (sizes must match). AllToAllOp blocks until every group member has reached the op with that tag,
+/// is present (sizes must match). The mailbox is more permissive than the contract's rendezvous: a schedule that
+/// needs a send buffered runs here but is invalid (the simulator and the GPU plan report it as a deadlock). AllToAllOp blocks until every group member has reached the op with that tag,
 /// then moves the data of all members at once (scatter_heads / gather_heads with chunk_order; half-chunks have
 /// c = rows/2 rows of a member's pre-a2a buffer). Attention blocks use softmax_scale = effective_softmax_scale(
-/// schedule.shape) and run `threads` OpenMP threads over (batch, head); Op::stream, deps and section are timing
-/// information and do not change the numerics.
+/// schedule.shape) and run `threads` OpenMP threads over (batch, head); Op::stream, deps and section do not
+/// change the numerics (they order and time ops, see above). Debug builds also run check_hazards.
 ///
 /// Outputs: after the last op, every rank's output bindings ("out", "softmax_lse", "dq", "dk", "dv") are gathered
 /// into global tensors out [B, S, H, dv], softmax_lse [B, S, H, 1], dq [B, S, H, dk], dk [B, S, Hkv, dk],

@@ -2,7 +2,7 @@
 /// The discrete-event simulator: times one layer's Schedule (forward and backward) on a cluster topology, op by
 /// op, with the compute durations of cost_model.hpp and a flow-level network (flow_network.hpp).
 ///
-/// Execution semantics (what every executor of the IR does; see schedule.hpp):
+/// Execution semantics (the IR's ordering contract, schedule.hpp, as this executor times it):
 /// * Each CP rank runs on one GPU and has three streams (Stream::compute, Stream::cp, Stream::comm). The ops of a
 ///   stream start in RankProgram::ops list order; an op starts when the previous op of its stream has finished
 ///   and all of its `deps` have finished.
@@ -237,8 +237,9 @@ std::string symmetry_reduction_blocker(CpCommType cp_comm_type, int64_t a2a_size
 std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size);
 
 /// Simulates `schedule` on `topology`.
-/// @param schedule  a built schedule; check_invariants() is run first (HCPSIM_ASSERT on violation), except with
-///   options.symmetry_reduction, where only the representatives' programs are read (the builder checked them).
+/// @param schedule  a built schedule; check_invariants() (and check_hazards() in debug builds) is run first
+///   (HCPSIM_ASSERT on violation), except with options.symmetry_reduction, where only the representatives'
+///   programs are read (the builder checked them).
 /// @param cluster   GPU rates, efficiencies and the per-message software latency.
 /// @param topology  the graph messages are routed on (Topology::from_cluster(cluster) usually).
 /// @param gpu_of_cp_rank  global GPU index of each CP rank (size = schedule.ranks.size(), distinct, each
