@@ -26,7 +26,7 @@ double nice_step(double vmax) {
 }  // namespace
 
 std::string plan_svg(const PlanResult& r, const std::string& title) {
-  const double bar_w = 18, gap = 34, left = 70, top = 90, plot_h = 260;
+  const double bar_w = 18, gap = 34, left = 70, top = 104, plot_h = 260;
   const double group_w = 3 * bar_w + gap;
   const double width = std::max(640.0, left + 20 + std::max<double>(1, static_cast<double>(r.ranked.size())) * group_w);
   const double height = top + plot_h + 120;
@@ -87,12 +87,14 @@ std::string plan_svg(const PlanResult& r, const std::string& title) {
                          gx + b * bar_w, top + plot_h - h, bar_w - 2, h, colors[b]);
     }
     const double cx = gx + 1.5 * bar_w;
+    // Three short lines per group: a group is 88 px wide, one long line of 10 px text overlaps its neighbour's.
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\">#{} {:.2f} s/iter</text>\n",
-                       cx, top - 22, o.rank, static_cast<double>(o.step.step_ps) * 1e-12);
+                       cx, top - 34, o.rank, static_cast<double>(o.step.step_ps) * 1e-12);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\">{:.0f} TFLOP/s</text>\n",
+                       cx, top - 22, o.step.model_tflops_per_gpu);
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{}\">"
-                       "{:.0f} TFLOP/s {:.0f} GB</text>\n",
-                       cx, top - 10, o.step.memory.fits ? "black" : "#c00000", o.step.model_tflops_per_gpu,
-                       o.step.memory.total_bytes / 1e9);
+                       "{:.0f} GB</text>\n",
+                       cx, top - 10, o.step.memory.fits ? "black" : "#c00000", o.step.memory.total_bytes / 1e9);
     svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.0f}\" font-size=\"10\" text-anchor=\"end\" "
                        "transform=\"rotate(-40 {0:.1f} {1:.0f})\" fill=\"{2}\">{3}{4}</text>\n",
                        cx, top + plot_h + 14, o.step.memory.fits ? "black" : "#c00000", xml_escape(o.label),
