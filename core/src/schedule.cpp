@@ -19,6 +19,14 @@ std::string to_string(Section s) {
 
 std::string to_string(Phase p) { return p == Phase::forward ? "forward" : "backward"; }
 
+std::string to_string(ScheduleKind k) { return k == ScheduleKind::layer ? "layer" : "attention"; }
+
+std::string numeric_run_blocker(const Schedule& schedule) {
+  if (schedule.kind == ScheduleKind::attention) return "";
+  return "a layer schedule (whole transformer layer with timing-only GEMM and elementwise ops) cannot run "
+         "numerically; fix: verify the attention schedule of the layer (build_schedule), or time it with simulate";
+}
+
 std::string to_string(Stream s) {
   switch (s) {
     case Stream::compute: return "compute";
@@ -232,9 +240,12 @@ struct Checker {
   }
 
   void payload(const GemmOp& p) const {
+    HCPSIM_ASSERT(s.kind == ScheduleKind::layer, where() + ": a GEMM op in an attention schedule (layer schedules only)");
     HCPSIM_ASSERT(p.m >= 0 && p.n >= 0 && p.k >= 0, where() + ": negative GEMM dimension");
   }
   void payload(const ElementwiseOp&) const {
+    HCPSIM_ASSERT(s.kind == ScheduleKind::layer,
+                  where() + ": an elementwise op in an attention schedule (layer schedules only)");
     HCPSIM_ASSERT(op().bytes >= 0, where() + ": negative elementwise bytes");
   }
 

@@ -413,6 +413,9 @@ void link_sources_and_readers(PlanStep& step, ExecutionPlan& plan) {
 }  // namespace
 
 ExecutionPlan build_execution_plan(const Schedule& schedule) {
+  if (const std::string why = numeric_run_blocker(schedule); !why.empty())
+    throw schedule_error("the GPU backend executes attention schedules: " + why.substr(0, why.find("; fix: ")),
+                         why.substr(why.find("; fix: ") + 7));
   schedule.check_invariants();
 #ifndef NDEBUG
   check_hazards(schedule);

@@ -131,6 +131,7 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
 
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
                                  const ExecutionOptions& options) {
+  HCPSIM_ASSERT(numeric_run_blocker(schedule).empty(), "CPU executor: " + numeric_run_blocker(schedule));
   schedule.check_invariants();
 #ifndef NDEBUG
   check_hazards(schedule);

@@ -426,6 +426,7 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type)
   const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
   const Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
   Schedule out;
+  out.kind = ScheduleKind::layer;
   out.cp_comm_type = attention.cp_comm_type;
   out.a2a_size = attention.a2a_size;
   out.p2p_size = attention.p2p_size;

@@ -134,6 +134,17 @@ TEST_CASE("gpu plan: layer-model ops and fp64 are rejected with a fix", "[gpu_pl
     REQUIRE(e.key() == "schedule");
     REQUIRE(std::string(e.what()).find("attention schedule") != std::string::npos);
   }
+  // A whole layer schedule is refused at the plan's entry, naming what to do instead.
+  Schedule layer_kind;
+  layer_kind.kind = ScheduleKind::layer;
+  try {
+    (void)build_execution_plan(layer_kind);
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    REQUIRE(e.key() == "schedule");
+    REQUIRE(std::string(e.what()).find("a layer schedule") != std::string::npos);
+    REQUIRE(e.fix().find("build_schedule") != std::string::npos);
+  }
   try {
     check_gpu_dtype(Dtype::fp64);
     FAIL("expected InputError");

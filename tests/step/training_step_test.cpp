@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "death_test.hpp"
 #include "test_util.hpp"
 #include "hcpsim/step/layer_builder.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
@@ -509,4 +510,20 @@ TEST_CASE("step: every layer schedule keeps the ordering contract (check_hazards
     }
   }
   REQUIRE(checked == 64);
+}
+
+TEST_CASE("step: a layer schedule says it is one, and the numeric executors refuse it at entry", "[step][schedule_kind]") {
+  const Schedule layer = build_layer_schedule(small(), CpCommType::p2p);
+  CHECK(layer.kind == ScheduleKind::layer);
+  CHECK(numeric_run_blocker(layer).find("a layer schedule") != std::string::npos);
+  const Schedule attention = build_schedule(CpCommType::p2p, cp_layout_for(small(), CpCommType::p2p),
+                                            attention_shape(small()));
+  CHECK(attention.kind == ScheduleKind::attention);
+  CHECK(numeric_run_blocker(attention).empty());
+  // The invariant: timing-only ops belong to layer schedules only.
+  Schedule mislabelled = layer;
+  mislabelled.kind = ScheduleKind::attention;
+  const auto end = hcpsim::test::run_in_child([&] { mislabelled.check_invariants(); });
+  REQUIRE(end.aborted);
+  CHECK(end.stderr_text.find("in an attention schedule (layer schedules only)") != std::string::npos);
 }

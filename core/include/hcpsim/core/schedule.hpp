@@ -265,6 +265,12 @@ struct RankProgram {
                  int64_t ring_step = -1, double flops = 0, int64_t bytes = 0);
 };
 
+/// Whether the numeric executors (the CPU oracle, the GPU backend) can run `schedule`: an empty string when they
+/// can, else the reason and the fix in one line (a layer schedule holds timing-only GEMM and elementwise ops).
+/// The executors check it once at entry instead of rejecting ops one by one.
+struct Schedule;
+std::string numeric_run_blocker(const Schedule& schedule);
+
 /// Attention problem one schedule solves (per TP rank: head counts are already divided by TP).
 struct AttentionShape {
   int64_t batch = 1;          ///< b
@@ -278,8 +284,18 @@ struct AttentionShape {
   Dtype dtype = Dtype::bf16;  ///< element type of activations and messages
 };
 
+/// What a schedule is for. attention: one CP attention layer (schedule_builder.hpp), which every executor runs
+/// (the oracle and the GPU backend numerically, the simulator in time); layer: a whole transformer layer with the
+/// timing-only GemmOp / ElementwiseOp around the attention (step/layer_builder.hpp), which only the simulator runs.
+enum class ScheduleKind { attention = 0, layer = 1 };
+/// "attention" | "layer".
+std::string to_string(ScheduleKind k);
+
 /// A whole layer's schedule (forward then backward) for all CP ranks.
 struct Schedule {
+  /// attention or layer; check_invariants rejects GemmOp / ElementwiseOp in an attention schedule, so a numeric
+  /// executor can decide from the kind alone whether it can run a schedule (can_run_numerically). Additive field.
+  ScheduleKind kind = ScheduleKind::attention;
   CpCommType cp_comm_type = CpCommType::a2a_p2p;
   int64_t a2a_size = 1;  ///< A
   int64_t p2p_size = 1;  ///< P
@@ -294,7 +310,8 @@ struct Schedule {
   /// Timing consumers ignore it. Additive field.
   bool grad_accumulation_in_dtype = false;
 
-  /// Checks structural invariants and aborts (HCPSIM_ASSERT) on the first violation: buffer ids in range,
+  /// Checks structural invariants and aborts (HCPSIM_ASSERT) on the first violation: timing-only ops (GemmOp,
+  /// ElementwiseOp) only in a layer schedule, buffer ids in range,
   /// all_to_all and send_recv on Stream::comm and compute ops never on it,
   /// row ranges inside buffers, deps point backwards, every send has one matching recv of equal size,
   /// every all-to-all is issued by all group members with equal tags, alloc/free balanced and used only

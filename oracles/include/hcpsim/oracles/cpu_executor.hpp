@@ -58,7 +58,8 @@ struct ExecutionOptions {
 ///
 /// @param inputs  global q, k, v, dout for schedule.shape (see make_attention_inputs)
 /// @param threads ≥ 1; results are byte-identical for any thread count.
-/// Aborts (HCPSIM_ASSERT, a schedule bug) on: Schedule::check_invariants failures, use of a buffer that is not
+/// Aborts (HCPSIM_ASSERT, a schedule bug) on: a schedule numeric_run_blocker() refuses (a layer schedule),
+/// Schedule::check_invariants failures, use of a buffer that is not
 /// live, shape mismatches, a message whose size differs from its receive buffers, inconsistent all-to-all members,
 /// a deadlock (the message names every blocked rank and op), an undelivered message at the end, or a global output
 /// element written zero times or more than once.
