@@ -167,14 +167,24 @@ class Writer {
 }  // namespace
 
 void write_dump(const std::string& path, const DumpContents& c, const std::vector<std::string>& omit) {
-  const std::string tmp = output_temp_path(path);
+  const OutputTarget target = classify_output(path);
+  if (target.kind != OutputKind::absent && target.kind != OutputKind::regular)
+    throw InputError(SourceLoc{path, 0, 0, ""}, "--dump",
+                     "will not write the dump to '" + path + "' (" +
+                         (target.reason.empty() ? to_string(target.kind) : target.reason) +
+                         "): an HDF5 dump is a regular file",
+                     "give the path of a regular file");
+  // Created exclusively next to the (symlink-resolved) target; HDF5 then truncates our own empty file.
+  const std::string tmp = create_output_temp(target.path, "dump", "--dump");
   QuietErrors quiet;
   {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     H5Pset_obj_track_times(fcpl.get(), false);  // the root group
     Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose);
-    if (!file.ok())
+    if (!file.ok()) {
+      discard_output_temp(tmp);
       throw InputError(SourceLoc{}, "--dump", "cannot create '" + tmp + "'", "check that the directory exists");
+    }
     try {
       Writer w(path, file.get());
       w.omit = omit;
@@ -205,11 +215,13 @@ void write_dump(const std::string& path, const DumpContents& c, const std::vecto
       (void)metrics;
       w.close_groups();
     } catch (...) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
+      discard_output_temp(tmp);
       throw;
     }
-    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) io_fail(path, "HDF5 flush failed", "check free space");
+    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
+      discard_output_temp(tmp);
+      io_fail(path, "HDF5 flush failed", "check free space");
+    }
   }
   commit_output_file(tmp, path, "dump", "--dump");
 }

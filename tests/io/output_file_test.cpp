@@ -1,7 +1,12 @@
 #include <filesystem>
 #include <string>
 
+#include <sys/stat.h>
+
+#include <csignal>
+
 #include "catch_compat.hpp"
+#include "death_test.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "test_util.hpp"
@@ -18,8 +23,10 @@ TEST_CASE("io: write_output_file writes the whole text, replaces the old file an
   const std::string bytes("a\0b", 3);
   write_output_file(path, bytes, "test file", "--out");
   REQUIRE(test::slurp(path) == bytes);
-  REQUIRE_FALSE(fs::exists(output_temp_path(path)));
-  REQUIRE(output_temp_path(path) == path + ".tmp");
+  // Only the output is left in the directory: no temporary.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename() == "out.txt" ? 1 : 100;
+  REQUIRE(entries == 1);
   fs::remove_all(dir);
 }
 
@@ -33,7 +40,7 @@ TEST_CASE("io: write_output_file into a missing directory names the path, the op
     const std::string m = e.what();
     CHECK(m.find(path) != std::string::npos);
     CHECK(m.find("--trace") != std::string::npos);
-    CHECK(m.find("cannot open trace temporary file") != std::string::npos);
+    CHECK(m.find("cannot create a temporary file for trace") != std::string::npos);
     CHECK(m.find("check that the directory exists") != std::string::npos);
   }
   REQUIRE_FALSE(fs::exists(dir / "no_such_dir"));
@@ -50,5 +57,65 @@ TEST_CASE("io: commit_output_file that cannot rename removes the temporary and k
   REQUIRE_THROWS_AS(commit_output_file(tmp, target.string(), "dump", "--dump"), InputError);
   REQUIRE_FALSE(fs::exists(tmp));
   REQUIRE(fs::is_directory(target / "child"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("io: outputs never clobber what they should not", "[io]") {
+  const fs::path dir = test::scratch_dir("io_output_targets");
+  // A symlink planted where an old writer put its temporary ("PATH.tmp") is never followed.
+  const fs::path victim = dir / "victim";
+  write_output_file(victim.string(), "keep", "test file");
+  fs::create_symlink(victim, dir / "out.json.tmp");
+  write_output_file((dir / "out.json").string(), "{}", "summary", "--summary");
+  CHECK(test::slurp(victim.string()) == "keep");
+  CHECK(test::slurp((dir / "out.json").string()) == "{}");
+  // A symlink to a regular file: the target gets the text, the link stays a link.
+  fs::create_symlink(victim, dir / "link");
+  write_output_file((dir / "link").string(), "new", "test file");
+  CHECK(fs::is_symlink(dir / "link"));
+  CHECK(test::slurp(victim.string()) == "new");
+  // A dangling symlink and a directory are refused with the reason.
+  fs::create_symlink(dir / "nothing", dir / "dangling");
+  try {
+    write_output_file((dir / "dangling").string(), "x", "trace", "--trace");
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("it is a symbolic link to nothing") != std::string::npos);
+  }
+  CHECK(fs::is_symlink(dir / "dangling"));
+  fs::create_directory(dir / "adir");
+  try {
+    write_output_file((dir / "adir").string(), "x", "trace", "--trace");
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("it is a directory") != std::string::npos);
+  }
+  // /dev/null is written in place and stays a character device.
+  write_output_file("/dev/null", "discarded", "trace", "--trace");
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK(classify_output("/dev/null").kind == OutputKind::character_device);
+  // A FIFO without a reader is an error at once, not a hang.
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  try {
+    write_output_file(fifo.string(), "x", "trace", "--trace");
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("no process is reading the FIFO") != std::string::npos);
+  }
+  CHECK(fs::is_fifo(fifo));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("io: a run killed by SIGTERM while writing leaves no temporary file", "[io]") {
+  const fs::path dir = test::scratch_dir("io_output_sigterm");
+  const std::string path = (dir / "dump.h5").string();
+  (void)test::run_in_child([&] {
+    (void)create_output_temp(path, "dump", "--dump");
+    std::raise(SIGTERM);
+  });
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) entries += e.is_regular_file() ? 1 : 0;
+  CHECK(entries == 0);
   fs::remove_all(dir);
 }

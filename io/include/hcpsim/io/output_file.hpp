@@ -1,26 +1,53 @@
 #pragma once
-/// The one output writer every command uses: a file is written completely under a temporary name in the
-/// same directory, then renamed onto its final path, so a reader never sees a half-written file and a failed
-/// run leaves the previous file (or none) in place.
+/// The one output writer every command uses. A file is written completely under a unique temporary name created
+/// exclusively in the target's directory (mkstemp: a planted name or symlink is never followed, two runs never share
+/// a temporary), flushed and fsynced, then renamed onto the final path, so a reader never sees a half-written file
+/// and a failed run leaves the previous file (or none) in place. Only an absent path or a regular file is replaced;
+/// a character device or FIFO (/dev/null, /dev/stdout, a pipe with a reader) is written in place; anything else
+/// (a directory, a dangling symlink, a socket) is refused. A symlink to a regular file is replaced through its
+/// target, so the link stays. The temporary is removed on every error path and on SIGINT / SIGTERM.
 
 #include <string>
 
 namespace hcpsim {
 
-/// The temporary name an output is written under before the rename: `path` + ".tmp".
-std::string output_temp_path(const std::string& path);
+/// What an output path names, as the writer treats it.
+enum class OutputKind { absent, regular, character_device, fifo, refused };
+/// "a new file" | "a regular file" | "a character device" | "a FIFO" | "refused".
+std::string to_string(OutputKind k);
 
-/// Writes `text` to `path` through output_temp_path(path) and a rename.
+/// An output path classified: `path` is the file to write (a symlink resolved to its target), `reason` says why a
+/// `refused` path is refused.
+struct OutputTarget {
+  OutputKind kind = OutputKind::absent;
+  std::string path;
+  std::string reason;
+};
+
+/// Classifies `path` (lstat, then stat through a symlink). Never throws.
+OutputTarget classify_output(const std::string& path);
+
+/// Creates an empty, uniquely named temporary file next to `path` (`path` + ".XXXXXX", exclusively, permissions
+/// 0666 less the umask) and registers it for removal on SIGINT / SIGTERM. For writers with their own file API
+/// (HDF5): write it, then commit_output_file, or discard_output_temp on failure.
+/// @throws InputError located at `path`, with the OS reason, when it cannot be created.
+std::string create_output_temp(const std::string& path, const std::string& what, const std::string& key = "");
+
+/// Writes `text` to `path` as the header describes.
 /// @param what  what the file is, for the message ("trace", "summary", "JUnit file", ...).
 /// @param key   the command-line option that named the file ("--trace"), or empty.
-/// @throws InputError located at `path`, with the OS reason and a fix, if the temporary file cannot be opened,
-///   written or closed, or cannot be renamed onto `path`; the temporary file is removed first.
+/// @throws InputError located at `path`, with the OS reason and a fix, if the path is refused, the temporary file
+///   cannot be created, written, fsynced or closed (it is removed), or cannot be renamed onto `path`.
 void write_output_file(const std::string& path, const std::string& text, const std::string& what,
                        const std::string& key = "");
 
-/// Renames a completed temporary file (written by a library with its own writer, e.g. HDF5) onto `path`.
-/// @throws InputError located at `path` if the rename fails; `temp_path` is removed first.
+/// Renames a completed temporary file (from create_output_temp) onto `path` (through a symlink to its target).
+/// @throws InputError located at `path` if `path` is not absent or a regular file, or the rename fails;
+///   `temp_path` is removed first.
 void commit_output_file(const std::string& temp_path, const std::string& path, const std::string& what,
                         const std::string& key = "");
+
+/// Removes a temporary file from create_output_temp and forgets it (an error path of a writer).
+void discard_output_temp(const std::string& temp_path);
 
 }  // namespace hcpsim
