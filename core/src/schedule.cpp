@@ -21,10 +21,10 @@ std::string to_string(Phase p) { return p == Phase::forward ? "forward" : "backw
 
 std::string to_string(ScheduleKind k) { return k == ScheduleKind::layer ? "layer" : "attention"; }
 
-std::string numeric_run_blocker(const Schedule& schedule) {
-  if (schedule.kind == ScheduleKind::attention) return "";
-  return "a layer schedule (whole transformer layer with timing-only GEMM and elementwise ops) cannot run "
-         "numerically; fix: verify the attention schedule of the layer (build_schedule), or time it with simulate";
+RunBlocker numeric_run_blocker(const Schedule& schedule) {
+  if (schedule.kind == ScheduleKind::attention) return {};
+  return {"a layer schedule (whole transformer layer with timing-only GEMM and elementwise ops) cannot run numerically",
+          "verify the attention schedule of the layer (build_schedule), or time it with simulate"};
 }
 
 std::string to_string(Stream s) {

@@ -413,9 +413,8 @@ void link_sources_and_readers(PlanStep& step, ExecutionPlan& plan) {
 }  // namespace
 
 ExecutionPlan build_execution_plan(const Schedule& schedule) {
-  if (const std::string why = numeric_run_blocker(schedule); !why.empty())
-    throw schedule_error("the GPU backend executes attention schedules: " + why.substr(0, why.find("; fix: ")),
-                         why.substr(why.find("; fix: ") + 7));
+  if (const RunBlocker blocker = numeric_run_blocker(schedule); blocker.blocked())
+    throw schedule_error("the GPU backend executes attention schedules: " + blocker.problem, blocker.fix);
   schedule.check_invariants();
 #ifndef NDEBUG
   check_hazards(schedule);

@@ -131,7 +131,8 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
 
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
                                  const ExecutionOptions& options) {
-  HCPSIM_ASSERT(numeric_run_blocker(schedule).empty(), "CPU executor: " + numeric_run_blocker(schedule));
+  const RunBlocker blocker = numeric_run_blocker(schedule);
+  HCPSIM_ASSERT(!blocker.blocked(), "CPU executor: " + blocker.text());
   schedule.check_invariants();
 #ifndef NDEBUG
   check_hazards(schedule);

@@ -265,11 +265,18 @@ struct RankProgram {
                  int64_t ring_step = -1, double flops = 0, int64_t bytes = 0);
 };
 
-/// Whether the numeric executors (the CPU oracle, the GPU backend) can run `schedule`: an empty string when they
-/// can, else the reason and the fix in one line (a layer schedule holds timing-only GEMM and elementwise ops).
+/// Why the numeric executors (the CPU oracle, the GPU backend) cannot run a schedule: `problem` empty when they
+/// can, else the problem and its fix (a layer schedule holds timing-only GEMM and elementwise ops).
+struct RunBlocker {
+  std::string problem;
+  std::string fix;
+  [[nodiscard]] bool blocked() const { return !problem.empty(); }
+  /// "problem; fix: fix" (empty when not blocked).
+  [[nodiscard]] std::string text() const { return blocked() ? problem + "; fix: " + fix : ""; }
+};
 /// The executors check it once at entry instead of rejecting ops one by one.
 struct Schedule;
-std::string numeric_run_blocker(const Schedule& schedule);
+RunBlocker numeric_run_blocker(const Schedule& schedule);
 
 /// Attention problem one schedule solves (per TP rank: head counts are already divided by TP).
 struct AttentionShape {
