@@ -86,6 +86,7 @@ Schedule silently_disabled(const Schedule& base) {
   const double pairs = static_cast<double>(semantics::block_pairs(s_f, s_f, mask));
   for (int64_t g = 0; g < layout.cp_size(); ++g) {
     RankProgram prog;
+    prog.rank = g;
     prog.cp_rank = g;
     auto decl = [&](const std::string& name, int64_t heads, int64_t width, Dtype dt) {
       prog.buffers.push_back(BufferDecl{name, sh.batch, s_f, heads, width, dt});

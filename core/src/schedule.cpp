@@ -21,6 +21,23 @@ std::string to_string(Phase p) { return p == Phase::forward ? "forward" : "backw
 
 std::string to_string(ScheduleKind k) { return k == ScheduleKind::layer ? "layer" : "attention"; }
 
+bool section_matches(Section section, BlockMask mask, RowRange q_rows, RowRange kv_rows, int64_t q_buffer_rows,
+                     int64_t kv_buffer_rows) {
+  const RowRange all_q{0, q_buffer_rows}, all_kv{0, kv_buffer_rows};
+  if (q_rows.count == 0 || kv_rows.count == 0) return true;
+  switch (section) {
+    case Section::diagonal: return mask != BlockMask::none;
+    case Section::lower:
+      return mask == BlockMask::none && q_rows == all_q && kv_buffer_rows % 2 == 0 &&
+             kv_rows == RowRange{0, kv_buffer_rows / 2};
+    case Section::upper:
+      return mask == BlockMask::none && kv_rows == all_kv && q_buffer_rows % 2 == 0 &&
+             q_rows == RowRange{q_buffer_rows / 2, q_buffer_rows / 2};
+    case Section::full: return mask == BlockMask::none && kv_rows == all_kv;
+  }
+  return false;
+}
+
 RunBlocker numeric_run_blocker(const Schedule& schedule) {
   if (schedule.kind == ScheduleKind::attention) return {};
   return {"a layer schedule (whole transformer layer with timing-only GEMM and elementwise ops) cannot run numerically",
@@ -78,7 +95,7 @@ OpIndex RankProgram::append(OpPayload payload, Phase phase, Stream stream, std::
 BufferId RankProgram::buffer(const std::string& name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == name) return static_cast<BufferId>(i);
-  HCPSIM_ASSERT(false, "rank " + std::to_string(cp_rank) + " has no buffer '" + name + "'");
+  HCPSIM_ASSERT(false, "rank " + std::to_string(rank) + " has no buffer '" + name + "'");
 }
 
 double Schedule::total_flops(Phase phase) const {
@@ -107,7 +124,7 @@ struct Checker {
   std::map<std::pair<std::vector<int64_t>, int64_t>, int64_t> a2a_members;
 
   std::string where() const {
-    return "rank " + std::to_string(r->cp_rank) + " op " + std::to_string(op_index) + " '" +
+    return "rank " + std::to_string(r->rank) + " op " + std::to_string(op_index) + " '" +
            r->ops[op_index].label + "'";
   }
   const Op& op() const { return r->ops[op_index]; }
@@ -132,7 +149,7 @@ struct Checker {
   }
   void member_of(const std::vector<int64_t>& group, const std::string& what) const {
     bool member = false;
-    for (int64_t m : group) member = member || m == r->cp_rank;
+    for (int64_t m : group) member = member || m == r->rank;
     HCPSIM_ASSERT(member, where() + ": rank is not a member of its " + what + " group");
   }
 
@@ -140,8 +157,11 @@ struct Checker {
   void begin_rank(const RankProgram& rank) {
     r = &rank;
     live.assign(rank.buffers.size(), 0);
-    HCPSIM_ASSERT(rank.cp_rank == static_cast<int64_t>(&rank - s.ranks.data()),
-                  "rank programs must be in cp_rank order");
+    HCPSIM_ASSERT(rank.rank == static_cast<int64_t>(&rank - s.ranks.data()),
+                  "rank programs must be in rank order (RankProgram::rank = index in Schedule::ranks)");
+    HCPSIM_ASSERT(rank.tp_rank >= 0 && rank.tp_rank < s.tp_size, "tp_rank outside [0, tp_size)");
+    HCPSIM_ASSERT(rank.rank == rank.cp_rank * s.tp_size + rank.tp_rank,
+                  "rank != cp_rank * tp_size + tp_rank (an attention schedule has rank = cp_rank)");
     for (const auto& b : rank.inputs) {
       op_index = 0;
       HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == rank.buffers.at(static_cast<size_t>(b.buffer)).rows,
@@ -228,12 +248,12 @@ struct Checker {
     HCPSIM_ASSERT(p.send.empty() == (p.send_peer < 0), where() + ": send peer and buffers disagree");
     HCPSIM_ASSERT(p.recv.empty() == (p.recv_peer < 0), where() + ": recv peer and buffers disagree");
     if (!p.send.empty()) {
-      auto key = std::make_tuple(r->cp_rank, p.send_peer, p.send_tag);
+      auto key = std::make_tuple(r->rank, p.send_peer, p.send_tag);
       HCPSIM_ASSERT(sends.count(key) == 0, where() + ": duplicate message");
       sends[key] = sb;
     }
     if (!p.recv.empty()) {
-      auto key = std::make_tuple(p.recv_peer, r->cp_rank, p.recv_tag);
+      auto key = std::make_tuple(p.recv_peer, r->rank, p.recv_tag);
       HCPSIM_ASSERT(recvs.count(key) == 0, where() + ": duplicate receive");
       recvs[key] = rbytes;
     }
@@ -262,6 +282,7 @@ struct Checker {
     HCPSIM_ASSERT(buf(p.lse).width == 1, where() + ": lse width must be 1");
     HCPSIM_ASSERT(buf(p.out).heads == buf(p.q).heads, where() + ": out heads != q heads");
     HCPSIM_ASSERT(buf(p.out).width == buf(p.v).width, where() + ": out width != v width");
+    section(p);
   }
   void payload(const AttnBwdBlockOp& p) const {
     rows(p.q, p.q_rows);
@@ -276,6 +297,13 @@ struct Checker {
     HCPSIM_ASSERT(buf(p.dq).rows == p.q_rows.count, where() + ": dq rows != q rows");
     HCPSIM_ASSERT(buf(p.dk).rows == p.kv_rows.count, where() + ": dk rows != kv rows");
     HCPSIM_ASSERT(buf(p.dv).rows == p.kv_rows.count, where() + ": dv rows != kv rows");
+    section(p);
+  }
+  /// The block's Section label agrees with its rows and mask (section_matches).
+  template <typename BlockOp>
+  void section(const BlockOp& p) const {
+    HCPSIM_ASSERT(section_matches(p.section, p.mask, p.q_rows, p.kv_rows, buf(p.q).rows, buf(p.k).rows),
+                  where() + ": section " + to_string(p.section) + " does not match the block's rows and mask");
   }
 
   /// Merges and corrections: row ranges, LSE width 1, no merge into its own source.
@@ -314,7 +342,7 @@ struct Checker {
       HCPSIM_ASSERT(b.buffer >= 0 && static_cast<size_t>(b.buffer) < r->buffers.size(),
                     "output buffer id out of range");
       HCPSIM_ASSERT(live[static_cast<size_t>(b.buffer)] == 1,
-                    "rank " + std::to_string(r->cp_rank) + ": output '" + b.tensor + "' is not live at the end");
+                    "rank " + std::to_string(r->rank) + ": output '" + b.tensor + "' is not live at the end");
       HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == r->buffers[static_cast<size_t>(b.buffer)].rows,
                     "output binding '" + b.tensor + "' token count != buffer rows");
     }

@@ -78,6 +78,7 @@ void order_backward_after_forward(RankProgram& prog, OpIndex fwd_done) {
 void build_rank(Schedule& sched, const CpLayout& layout, int64_t g, const BuilderFaults& faults) {
   namespace bp = builder_parts;
   RankProgram& prog = sched.ranks[static_cast<size_t>(g)];
+  prog.rank = g;
   prog.cp_rank = g;
   // Reserve about what the program below appends (~24 ops and ~9 buffers per ring step, fewer than 80 ops and 30
   // buffers outside the ring), so that growing the vectors does not move the ops already built (each holds a
@@ -162,6 +163,7 @@ void build_rank_all_gather(Schedule& sched, const CpLayout& layout, int64_t g) {
   const double fwd_pair = attn_fwd_flops_per_pair(dk, dv) * static_cast<double>(sh.batch * H);
   const double bwd_pair = attn_bwd_flops_per_pair(dk, dv) * static_cast<double>(sh.batch * H);
   RankProgram& prog = sched.ranks[static_cast<size_t>(g)];
+  prog.rank = g;
   prog.cp_rank = g;
   RankBuilder rb(prog, sh);
   const auto F = Phase::forward;
@@ -277,7 +279,10 @@ Schedule build_schedule_ranks(CpCommType cp_comm_type, const CpLayout& layout, c
                               const std::vector<int64_t>& cp_ranks) {
   HCPSIM_ASSERT(cp_comm_type != CpCommType::all_gather, "build_schedule_ranks: all_gather is not supported");
   Schedule sched = schedule_header(cp_comm_type, layout, shape);
-  for (size_t g = 0; g < sched.ranks.size(); ++g) sched.ranks[g].cp_rank = static_cast<int64_t>(g);
+  for (size_t g = 0; g < sched.ranks.size(); ++g) {
+    sched.ranks[g].rank = static_cast<int64_t>(g);
+    sched.ranks[g].cp_rank = static_cast<int64_t>(g);
+  }
   std::vector<char> built(sched.ranks.size(), 0);
   for (int64_t g : cp_ranks) {
     HCPSIM_ASSERT(g >= 0 && g < layout.cp_size(), "build_schedule_ranks: cp rank out of range");

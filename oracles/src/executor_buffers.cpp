@@ -29,7 +29,7 @@ ExecutorState::ExecutorState(const Schedule& schedule_in, const ExecutionOptions
   ranks.resize(schedule.ranks.size());
   for (size_t i = 0; i < schedule.ranks.size(); ++i) {
     const RankProgram& prog = schedule.ranks[i];
-    HCPSIM_ASSERT(prog.cp_rank == static_cast<int64_t>(i), "execute_schedule: ranks must be indexed by cp_rank");
+    HCPSIM_ASSERT(prog.rank == static_cast<int64_t>(i), "execute_schedule: ranks must be indexed by rank");
     RankState& st = ranks[i];
     st.program = &prog;
     st.buffers.resize(prog.buffers.size());

@@ -27,8 +27,8 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
   ctx_.progress.resize(schedule.ranks.size());
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {
     const RankProgram& program = schedule.ranks[r];
-    HCPSIM_ASSERT(program.cp_rank == static_cast<int64_t>(r),
-                  fmt::format("schedule.ranks[{}] has cp_rank {}", r, program.cp_rank));
+    HCPSIM_ASSERT(program.rank == static_cast<int64_t>(r),
+                  fmt::format("schedule.ranks[{}] has rank {}", r, program.rank));
     const auto rank = static_cast<int64_t>(r);
     if (!ctx_.classes.represented(rank)) continue;  // an image: never executed
     RankProgress& p = ctx_.progress[r];

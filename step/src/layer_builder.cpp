@@ -22,7 +22,9 @@ class LayerRankBuilder {
  public:
   LayerRankBuilder(const Scenario& s, const RankProgram& attention, int64_t tp_rank, int64_t cp_rank)
       : s_(s), attn_(attention), tp_(s.parallel.tensor_model_parallel_size), tp_rank_(tp_rank), cp_rank_(cp_rank) {
-    prog_.cp_rank = layer_rank(tp_rank, cp_rank, tp_);
+    prog_.rank = layer_rank(tp_rank, cp_rank, tp_);
+    prog_.cp_rank = cp_rank;
+    prog_.tp_rank = tp_rank;
     prog_.buffers = attention.buffers;
     prog_.inputs = attention.inputs;
     prog_.outputs = attention.outputs;

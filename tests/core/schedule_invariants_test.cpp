@@ -79,4 +79,30 @@ TEST_CASE("core: check_invariants accepts the built schedule and rejects broken 
           }
       },
       "while not live");
+  // A section label its rows and mask contradict (the swapped-sections bug of a builder that swaps labels only).
+  require_rejected(
+      [](Schedule& s) {
+        for (auto& op : s.ranks[0].ops)
+          if (auto* a = std::get_if<AttnFwdBlockOp>(&op.payload); a && a->section == Section::upper) {
+            a->section = Section::lower;
+            break;
+          }
+      },
+      "section lower does not match the block's rows and mask");
+}
+
+TEST_CASE("core: section_matches checks a block's section against its rows and mask", "[core][schedule]") {
+  // Chunk C = 4: the q and kv buffers of a ring step hold 2C = 8 rows (docs/algorithm.md §4.2).
+  const RowRange all{0, 8}, first_half{0, 4}, second_half{4, 4};
+  CHECK(section_matches(Section::diagonal, BlockMask::causal, all, all, 8, 8));
+  CHECK_FALSE(section_matches(Section::diagonal, BlockMask::none, all, all, 8, 8));
+  CHECK(section_matches(Section::lower, BlockMask::none, all, first_half, 8, 8));
+  CHECK_FALSE(section_matches(Section::lower, BlockMask::none, all, second_half, 8, 8));
+  CHECK_FALSE(section_matches(Section::lower, BlockMask::causal, all, first_half, 8, 8));
+  CHECK(section_matches(Section::upper, BlockMask::none, second_half, all, 8, 8));
+  CHECK_FALSE(section_matches(Section::upper, BlockMask::none, first_half, all, 8, 8));
+  CHECK(section_matches(Section::full, BlockMask::none, first_half, all, 8, 8));  // all_gather: one q chunk
+  CHECK_FALSE(section_matches(Section::full, BlockMask::none, all, first_half, 8, 8));
+  CHECK(section_matches(Section::full, BlockMask::none, all, RowRange{4, 0}, 8, 8));  // an empty block
+  CHECK(section_matches(Section::diagonal, BlockMask::causal_bottom_right, first_half, RowRange{0, 6}, 8, 16));
 }

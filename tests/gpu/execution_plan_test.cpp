@@ -164,7 +164,7 @@ TEST_CASE("gpu plan: a schedule that deadlocks under rendezvous semantics is an 
   s.shape = make_shape(1, 8, 1, 1, 4, 4, true);
   for (int64_t r = 0; r < 2; ++r) {
     RankProgram p;
-    p.cp_rank = r;
+    p.rank = p.cp_rank = r;
     p.buffers.push_back(BufferDecl{"x", 1, 2, 1, 4, Dtype::bf16});
     p.buffers.push_back(BufferDecl{"y", 1, 2, 1, 4, Dtype::bf16});
     Op a;  // on the comm stream like the messages, so that stream order orders them (no buffer hazard)

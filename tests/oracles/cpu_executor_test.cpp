@@ -64,7 +64,7 @@ Schedule empty_schedule(const AttentionShape& shape, CpCommType type, int64_t a2
   s.p2p_size = p2p;
   s.shape = shape;
   s.ranks.resize(static_cast<size_t>(a2a * p2p));
-  for (size_t r = 0; r < s.ranks.size(); ++r) s.ranks[r].cp_rank = static_cast<int64_t>(r);
+  for (size_t r = 0; r < s.ranks.size(); ++r) s.ranks[r].rank = s.ranks[r].cp_rank = static_cast<int64_t>(r);
   return s;
 }
 
@@ -80,17 +80,18 @@ Schedule single_rank_schedule(const AttentionShape& sh, bool with_empty_block) {
   r.p.inputs = {{"q", q, all_tokens, 0}, {"k", k, all_tokens, 0}, {"v", v, all_tokens, 0},
                 {"dout", dout, all_tokens, 0}};
   const BlockMask mask = sh.causal ? BlockMask::causal : BlockMask::none;
+  const Section sec = sh.causal ? Section::diagonal : Section::full;
   const RowRange all{0, S};
   BufferId out = -1, lse = -1;
   if (!with_empty_block) {
     out = r.alloc("out", S, H, sh.head_dim_v);
     lse = r.alloc("lse", S, H, 1);
-    r.op(AttnFwdBlockOp{q, k, v, all, all, mask, Section::diagonal, out, lse}, "fwd");
+    r.op(AttnFwdBlockOp{q, k, v, all, all, mask, sec, out, lse}, "fwd");
   } else {
     const BufferId o0 = r.alloc("o0", S, H, sh.head_dim_v), l0 = r.alloc("l0", S, H, 1);
     const BufferId o1 = r.alloc("o1", S, H, sh.head_dim_v), l1 = r.alloc("l1", S, H, 1);
     r.op(AttnFwdBlockOp{q, k, v, all, RowRange{S / 2, 0}, BlockMask::none, Section::full, o0, l0}, "fwd empty");
-    r.op(AttnFwdBlockOp{q, k, v, all, all, mask, Section::diagonal, o1, l1}, "fwd");
+    r.op(AttnFwdBlockOp{q, k, v, all, all, mask, sec, o1, l1}, "fwd");
     lse = r.alloc("lse", S, H, 1);
     r.op(CopyOp{lse, l0, all, all, false}, "lse init");
     r.op(LseMergeOp{lse, l1, all, false}, "lse merge");
@@ -101,7 +102,7 @@ Schedule single_rank_schedule(const AttentionShape& sh, bool with_empty_block) {
   }
   const BufferId dq = r.alloc("dq", S, H, sh.head_dim_qk), dk = r.alloc("dk", S, Hkv, sh.head_dim_qk);
   const BufferId dv = r.alloc("dv", S, Hkv, sh.head_dim_v);
-  r.op(AttnBwdBlockOp{q, k, v, out, dout, lse, all, all, mask, Section::diagonal, dq, dk, dv}, "bwd", Phase::backward);
+  r.op(AttnBwdBlockOp{q, k, v, out, dout, lse, all, all, mask, sec, dq, dk, dv}, "bwd", Phase::backward);
   r.p.outputs = {{"out", out, all_tokens, 0},
                  {"softmax_lse", lse, all_tokens, 0},
                  {"dq", dq, all_tokens, 0},

@@ -82,7 +82,7 @@ inline Schedule empty_schedule(int64_t a2a_size, int64_t p2p_size) {
   s.p2p_size = p2p_size;
   s.shape.dtype = Dtype::bf16;
   s.ranks.resize(static_cast<size_t>(a2a_size * p2p_size));
-  for (size_t r = 0; r < s.ranks.size(); ++r) s.ranks[r].cp_rank = static_cast<int64_t>(r);
+  for (size_t r = 0; r < s.ranks.size(); ++r) s.ranks[r].rank = s.ranks[r].cp_rank = static_cast<int64_t>(r);
   return s;
 }
 

@@ -58,11 +58,23 @@ struct RowRange {
   int64_t begin = 0;
   int64_t count = 0;
   [[nodiscard]] int64_t end() const { return begin + count; }
+  friend bool operator==(const RowRange& a, const RowRange& b) { return a.begin == b.begin && a.count == b.count; }
 };
 
-/// Which part of the causal ring block a step computes. Source: docs/algorithm.md §4.2.
+/// Which part of the causal ring block a step computes. Source: docs/algorithm.md §4.2 (TE
+/// AttnFuncWithCPAndKVP2P: i == 0 the diagonal, i <= rank the lower half of KV, else the upper half of Q).
+/// It is a label the rows and the mask of the block determine; check_invariants checks it with section_matches.
 enum class Section { diagonal, lower, upper, full };
 std::string to_string(Section s);
+
+/// True when a block's rows and mask are what its section says (what check_invariants checks on every attention
+/// block op): diagonal ⇔ a masked block (mask ≠ none); lower: unmasked, every row of the q buffer against the
+/// first half of the kv buffer's rows; upper: unmasked, the second half of the q buffer's rows against every kv
+/// row; full: unmasked, every kv row (any q rows: the all_gather variant computes one q chunk at a time). An
+/// empty block (no q or no kv rows: lse −inf, out 0) matches every section.
+/// q_buffer_rows / kv_buffer_rows: rows of the q and k buffers the block reads.
+bool section_matches(Section section, BlockMask mask, RowRange q_rows, RowRange kv_rows, int64_t q_buffer_rows,
+                     int64_t kv_buffer_rows);
 
 // BlockMask, the mask a kernel applies inside its block, is declared with its meaning in semantics.hpp.
 
@@ -249,9 +261,14 @@ struct IoBinding {
   int64_t head_begin = 0;
 };
 
-/// The program of one CP rank.
+/// The program of one rank: a CP rank of an attention schedule, a (tp_rank, cp_rank) pair of a layer schedule.
 struct RankProgram {
-  int64_t cp_rank = 0;
+  /// Index of this program in Schedule::ranks, the id that message peers (SendRecvOp::send_peer / recv_peer) and
+  /// collective groups name. Equals cp_rank in an attention schedule; cp_rank·tp_size + tp_rank in a layer
+  /// schedule (step/layer_builder.hpp layer_rank). Additive field (check_invariants checks it).
+  int64_t rank = 0;
+  int64_t cp_rank = 0;  ///< CP rank in [0, A·P)
+  int64_t tp_rank = 0;  ///< TP rank in [0, Schedule::tp_size); 0 in an attention schedule. Additive field.
   std::vector<BufferDecl> buffers;
   std::vector<Op> ops;
   std::vector<IoBinding> inputs;   ///< filled before the first op; live from the start

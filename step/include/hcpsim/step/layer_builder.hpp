@@ -37,7 +37,7 @@ int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp);
 /// ElementwiseOp on the compute stream. Layer-op buffers are 1-row-per-TP-shard tensors [1, tp, 1, E/tp]
 /// (only their sizes matter).
 /// @param scenario validated (ValidationScope::placement); @param cp_comm_type one of its comm types.
-/// @return a schedule with TP·CP ranks (RankProgram::cp_rank = layer_rank(t, c, TP)); check_invariants holds.
+/// @return a schedule with TP·CP ranks (RankProgram::rank = layer_rank(t, c, TP), with its cp_rank c and tp_rank t); check_invariants holds.
 /// Source: Megatron-LM megatron/core/transformer/transformer_layer.py, tensor_parallel/layers.py
 /// (LinearWithGradAccumulationAndAsyncCommunication), tensor_parallel/mappings.py (SP gather/scatter);
 /// Korthikanti et al. 2022 (arXiv:2205.05198) Figure 5 for the SP collective placement.
