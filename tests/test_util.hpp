@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "hcpsim/core/cp_variant.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/core/schedule_hazards.hpp"
 
@@ -50,9 +51,7 @@ inline AttentionShape attention_shape(int64_t b, int64_t s, int64_t h, int64_t h
 /// The comm type TE uses for [A, P]: p2p for A = 1, a2a for P = 1, else a2a+p2p (attn_forward_func_with_cp,
 /// docs/algorithm.md §8.1).
 inline CpCommType comm_type_for(int64_t A, int64_t P) {
-  if (A == 1) return CpCommType::p2p;
-  if (P == 1) return CpCommType::a2a;
-  return CpCommType::a2a_p2p;
+  return cp_variant_for_hierarchical_sizes(A, P).comm_type;  // the table's fallback rule
 }
 
 /// Schedule::check_invariants, then check_hazards (the ordering contract): what tests run on every schedule they

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include "hcpsim/core/cp_variant.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
@@ -79,7 +80,7 @@ void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
              layout.a2a_size(), layout.p2p_size(), layout.cp_size());
   fmt::print("  CONTEXT_PARALLEL_GROUP: global ranks {} (first of {} CP groups; nodes {})\n", join(globals(all)),
              groups, join(nodes(all)));
-  if (type == CpCommType::a2a_p2p) {
+  if (cp_variant(type).takes_hierarchical_sizes) {
     fmt::print("  HIERARCHICAL_CONTEXT_PARALLEL_GROUPS:\n");
     for (int64_t p = 0; p < layout.p2p_size(); ++p) {
       const auto g = layout.a2a_group(p);

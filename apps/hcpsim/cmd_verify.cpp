@@ -9,6 +9,7 @@
 #include "app_common.hpp"
 #include "gpu_runner.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/cp_variant.hpp"
 #include "hcpsim/core/fault_injection.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/io/output_file.hpp"
@@ -34,7 +35,7 @@ nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const
              "dk acc", "dv acc");
   for (int64_t P : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}}) {
     if (shape.seq_length % (2 * A * P) != 0) continue;
-    const CpCommType type = A == 1 ? CpCommType::p2p : (P == 1 ? CpCommType::a2a : CpCommType::a2a_p2p);
+    const CpCommType type = cp_variant_for_hierarchical_sizes(A, P).comm_type;  // TE's p2p / a2a fallbacks
     const Schedule good = build_schedule(type, CpLayout(A, P, shape.seq_length), shape);
     const Schedule bad = inject_fault(good, FaultKind::bf16_accumulation);
     VerifyOptions o = base;
@@ -209,7 +210,8 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
   const VerifySetup setup = prepare_verify(c, args);
   const Scenario& s = setup.scenario;
   const auto types = buildable_types(s);
-  if (setup.fault && std::find(types.begin(), types.end(), CpCommType::all_gather) != types.end())
+  if (setup.fault &&
+      std::any_of(types.begin(), types.end(), [](CpCommType t) { return !cp_variant(t).takes_faults; }))
     throw InputError(s.loc("parallel.cp_comm_type"), "--inject", "fault injectors need a p2p, a2a or a2a+p2p schedule",
                      "drop --inject or use parallel.cp_comm_type=a2a+p2p");
   check_output_path(args.json_path, "--json");

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "hcpsim/core/error.hpp"
+#include "hcpsim/config/cp_variant_config.hpp"
 
 namespace hcpsim {
 
@@ -23,21 +23,7 @@ AttentionShape attention_shape(const Scenario& s) {
 }
 
 CpLayout cp_layout_for(const Scenario& s, CpCommType type) {
-  const int64_t cp = s.parallel.context_parallel_size;
-  switch (type) {
-    case CpCommType::p2p: return CpLayout(1, cp, s.model.seq_length);
-    case CpCommType::a2a: return CpLayout(cp, 1, s.model.seq_length);
-    case CpCommType::all_gather: return CpLayout(1, cp, s.model.seq_length);
-    case CpCommType::a2a_p2p: {
-      const auto& sizes = s.parallel.hierarchical_context_parallel_sizes;
-      if (!sizes || sizes->size() != 2)
-        throw InputError(s.loc("parallel.cp_comm_type"), "parallel.hierarchical_context_parallel_sizes",
-                         "cp_comm_type a2a+p2p needs two hierarchical sizes [A, P]",
-                         "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size");
-      return CpLayout((*sizes)[0], (*sizes)[1], s.model.seq_length);
-    }
-  }
-  HCPSIM_ASSERT(false, "unknown cp_comm_type");
+  return cp_variant_config(type).layout(s, cp_variant(type));
 }
 
 ParallelSizes parallel_sizes(const Scenario& s, int64_t data_parallel_size) {

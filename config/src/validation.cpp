@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "hcpsim/config/cp_variant_config.hpp"
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 
@@ -37,15 +38,10 @@ std::string fmt_double(double v) {
   return os.str();
 }
 
-/// First TE release that has a cp_comm_type. Source: docs/algorithm.md §8.5 version matrix.
-std::vector<int> min_te_version(CpCommType t) {
-  switch (t) {
-    case CpCommType::p2p: return {1, 0, 0};         // 479dbb73a (#362)
-    case CpCommType::all_gather: return {1, 10, 0};  // 304078568 (#1060)
-    case CpCommType::a2a: return {1, 11, 0};         // 40dda924a (#1160)
-    case CpCommType::a2a_p2p: return {1, 12, 0};     // c24a4c416 (#1209); Megatron asserts >= 1.12.0
-  }
-  return {0, 0, 0};
+/// [A, P] of cp_comm_type `t` in a scenario whose hierarchical sizes (if `t` takes them) are checked.
+CpSizes sizes_of(const ParallelConfig& p, CpCommType t) {
+  const std::vector<int64_t> none;
+  return cp_variant(t).sizes(p.context_parallel_size, p.hierarchical_context_parallel_sizes.value_or(none));
 }
 
 // Bounds that keep every size, byte count and FLOP count of a schedule exact in int64 / double arithmetic.
@@ -190,7 +186,7 @@ class Validator {
     const ParallelConfig& p = s_.parallel;
     const int64_t cp = p.context_parallel_size;
     bool uses_hier = false;
-    for (CpCommType t : p.cp_comm_type) uses_hier = uses_hier || t == CpCommType::a2a_p2p;
+    for (CpCommType t : p.cp_comm_type) uses_hier = uses_hier || cp_variant(t).takes_hierarchical_sizes;
     const auto& sizes = p.hierarchical_context_parallel_sizes;
     const std::string sizes_key = "parallel.hierarchical_context_parallel_sizes";
     if (uses_hier && !sizes)
@@ -253,44 +249,41 @@ class Validator {
   void check_a2a_head_split(CpCommType t) const {
     const ParallelConfig& p = s_.parallel;
     const ModelConfig& m = s_.model;
+    const CpVariantConfig& row = cp_variant_config(t);
     const int64_t tp = p.tensor_model_parallel_size, cp = p.context_parallel_size;
-    if (cp <= 1 || (t != CpCommType::a2a && t != CpCommType::a2a_p2p)) return;
+    if (cp <= 1 || row.a2a_size_key.empty()) return;
     const int64_t h_tp = m.num_attention_heads / tp, hkv_tp = m.num_query_groups / tp;
-    const int64_t a = t == CpCommType::a2a ? cp : (*p.hierarchical_context_parallel_sizes)[0];
-    const std::string what = t == CpCommType::a2a ? "context_parallel_size" : "the a2a size A";
-    const std::string key =
-        t == CpCommType::a2a ? "parallel.context_parallel_size" : "parallel.hierarchical_context_parallel_sizes";
+    const int64_t a = sizes_of(p, t)[0];
+    const std::string& key = row.a2a_size_key;
     if (h_tp % a == 0 && hkv_tp % a == 0) return;
     std::string problem = "heads per TP rank (num_attention_heads/TP = " + str(h_tp) +
-                          ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " + what +
-                          " = " + str(a) + " (Ulysses scatters heads)";
+                          ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " +
+                          row.a2a_size_what + " = " + str(a) + " (Ulysses scatters heads)";
     if (hkv_tp == 1) problem += "; with one KV head per TP rank (MQA) no a2a size >= 2 is possible";
     fail_between(key,
                  {key, "model.num_attention_heads", "model.num_query_groups", "parallel.tensor_model_parallel_size",
                   "parallel.context_parallel_size"},
-                 problem,
-                 t == CpCommType::a2a
-                     ? "use cp_comm_type a2a+p2p with an a2a size that divides " + str(hkv_tp) + ", or p2p"
-                     : "choose A dividing " + str(hkv_tp) + " (and " + str(h_tp) + "), or use p2p");
+                 problem, row.head_split_fix(h_tp, hkv_tp));
   }
 
   /// What TE supports with cp_comm_type `t`: sliding windows, attention bias, and the first TE release (`te`,
   /// empty when not given) that has it.
   void check_cp_type_support(CpCommType t, const std::vector<int>& te) const {
     const ModelConfig& m = s_.model;
+    const CpVariantConfig& row = cp_variant_config(t);
     const int64_t cp = s_.parallel.context_parallel_size;
-    if (m.has_sliding_window() && (t == CpCommType::p2p || t == CpCommType::a2a_p2p))
+    if (m.has_sliding_window() && !row.sliding_window)
       fail("model.window_size",
            "sliding window attention is not supported with cp_comm_type " + to_string(t) +
                " (TE supports it with a2a and all_gather)",
            "use cp_comm_type a2a or all_gather, or window_size: [-1, -1]");
-    if (m.attention_bias && t != CpCommType::p2p && cp > 1)
+    if (m.attention_bias && !row.attention_bias && cp > 1)
       fail("model.attention_bias",
            "attention bias is not supported with cp_comm_type " + to_string(t) +
                " (TE supports core-attention bias with context parallelism only for p2p)",
            "use cp_comm_type p2p, or attention_bias: false");
-    if (!te.empty() && cp > 1 && te < min_te_version(t)) {
-      const auto need = min_te_version(t);
+    const std::vector<int> need(row.min_te_version.begin(), row.min_te_version.end());
+    if (!te.empty() && cp > 1 && te < need) {
       fail("parallel.te_version",
            "cp_comm_type " + to_string(t) + " needs Transformer Engine >= " + str(need[0]) + "." + str(need[1]) +
                ", got " + *s_.parallel.te_version,
@@ -400,9 +393,7 @@ class Validator {
           "kernels keep no score matrix; the step pays one more attention forward per layer and saves no activation "
           "memory (use full recompute to save memory, or none)");
     for (CpCommType t : p.distinct_cp_comm_types()) {
-      int64_t a = 1;
-      if (t == CpCommType::a2a) a = p.context_parallel_size;
-      if (t == CpCommType::a2a_p2p) a = (*p.hierarchical_context_parallel_sizes)[0];
+      const int64_t a = sizes_of(p, t)[0];
       if (a > 1 && (tp * a > c.gpus_per_node || c.gpus_per_node % (tp * a) != 0))
         report_.warnings.push_back(
             "cp_comm_type " + to_string(t) + ": TP*A = " + str(tp) + "*" + str(a) + " = " + str(tp * a) +

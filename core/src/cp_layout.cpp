@@ -1,6 +1,7 @@
 #include "hcpsim/core/cp_layout.hpp"
 
 #include <sstream>
+#include <utility>
 
 #include "hcpsim/core/error.hpp"
 
@@ -24,6 +25,31 @@ std::vector<int64_t> CpLayout::p2p_group(int64_t a) const {
   std::vector<int64_t> g;
   for (int64_t p = 0; p < p2p_size_; ++p) g.push_back(cp_rank(p, a));
   return g;
+}
+
+std::vector<int64_t> CpSymmetryClasses::representatives() const {
+  std::vector<int64_t> reps;
+  reps.reserve(classes.size());
+  for (const auto& c : classes) reps.push_back(c[0]);
+  return reps;
+}
+
+CpSymmetryClasses CpLayout::a2a_group_classes(int64_t a2a_size, int64_t p2p_size) {
+  HCPSIM_ASSERT(a2a_size >= 1 && p2p_size >= 1, "a2a and p2p sizes must be >= 1");
+  CpSymmetryClasses c;
+  c.class_of.resize(static_cast<size_t>(a2a_size * p2p_size));
+  c.position_of.resize(c.class_of.size());
+  for (int64_t p = 0; p < p2p_size; ++p) {
+    std::vector<int64_t> members;
+    for (int64_t a = 0; a < a2a_size; ++a) {
+      const int64_t g = p * a2a_size + a;  // flat CP rank g = p·A + a
+      members.push_back(g);
+      c.class_of[static_cast<size_t>(g)] = p;
+      c.position_of[static_cast<size_t>(g)] = a;
+    }
+    c.classes.push_back(std::move(members));
+  }
+  return c;
 }
 
 std::vector<int64_t> CpLayout::zigzag_chunks(int64_t g) const { return {g, 2 * cp_size() - 1 - g}; }

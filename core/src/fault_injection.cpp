@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/cp_variant.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/core/semantics.hpp"
@@ -206,7 +207,7 @@ void drop_dkv_hop(Schedule& s) {
 }  // namespace
 
 Schedule inject_fault(const Schedule& schedule, FaultKind kind) {
-  if (schedule.cp_comm_type == CpCommType::all_gather)
+  if (!cp_variant(schedule.cp_comm_type).takes_faults)
     throw InputError(SourceLoc{}, "oracle.inject", "fault injectors apply to p2p, a2a and a2a+p2p schedules only",
                      "use parallel.cp_comm_type a2a+p2p (or p2p, a2a) with --inject");
   Schedule s;

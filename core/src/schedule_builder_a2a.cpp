@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "schedule_builder_parts.hpp"
+#include "hcpsim/core/schedule_builder_parts.hpp"
 
 namespace hcpsim::builder_parts {
 

@@ -4,18 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "schedule_builder_parts.hpp"
+#include "hcpsim/core/schedule_builder_parts.hpp"
 
 namespace hcpsim::builder_parts {
 
-namespace {
-
-/// Backward section of step i on p2p rank p (docs/algorithm.md §5.1).
 Section bwd_section(bool causal, int64_t P, int64_t p, int64_t i) {
   if (!causal) return Section::full;
   if (i == P - 1) return Section::diagonal;
   return i >= P - p - 1 ? Section::lower : Section::upper;
 }
+
+namespace {
 
 /// Step i's message to p−1 / from p+1 (docs/algorithm.md §5.1): KV at step 0, KV + dKV in between, dKV at the last
 /// step; after the previous step's accumulation and the backward's inputs.
@@ -79,20 +78,8 @@ BwdBlock bwd_attn_block(RankState& s, const BackwardRingBuffers& bufs, const Bac
   return blk;
 }
 
-/// The copy (=) or add (+=) ops of one backward step, on the compute stream after the step's kernel and message.
-struct StepAccumulator {
-  RankBuilder& rb;
-  std::vector<OpIndex> deps;
-  std::string step;  ///< "bwd step i"
-  int64_t i;
+}  // namespace
 
-  OpIndex operator()(BufferId dst, RowRange dr, BufferId src, RowRange sr, bool add, const std::string& what) {
-    return rb.copy(dst, dr, src, sr, add, Phase::backward, Stream::compute, deps,
-                   step + " " + what + (add ? " +=" : " ="), i);
-  }
-};
-
-/// dQ rules of step i into the rank's dq accumulator (docs/algorithm.md §5.3).
 void accumulate_dq(const RankDims& d, StepAccumulator& acc, BufferId dq_acc, BufferId dq_step, int64_t i) {
   const int64_t P = d.P, p = d.p, C = d.C;
   const RowRange all{0, d.s_l}, h0{0, C}, h1{C, C}, half_src{0, C}, second_src{C, C};
@@ -112,7 +99,6 @@ void accumulate_dq(const RankDims& d, StepAccumulator& acc, BufferId dq_acc, Buf
   }
 }
 
-/// dK/dV rules of step i into the accumulator `dst` received from p+1 (docs/algorithm.md §5.3); returns the last op.
 OpIndex accumulate_dkv(const RankDims& d, StepAccumulator& acc, const KvBuf& dst, const Grads& step, int64_t i) {
   const int64_t P = d.P, p = d.p, C = d.C;
   const RowRange all{0, d.s_l}, h0{0, C}, h1{C, C}, half_src{0, C}, second_src{C, C};
@@ -139,13 +125,6 @@ OpIndex accumulate_dkv(const RankDims& d, StepAccumulator& acc, const KvBuf& dst
   return last;
 }
 
-/// The message and accumulation ops of one backward step.
-struct BwdStepOps {
-  OpIndex comm = -1;   ///< the step's send/recv, -1 when P = 1
-  OpIndex accum = -1;  ///< the step's last dk/dv accumulation
-};
-
-/// Backward ring step i: send/recv, attention-backward block, dq and dk/dv accumulation, free the step's grads.
 BwdStepOps bwd_ring_step(RankState& s, const BackwardRingBuffers& bufs, const BackwardInputs& in, int64_t i,
                          const BwdStepOps& prev) {
   const auto B = Phase::backward;
@@ -164,8 +143,6 @@ BwdStepOps bwd_ring_step(RankState& s, const BackwardRingBuffers& bufs, const Ba
   s.rb.free(step.dv, B, cs);
   return ops;
 }
-
-}  // namespace
 
 BackwardRingBuffers alloc_bwd_ring_buffers(RankState& s, const BackwardInputs& in, const ForwardRing& ring) {
   const RankDims& d = s.d;

@@ -3,18 +3,17 @@
 #include <string>
 #include <vector>
 
-#include "schedule_builder_parts.hpp"
+#include "hcpsim/core/schedule_builder_parts.hpp"
 
 namespace hcpsim::builder_parts {
 
-namespace {
-
-/// Forward section of step i on p2p rank p (docs/algorithm.md §4.2).
 Section fwd_section(bool causal, int64_t P, int64_t p, int64_t i) {
   if (!causal) return Section::full;
   if (P == 1 || i == 0) return Section::diagonal;
   return i <= p ? Section::lower : Section::upper;
 }
+
+namespace {
 
 /// fwd_section with the fault swapped_causal_sections applied (lower and upper exchanged).
 Section fwd_step_section(const RankState& s, int64_t i) {
@@ -99,9 +98,8 @@ void fwd_lse_merge(RankState& s, ForwardRing& ring, int64_t i, Stream st, OpInde
 
 }  // namespace
 
-ForwardRing fwd_ring(RankState& s, const AttnLayoutTensors& qkv) {
-  const int64_t P = s.d.P;
-  const size_t Pu = static_cast<size_t>(P);
+ForwardRing init_fwd_ring(RankState& s, const AttnLayoutTensors& qkv) {
+  const size_t Pu = static_cast<size_t>(s.d.P);
   ForwardRing ring;
   ring.k.resize(Pu);
   ring.v.resize(Pu);
@@ -109,16 +107,23 @@ ForwardRing fwd_ring(RankState& s, const AttnLayoutTensors& qkv) {
   ring.lse_step.resize(Pu);
   ring.sections.resize(Pu);
   alloc_kv_ring_buffer0(s, qkv, ring);
+  return ring;
+}
+
+OpIndex fwd_ring_step(RankState& s, const AttnLayoutTensors& qkv, ForwardRing& ring, int64_t i, OpIndex prev_comm) {
+  const Stream st = (i % 2 == 0) ? Stream::compute : Stream::cp;
+  OpIndex comm_i = -1;
+  if (i < s.d.P - 1) comm_i = fwd_send_recv_kv(s, ring, i);
+  ring.sections[static_cast<size_t>(i)] = fwd_step_section(s, i);
+  const OpIndex kernel = fwd_attn_block(s, qkv, ring, i, st, prev_comm);
+  fwd_lse_merge(s, ring, i, st, kernel);
+  return comm_i;
+}
+
+ForwardRing fwd_ring(RankState& s, const AttnLayoutTensors& qkv) {
+  ForwardRing ring = init_fwd_ring(s, qkv);
   OpIndex prev_comm = -1;  // send/recv of the previous step: the KV of this step
-  for (int64_t i = 0; i < P; ++i) {
-    const Stream st = (i % 2 == 0) ? Stream::compute : Stream::cp;
-    OpIndex comm_i = -1;
-    if (i < P - 1) comm_i = fwd_send_recv_kv(s, ring, i);
-    ring.sections[static_cast<size_t>(i)] = fwd_step_section(s, i);
-    const OpIndex kernel = fwd_attn_block(s, qkv, ring, i, st, prev_comm);
-    fwd_lse_merge(s, ring, i, st, kernel);
-    prev_comm = comm_i;
-  }
+  for (int64_t i = 0; i < s.d.P; ++i) prev_comm = fwd_ring_step(s, qkv, ring, i, prev_comm);
   return ring;
 }
 

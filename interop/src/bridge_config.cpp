@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "hcpsim/config/megatron_defaults.hpp"
+#include "hcpsim/core/types.hpp"
 #include "hcpsim/interop/megatron_import.hpp"
 #include "input_names.hpp"
 
@@ -308,7 +309,7 @@ class BridgeReader {
     }
     for (auto& x : items) {
       if (x == "allgather") x = "all_gather";
-      if (x != "p2p" && x != "a2a" && x != "a2a+p2p" && x != "all_gather")
+      if (!parse_cp_comm_type(x))  // the spellings of core/types.hpp
         throw InputError(loc(v), key, "unknown cp_comm_type '" + x + "'",
                          "use p2p, a2a, a2a+p2p or allgather (one value, or one per layer)");
     }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "hcpsim/config/megatron_defaults.hpp"
+#include "hcpsim/core/types.hpp"
 #include "hcpsim/interop/megatron_import.hpp"
 #include "input_names.hpp"
 #include "shell_lexer.hpp"
@@ -276,7 +277,7 @@ class ArgInterpreter {
       if (items.empty()) bad_value(*a, "p2p, a2a, a2a+p2p or allgather");
       for (auto& x : items) {
         if (x == "allgather") x = "all_gather";  // Megatron's spelling of TE's all_gather
-        if (x != "p2p" && x != "a2a" && x != "a2a+p2p" && x != "all_gather")
+        if (!parse_cp_comm_type(x))  // the spellings of core/types.hpp
           throw InputError(where(*a), a->flag, "unknown cp_comm_type '" + x + "'",
                            "use p2p, a2a, a2a+p2p or allgather (one value, or one per layer)");
       }

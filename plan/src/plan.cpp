@@ -12,6 +12,8 @@
 #include <tuple>
 
 #include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/cp_variant.hpp"
+#include "hcpsim/config/cp_variant_config.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
@@ -24,7 +26,7 @@ namespace hcpsim::sim {
 namespace {
 
 std::string label_of(CpCommType t, int64_t a, int64_t p, int64_t tp) {
-  if (t == CpCommType::a2a_p2p) return fmt::format("a2a+p2p [{},{}] TP{}", a, p, tp);
+  if (cp_variant(t).takes_hierarchical_sizes) return fmt::format("{} [{},{}] TP{}", to_string(t), a, p, tp);
   return fmt::format("{} TP{}", to_string(t), tp);
 }
 
@@ -48,7 +50,7 @@ PlanOption describe(const Scenario& s, CpCommType t, int64_t dp) {
   o.a2a_size = layout.a2a_size();
   o.p2p_size = layout.p2p_size();
   o.label = label_of(t, o.a2a_size, o.p2p_size, o.tp);
-  o.has_a2a = o.a2a_size > 1 && (t == CpCommType::a2a || t == CpCommType::a2a_p2p);
+  o.has_a2a = o.a2a_size > 1;  // an a2a level: only a2a and a2a+p2p take A > 1 (CpVariant::accepts)
   if (o.has_a2a) {
     ParallelSizes sizes;
     sizes.tp = o.tp;
@@ -202,22 +204,19 @@ int64_t common_global_batch_size(const Scenario& scenario, const PlanRequest& re
   return scenario.model.global_batch_size.value_or(scenario.model.micro_batch_size * dp_lcm);
 }
 
-// One option of the sweep: a comm type at (TP, CP), with A = the a2a group size of a2a+p2p [A, CP/A].
+// One option of the sweep: a comm type at (TP, CP) with its layout [A, P], A·P = CP.
 struct Candidate {
   CpCommType type = CpCommType::p2p;
-  int64_t tp = 1, cp = 1, a = 1;
+  int64_t tp = 1, cp = 1, a = 1, p = 1;
 };
 
-// The options of one (TP, CP): p2p always; a2a, all_gather and a2a+p2p [A, CP/A] for every divisor A when CP > 1.
+// The options of one (TP, CP), from the table of CP variants in its order: every layout each comm type a scenario
+// can name sweeps at CP (CpVariant::plan_sizes: p2p always; a2a, all_gather and a2a+p2p [A, CP/A] for every
+// divisor A when CP > 1).
 std::vector<Candidate> comm_candidates(int64_t tp, int64_t cp) {
   std::vector<Candidate> candidates;
-  candidates.push_back({CpCommType::p2p, tp, cp, 1});
-  if (cp > 1) {
-    candidates.push_back({CpCommType::a2a, tp, cp, cp});
-    candidates.push_back({CpCommType::all_gather, tp, cp, 1});
-    for (int64_t a = 1; a <= cp; ++a)
-      if (cp % a == 0) candidates.push_back({CpCommType::a2a_p2p, tp, cp, a});
-  }
+  for (CpCommType t : scenario_cp_comm_types())
+    for (const CpSizes& ap : cp_variant(t).plan_sizes(cp)) candidates.push_back({t, tp, cp, ap[0], ap[1]});
   return candidates;
 }
 
@@ -230,7 +229,8 @@ Scenario option_scenario(const Scenario& scenario, const PlanRequest& request, i
   c.parallel.context_parallel_size = k.cp;
   c.parallel.cp_comm_type = {k.type};
   c.parallel.hierarchical_context_parallel_sizes.reset();
-  if (k.type == CpCommType::a2a_p2p) c.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{k.a, k.cp / k.a};
+  if (cp_variant(k.type).takes_hierarchical_sizes)
+    c.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{k.a, k.p};
   if (request.gpus && c.cluster.topology.vertices.empty())
     c.cluster.nodes = std::max(c.cluster.nodes, (*request.gpus + c.cluster.gpus_per_node - 1) / c.cluster.gpus_per_node);
   return c;
@@ -250,12 +250,13 @@ void consider_option(const Scenario& scenario, const PlanRequest& request, const
   o.cp_comm_type = k.type;
   o.tp = k.tp;
   o.cp = k.cp;
-  o.a2a_size = k.type == CpCommType::a2a ? k.cp : k.a;
-  o.p2p_size = k.type == CpCommType::a2a ? 1 : (k.type == CpCommType::a2a_p2p ? k.cp / k.a : k.cp);
+  o.a2a_size = k.a;
+  o.p2p_size = k.p;
   o.label = label_of(k.type, o.a2a_size, o.p2p_size, k.tp);
-  if (k.type == CpCommType::a2a_p2p && (k.a == 1 || k.a == k.cp)) {
-    o.dropped_reason = k.a == 1 ? "[1, CP] runs as plain p2p in TE (see the p2p option)"
-                                : "[CP, 1] runs as plain a2a in TE (see the a2a option)";
+  const CpVariant& runs_as = cp_variant_for_hierarchical_sizes(k.a, k.p);
+  if (cp_variant(k.type).takes_hierarchical_sizes && runs_as.comm_type != k.type) {
+    o.dropped_reason = fmt::format("{} runs as plain {} in TE (see the {} option)", k.a == 1 ? "[1, CP]" : "[CP, 1]",
+                                   runs_as.name, runs_as.name);
     sweep.result.dropped.push_back(o);
     return;
   }

@@ -79,7 +79,9 @@ struct SimContext {
         gpus(gpu_of_cp_rank),
         options(options_in),
         finisher(finisher_in),
-        classes{options_in.symmetry_reduction ? schedule_in.a2a_size : 1} {}
+        classes(options_in.symmetry_reduction
+                    ? SymmetryClasses(CpLayout::a2a_group_classes(schedule_in.a2a_size, schedule_in.p2p_size))
+                    : SymmetryClasses()) {}
 
   const Schedule& schedule;
   const ClusterSpec& cluster;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "hcpsim/core/cp_variant.hpp"
+
 namespace hcpsim::sim {
 
 namespace detail {
@@ -84,27 +86,28 @@ void ShadowLinks::end(std::vector<FlowRecord>& flows, int64_t first, int64_t ima
 
 std::string symmetry_reduction_blocker(CpCommType cp_comm_type, int64_t a2a_size, int64_t p2p_size,
                                        const ClusterSpec& cluster, const std::vector<int64_t>& gpu_of_cp_rank) {
-  if (cp_comm_type != CpCommType::a2a_p2p && cp_comm_type != CpCommType::a2a) return "cp_comm_type has no a2a level";
+  if (!cp_variant(cp_comm_type).symmetric_a2a_groups) return "cp_comm_type has no a2a level";
   if (a2a_size < 2) return "A < 2 (nothing to reduce)";
   if (!cluster.topology.vertices.empty()) return "explicit topology (its symmetry is not known)";
   if (cluster.fabric.kind != FabricSpec::Kind::rail_optimized) return "fabric is not rail-optimised";
   if (cluster.nics_per_node != 0 && cluster.nics_per_node != cluster.gpus_per_node) return "not one NIC per GPU";
   if (cluster.gpus_per_node != a2a_size) return "A != gpus_per_node (an a2a group is not one whole node)";
   if (static_cast<int64_t>(gpu_of_cp_rank.size()) != a2a_size * p2p_size) return "placement size != A*P";
+  // Class position a must be GPU a (rail a) of the node that holds the whole class.
+  const CpSymmetryClasses classes = CpLayout::a2a_group_classes(a2a_size, p2p_size);
   for (size_t g = 0; g < gpu_of_cp_rank.size(); ++g) {
     const auto rank = static_cast<int64_t>(g);
+    const int64_t pos = classes.position(rank);
     const int64_t gpu = gpu_of_cp_rank[g];
-    const int64_t rep_gpu = gpu_of_cp_rank[static_cast<size_t>(rank - rank % a2a_size)];
-    if (gpu < 0 || gpu % cluster.gpus_per_node != rank % a2a_size || gpu - rep_gpu != rank % a2a_size)
-      return fmt::format("cp rank {} is not on GPU {} of its a2a group's node", rank, rank % a2a_size);
+    const int64_t rep_gpu = gpu_of_cp_rank[static_cast<size_t>(classes.representative(rank))];
+    if (gpu < 0 || gpu % cluster.gpus_per_node != pos || gpu - rep_gpu != pos)
+      return fmt::format("cp rank {} is not on GPU {} of its a2a group's node", rank, pos);
   }
   return "";
 }
 
 std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size) {
-  std::vector<int64_t> reps;
-  for (int64_t p = 0; p < p2p_size; ++p) reps.push_back(p * a2a_size);
-  return reps;
+  return CpLayout::a2a_group_classes(a2a_size, p2p_size).representatives();
 }
 
 }  // namespace hcpsim::sim

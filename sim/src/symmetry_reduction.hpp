@@ -5,22 +5,38 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "hcpsim/core/cp_layout.hpp"
 
 #include "hcpsim/sim/flow_network.hpp"
 #include "hcpsim/sim/simulator.hpp"
 
 namespace hcpsim::sim::detail {
 
-/// Symmetry classes {A·p + a : a < A} with representative A·p (a2a_rank 0). size = A in a reduced run, 1
-/// otherwise (every rank is its own representative and is executed).
+/// The classes of identical ranks in a run: in a reduced run the layout's symmetry classes (its a2a groups,
+/// CpLayout::symmetry_classes) with their representatives executed, size = A; in a full run every rank is its own
+/// class, size 1, and is executed.
 struct SymmetryClasses {
+  /// A full run.
+  SymmetryClasses() = default;
+  /// A reduced run over `classes`.
+  explicit SymmetryClasses(CpSymmetryClasses classes)
+      : size(classes.class_size()), classes_(std::move(classes)), reduced_(true) {}
+
   int64_t size = 1;  ///< ranks per class
 
-  [[nodiscard]] int64_t representative(int64_t rank) const { return rank - rank % size; }
-  [[nodiscard]] bool represented(int64_t rank) const { return rank % size == 0; }
-  /// The image of `rank` in class position a (the rank with the same p2p_rank and a2a_rank a).
-  [[nodiscard]] int64_t image(int64_t rank, int64_t a) const { return representative(rank) + a; }
+  [[nodiscard]] int64_t representative(int64_t rank) const {
+    return reduced_ ? classes_.representative(rank) : rank;
+  }
+  [[nodiscard]] bool represented(int64_t rank) const { return representative(rank) == rank; }
+  /// The image of `rank` at class position a (the member of its class at position a).
+  [[nodiscard]] int64_t image(int64_t rank, int64_t a) const { return reduced_ ? classes_.image(rank, a) : rank; }
+
+ private:
+  CpSymmetryClasses classes_;
+  bool reduced_ = false;
 };
 
 /// The image messages of a reduced run on the links: they are not in the flow network, so their bytes, flows and

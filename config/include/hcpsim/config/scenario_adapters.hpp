@@ -11,7 +11,8 @@ namespace hcpsim {
 /// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size).
 AttentionShape attention_shape(const Scenario& scenario);
 
-/// The CP layout a comm type uses: p2p → [1, cp], a2a → [cp, 1], a2a+p2p → hierarchical sizes.
+/// The CP layout a comm type uses, by its config row's adapter (cp_variant_config.hpp): p2p and all_gather →
+/// [1, cp], a2a → [cp, 1], a2a+p2p → hierarchical sizes.
 /// @throws InputError if a2a+p2p has no hierarchical sizes (validation normally catches this first).
 CpLayout cp_layout_for(const Scenario& scenario, CpCommType cp_comm_type);
 

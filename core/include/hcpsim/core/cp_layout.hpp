@@ -9,6 +9,31 @@
 
 namespace hcpsim {
 
+/// CP ranks that are equivalent for timing, with one representative per class: the a2a groups {pA, …, pA+A−1}
+/// of a layout, representative pA (a2a_rank 0), position a = a2a_rank. They are classes only where the variant
+/// says its a2a groups are symmetric (CpVariant::symmetric_a2a_groups) and the cluster maps the positions of a
+/// class onto equivalent GPUs (the simulator checks that; docs/simulator.md "Symmetry reduction").
+struct CpSymmetryClasses {
+  std::vector<std::vector<int64_t>> classes;  ///< each class's flat CP ranks in position order; [k][0] represents it
+  std::vector<int64_t> class_of;              ///< class index of each flat CP rank
+  std::vector<int64_t> position_of;           ///< position of each flat CP rank in its class
+
+  /// The representative of `cp_rank`'s class.
+  [[nodiscard]] int64_t representative(int64_t cp_rank) const {
+    return classes[static_cast<size_t>(class_of[static_cast<size_t>(cp_rank)])][0];
+  }
+  /// Position of `cp_rank` in its class (0 = the representative).
+  [[nodiscard]] int64_t position(int64_t cp_rank) const { return position_of[static_cast<size_t>(cp_rank)]; }
+  /// The member at `position` of `cp_rank`'s class.
+  [[nodiscard]] int64_t image(int64_t cp_rank, int64_t position) const {
+    return classes[static_cast<size_t>(class_of[static_cast<size_t>(cp_rank)])][static_cast<size_t>(position)];
+  }
+  /// Every class's representative, in class order.
+  [[nodiscard]] std::vector<int64_t> representatives() const;
+  /// Ranks per class (every class has the same size).
+  [[nodiscard]] int64_t class_size() const { return classes.empty() ? 1 : static_cast<int64_t>(classes[0].size()); }
+};
+
 /// The CP layout of one attention layer. A = a2a size (level 0), P = p2p size (level 1), cp = A·P.
 /// Flat CP rank g = p·A + a, with a = a2a_rank ∈ [0,A), p = p2p_rank ∈ [0,P).
 /// Chunks: the sequence of S tokens is cut into 2·cp chunks of c = S/(2cp) tokens; rank g holds chunks g and
@@ -47,6 +72,11 @@ class CpLayout {
   [[nodiscard]] std::vector<int64_t> post_a2a_chunks(int64_t p2p_rank) const;
   /// Global token positions of post_a2a_chunks(p) (S/P tokens).
   [[nodiscard]] std::vector<int64_t> post_a2a_tokens(int64_t p2p_rank) const;
+
+  /// The layout's timing-symmetry classes: its a2a groups (a2a_group_classes(A, P)).
+  [[nodiscard]] CpSymmetryClasses symmetry_classes() const { return a2a_group_classes(a2a_size_, p2p_size_); }
+  /// The a2a groups of any [A, P] layout as symmetry classes (they do not depend on the sequence length).
+  static CpSymmetryClasses a2a_group_classes(int64_t a2a_size, int64_t p2p_size);
 
   /// TE get_seq_chunk_ids_for_reordering_before_attn(n): before[r] = 2r, before[r+n] = 2n−2r−1.
   static std::vector<int64_t> chunk_ids_before_attn(int64_t n);

@@ -225,15 +225,17 @@ struct SimOptions {
   bool symmetry_reduction = false;
 };
 
-/// Why the symmetry reduction cannot be used for this placement, or "" when it can. It applies when
-/// cp_comm_type is a2a+p2p or a2a with A ≥ 2, the cluster's topology is generated (no explicit graph) on a
-/// rail-optimised fabric with one NIC per GPU, A = gpus_per_node, and CP rank g runs on GPU (g mod A) of the node
-/// that holds its whole a2a group (so a2a_rank a uses rail a only).
+/// Why the symmetry reduction cannot be used for this placement, or "" when it can. It applies when the
+/// cp_comm_type's row says its a2a groups are symmetric (CpVariant::symmetric_a2a_groups: a2a+p2p and a2a) with
+/// A ≥ 2, the cluster's topology is generated (no explicit graph) on a rail-optimised fabric with one NIC per GPU,
+/// A = gpus_per_node, and the rank at position a of its symmetry class (CpLayout::symmetry_classes, its a2a
+/// group) runs on GPU a of the node that holds the whole class (so it uses rail a only).
 /// @param gpu_of_cp_rank  global GPU index of each CP rank (size A·P).
 std::string symmetry_reduction_blocker(CpCommType cp_comm_type, int64_t a2a_size, int64_t p2p_size,
                                        const ClusterSpec& cluster, const std::vector<int64_t>& gpu_of_cp_rank);
 
-/// The representatives of the symmetry reduction: CP ranks with a2a_rank 0, i.e. 0, A, 2A, … (P entries).
+/// The representatives of the symmetry reduction: those of the layout's symmetry classes
+/// (CpLayout::a2a_group_classes), the CP ranks with a2a_rank 0, i.e. 0, A, 2A, … (P entries).
 std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size);
 
 /// Simulates `schedule` on `topology`.

@@ -1,14 +1,18 @@
 #pragma once
-// Private to hcpsim_core: the pieces the schedule builders (schedule_builder.cpp) compose a rank's program from.
-// The a2a+p2p rank (build_rank) is, in program order (docs/algorithm.md §3–§5, §7):
-//   forward:  a2a of q/k/v (schedule_builder_a2a.cpp) -> the KV ring (schedule_builder_fwd_ring.cpp: steps, LSE
-//             merges, output correction) -> a2a of out -> free the ring's KV buffers except the last;
-//   backward: a2a of dout -> the [KV | dKV] ring (schedule_builder_bwd_ring.cpp: buffers, steps with the §5.3
-//             copy/add rules, frees) -> a2a of dq/dk/dv.
-// Every piece appends to the rank's program through RankBuilder, so the order of the calls is the order of the
-// ops and buffers; the schedules are compared byte for byte, so that order must not change.
+/// The pieces the CP variants' schedule builders (cp_variant.hpp) compose a rank's program from: small named
+/// functions that each append one part of TE's algorithm to a rank's program. The a2a+p2p rank
+/// (compose_ring_rank) is, in program order (docs/algorithm.md §3–§5, §7):
+///   forward:  a2a of q/k/v (schedule_builder_a2a.cpp) -> the KV ring (schedule_builder_fwd_ring.cpp: steps, LSE
+///             merges, output correction) -> a2a of out -> free the ring's KV buffers except the last;
+///   backward: a2a of dout -> the [KV | dKV] ring (schedule_builder_bwd_ring.cpp: buffers, steps with the §5.3
+///             copy/add rules, frees) -> a2a of dq/dk/dv.
+/// The all_gather rank (schedule_builder_all_gather.cpp) gathers K and V, runs one kernel per local chunk and
+/// reduce-scatters dK and dV. Every piece appends to the rank's program through RankBuilder, so the order of the
+/// calls is the order of the ops and buffers; the schedules are compared byte for byte, so that order must not
+/// change.
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,22 +24,26 @@
 
 namespace hcpsim::builder_parts {
 
-// Message tags: identical on every member of a collective and on both ends of a message.
+/// Message tags: identical on every member of a collective and on both ends of a message.
 constexpr int64_t kTagFwdA2aQ = 1, kTagFwdA2aK = 2, kTagFwdA2aV = 3, kTagFwdA2aOut = 4;
 constexpr int64_t kTagBwdA2aDout = 11, kTagBwdA2aDq = 12, kTagBwdA2aDk = 13, kTagBwdA2aDv = 14;
 constexpr int64_t kTagFwdRing = 1000, kTagBwdRing = 2000;
-constexpr int64_t kTagFwdAgK = 21, kTagBwdAgK = 31, kTagBwdRsDk = 33, kTagBwdRsDv = 34;  // all_gather (+1: v)
+constexpr int64_t kTagFwdAgK = 21, kTagBwdAgK = 31, kTagBwdRsDk = 33, kTagBwdRsDv = 34;  ///< all_gather (+1: v)
 
-/// Appends buffers and ops to one rank's program.
+/// Appends buffers and ops to one rank's program (buffers: [batch, rows, heads, width]; FLOPs and bytes are the
+/// op's cost-model inputs).
 class RankBuilder {
  public:
+  /// `prog` and `shape` must outlive the builder.
   RankBuilder(RankProgram& prog, const AttentionShape& shape) : prog_(prog), shape_(shape) {}
 
+  /// Declares a buffer [shape.batch, rows, heads, width] without an AllocOp (inputs, or allocated by hand).
   BufferId declare(const std::string& name, int64_t rows, int64_t heads, int64_t width, Dtype dtype) {
     prog_.buffers.push_back(BufferDecl{name, shape_.batch, rows, heads, width, dtype});
     return static_cast<BufferId>(prog_.buffers.size() - 1);
   }
 
+  /// Appends an op; returns its index.
   OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
               int64_t ring_step = -1, double flops = 0, int64_t bytes = 0) {
     return prog_.append(std::move(payload), phase, stream, std::move(deps), std::move(label), ring_step, flops, bytes);
@@ -49,11 +57,14 @@ class RankBuilder {
     return id;
   }
 
+  /// Emits the FreeOp of `id` on `stream` after `deps`.
   OpIndex free(BufferId id, Phase phase, Stream stream, std::vector<OpIndex> deps = {}) {
     return add(FreeOp{id}, phase, stream, std::move(deps), "free " + prog_.buffers[static_cast<size_t>(id)].name);
   }
 
+  /// Size of buffer `id` in bytes.
   int64_t bytes_of(BufferId id) const { return prog_.buffers[static_cast<size_t>(id)].size_bytes(); }
+  /// Bytes of one row (one token) of buffer `id`.
   int64_t row_bytes(BufferId id) const {
     const auto& b = prog_.buffers[static_cast<size_t>(id)];
     return b.batch * b.heads * b.width * dtype_size_bytes(b.dtype);
@@ -67,6 +78,7 @@ class RankBuilder {
                bytes);
   }
 
+  /// The program being appended to.
   RankProgram& prog() { return prog_; }
 
  private:
@@ -103,10 +115,20 @@ struct RankState {
   BuilderFaults faults;
 };
 
+/// The builder state of the rank at flat CP position g of `layout`: its dimensions in the layout and shape, its
+/// ring neighbours (the same a2a rank at p2p ranks p±1), its a2a group and TE's chunk orders. A variant that
+/// places ranks differently overrides d.next / d.prev. `prog` and `shape` must outlive the state.
+RankState make_rank_state(RankProgram& prog, const AttentionShape& shape, const CpLayout& layout, int64_t g,
+                          const BuilderFaults& faults);
+
 /// The rank's input tensors, zigzag-sharded with the flat CP rank: [b, S/cp, heads, width].
 struct RankInputs {
   BufferId q = -1, k = -1, v = -1, dout = -1;
 };
+
+/// Declares the rank's inputs q, k, v, dout ([b, S/cp, heads, width]) and binds them to the global token
+/// positions `tokens` (head offset 0).
+RankInputs declare_rank_inputs(RankState& s, const std::vector<int64_t>& tokens);
 
 /// Tensors in the attention layout [b, S/P, heads/A, width] (the inputs themselves when A = 1) and the ops the
 /// first kernel that reads them waits for (the a2a ops; none when A = 1).
@@ -203,7 +225,16 @@ Grads a2a_grads_after_attn(RankState& s, const Grads& acc, OpIndex last_accum);
 
 // schedule_builder_fwd_ring.cpp: TE AttnFuncWithCPAndKVP2P.forward (docs/algorithm.md §4).
 
-/// The P ring steps: KV send/recv, section choice, attention block and softmax_lse merge per step.
+/// Forward section of ring step i on p2p rank p of P (docs/algorithm.md §4.2): diagonal at step 0 (or P = 1),
+/// then lower for i <= p and upper after; full when not causal.
+Section fwd_section(bool causal, int64_t P, int64_t p, int64_t i);
+/// The forward ring's state with ring buffer 0 = a copy of the local KV (TE p2p_comm_buffers[0]).
+ForwardRing init_fwd_ring(RankState& s, const AttnLayoutTensors& qkv);
+/// Forward ring step i: KV send to d.next / receive from d.prev (steps 0..P−2), the section, the attention block
+/// (compute stream for even steps, cp_stream for odd ones) after the KV arrived (`prev_comm`, the previous step's
+/// send/recv; -1 at step 0) and the softmax_lse merge. Returns this step's send/recv (-1 at the last step).
+OpIndex fwd_ring_step(RankState& s, const AttnLayoutTensors& qkv, ForwardRing& ring, int64_t i, OpIndex prev_comm);
+/// The P ring steps: init_fwd_ring then fwd_ring_step for i = 0 … P−1.
 ForwardRing fwd_ring(RankState& s, const AttnLayoutTensors& qkv);
 /// Allocates the output in the attention layout and applies the per-step output corrections (TE L1980-2028);
 /// returns the output buffer and the last correction.
@@ -216,10 +247,75 @@ void free_fwd_ring_buffers(RankState& s, const ForwardRing& ring, OpIndex fwd_do
 /// Allocates the dq accumulator and the [KV | dKV] ring buffers. P > 1: copies the saved KV (the last forward KV
 /// buffer) into the first, then frees it; P = 1: the saved KV is used in place with fresh dk/dv accumulators.
 BackwardRingBuffers alloc_bwd_ring_buffers(RankState& s, const BackwardInputs& in, const ForwardRing& ring);
-/// The P backward ring steps (message, attention-backward block, §5.3 copy/add rules); returns the last step's
-/// last accumulation op.
+/// The copy (=) or add (+=) ops of one backward step, on the compute stream after the step's kernel and message.
+struct StepAccumulator {
+  RankBuilder& rb;
+  std::vector<OpIndex> deps;
+  std::string step;  ///< "bwd step i"
+  int64_t i;
+
+  /// dst[dr] = src[sr] (add false) or dst[dr] += src[sr] (add true), labelled "<step> <what> =" / "+=".
+  OpIndex operator()(BufferId dst, RowRange dr, BufferId src, RowRange sr, bool add, const std::string& what) {
+    return rb.copy(dst, dr, src, sr, add, Phase::backward, Stream::compute, deps,
+                   step + " " + what + (add ? " +=" : " ="), i);
+  }
+};
+
+/// Backward section of ring step i on p2p rank p of P (docs/algorithm.md §5.1): upper, then lower from step
+/// P−p−1, diagonal at the last step; full when not causal.
+Section bwd_section(bool causal, int64_t P, int64_t p, int64_t i);
+/// The dQ rules of step i (docs/algorithm.md §5.3): copy or add the step's dq into the rank's accumulator.
+void accumulate_dq(const RankDims& d, StepAccumulator& acc, BufferId dq_acc, BufferId dq_step, int64_t i);
+/// The dK/dV rules of step i (docs/algorithm.md §5.3): copy or add the step's dk, dv into the accumulator `dst`
+/// received from p+1; returns the last op.
+OpIndex accumulate_dkv(const RankDims& d, StepAccumulator& acc, const KvBuf& dst, const Grads& step, int64_t i);
+
+/// The message and accumulation ops of one backward step.
+struct BwdStepOps {
+  OpIndex comm = -1;   ///< the step's send/recv, -1 when P = 1
+  OpIndex accum = -1;  ///< the step's last dk/dv accumulation
+};
+
+/// Backward ring step i: send/recv ([KV | dKV] to d.prev, from d.next) after the previous step's accumulation,
+/// attention-backward block, dq and dk/dv copy/add rules, free the step's gradients.
+BwdStepOps bwd_ring_step(RankState& s, const BackwardRingBuffers& bufs, const BackwardInputs& in, int64_t i,
+                         const BwdStepOps& prev);
+/// The P backward ring steps (bwd_ring_step for i = 0 … P−1); returns the last step's last accumulation op.
 OpIndex bwd_ring(RankState& s, const BackwardRingBuffers& bufs, const BackwardInputs& in);
 /// Frees the backward ring's KV and spare buffers; returns the buffer holding the final dk/dv accumulators.
 KvBuf free_bwd_ring_buffers(RankState& s, const BackwardRingBuffers& bufs);
+
+// schedule_builder.cpp: the composed a2a+p2p rank (TE AttnFuncWithCPAndKVP2P with flash_attn_a2a_communicate).
+
+/// The forward's results the backward reads.
+struct RingForward {
+  AttnLayoutTensors qkv;  ///< q, k, v in the attention layout
+  ForwardRing ring;       ///< the ring's buffers (the last KV is saved for the backward) and softmax_lse
+  ForwardOutput out;      ///< the corrected output and the op that ends the forward
+};
+
+/// The backward of a layer starts after its forward: the first backward op of every stream of `prog` gets a
+/// dependency on `fwd_done` (otherwise backward buffers would be allocated during the forward's last a2a).
+void order_backward_after_forward(RankProgram& prog, OpIndex fwd_done);
+/// The forward: a2a of q/k/v, the KV ring, the output correction, the a2a of out, the ring's KV buffers freed.
+RingForward ring_forward(RankState& s, const RankInputs& in);
+/// The backward: a2a of dout, the [KV | dKV] ring, the a2a of dq/dk/dv, the attention-layout tensors freed, and
+/// every stream's first backward op ordered after the forward. Returns dq, dk, dv in the input layout.
+Grads ring_backward(RankState& s, const RankInputs& in, const RingForward& fwd);
+/// One whole a2a+p2p rank: inputs bound to `tokens` (before the a2a), ring_forward, ring_backward, outputs bound
+/// to `tokens` (softmax_lse to `lse_tokens`, the tokens after the a2a, at head offset a·H/A).
+void compose_ring_rank(RankState& s, const std::vector<int64_t>& tokens, const std::vector<int64_t>& lse_tokens);
+
+// schedule_builder_all_gather.cpp: TE AttnFuncWithCPAndKVAllGather (docs/algorithm.md §9.5).
+
+/// K and V (inputs k, v) all-gathered over `group` in phase `ph` after `deps` into fresh [b, S, Hkv, dk] and
+/// [b, S, Hkv, dv] buffers "k.ag<what>", "v.ag<what>" on the comm stream in natural order (before(cp)).
+/// Returns them with the two gather ops.
+std::tuple<BufferId, BufferId, std::vector<OpIndex>> gather_kv(RankBuilder& rb, const std::vector<int64_t>& group,
+                                                               Phase ph, BufferId k, BufferId v,
+                                                               const std::string& what, std::vector<OpIndex> deps);
+/// One whole all_gather rank g of `layout` (A = 1): gathered KV, one forward kernel per local chunk against the
+/// visible KV prefix, backward per chunk into zeroed full-length dK/dV reduce-scattered back (after(cp)).
+void compose_all_gather_rank(Schedule& sched, const CpLayout& layout, int64_t g);
 
 }  // namespace hcpsim::builder_parts
