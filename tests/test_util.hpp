@@ -1,6 +1,7 @@
 #pragma once
 // Small helpers shared by the test sources: read a whole file, a fresh scratch directory per test case, an
-// attention shape, TE's comm type for [A, P], and the full structural check of a schedule.
+// attention shape, TE's comm type for [A, P], the full structural check of a schedule, and a schedule that
+// deadlocks under rendezvous semantics.
 #include <unistd.h>
 
 #include <cmath>
@@ -59,6 +60,29 @@ inline CpCommType comm_type_for(int64_t A, int64_t P) {
 inline void check_schedule(const Schedule& schedule) {
   schedule.check_invariants();
   check_hazards(schedule);
+}
+
+/// Two ranks that each send to the other first and receive afterwards, as separate send-only and recv-only ops
+/// (#2 'send', #3 'recv', after allocating x and y on the comm stream): structurally valid and hazard-free, but
+/// under rendezvous semantics each send waits for a receive its peer has not reached, a deadlock.
+inline Schedule exchange_deadlock_schedule() {
+  Schedule s;
+  s.cp_comm_type = CpCommType::p2p;
+  s.p2p_size = 2;
+  s.shape = attention_shape(1, 8, 1, 1, 4, 4, true);
+  for (int64_t r = 0; r < 2; ++r) {
+    RankProgram p;
+    p.rank = p.cp_rank = r;
+    p.buffers.push_back(BufferDecl{"x", 1, 2, 1, 4, Dtype::bf16});
+    p.buffers.push_back(BufferDecl{"y", 1, 2, 1, 4, Dtype::bf16});
+    // All on the comm stream, so that stream order orders them (no buffer hazard).
+    p.append(AllocOp{0}, Phase::forward, Stream::comm, {}, "alloc x");
+    p.append(AllocOp{1}, Phase::forward, Stream::comm, {}, "alloc y");
+    p.append(SendRecvOp{1 - r, -1, {0}, {}, 7, 0}, Phase::forward, Stream::comm, {}, "send");
+    p.append(SendRecvOp{-1, 1 - r, {}, {1}, 0, 7}, Phase::forward, Stream::comm, {}, "recv");
+    s.ranks.push_back(p);
+  }
+  return s;
 }
 
 }  // namespace hcpsim::test

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/lowering.hpp"
 #include "hcpsim/gpu/block_math.hpp"
 #include "hcpsim/oracles/precision.hpp"
 
@@ -145,7 +146,7 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
           const RankProgram& dp = schedule.ranks[static_cast<size_t>(seg.dst_rank)];
           const float* src = ref_of(bufs[static_cast<size_t>(seg.src_rank)], sp, seg.src).data;
           float* dst = ref_of(bufs[static_cast<size_t>(seg.dst_rank)], dp, seg.dst).data;
-          apply_segment_on_host(seg, src, dst, acc_dtype);
+          apply_copy_segment(seg, src, dst, acc_dtype);
         }
       }
       continue;
@@ -209,7 +210,7 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
                                                   dtype);
                 }
           } else if constexpr (std::is_same_v<T, CopyOp>) {
-            apply_segment_on_host(copy_op_segment(prog, step.op.rank, p), ptr_of(p.src), ptr_of(p.dst), acc_dtype);
+            apply_copy_segment(copy_op_segment(prog, step.op.rank, p), ptr_of(p.src), ptr_of(p.dst), acc_dtype);
           } else {
             HCPSIM_ASSERT(false, "execute_plan_on_host: a communication or layer op outside a batch");
           }

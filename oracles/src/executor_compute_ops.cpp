@@ -1,4 +1,4 @@
-// The CPU executor's compute ops: attention blocks, LSE merge, output correction, copy/add.
+// The CPU executor's compute ops: attention blocks, LSE merge, output correction.
 
 #include "executor_compute_ops.hpp"
 
@@ -129,35 +129,6 @@ void run_out_correction(const ExecutorState& state, RankState& st, const OutCorr
       for (int64_t h = 0; h < dst.heads(); ++h) {
         correct_row(dst.data() + dst.index(b, row, h, 0), src.data() + src.index(b, r, h, 0), dst.width(),
                     src_lse(b, r, h, 0), lse(b, row, h, 0), op.accumulate, state.dtype);
-      }
-    }
-  }
-}
-
-void run_copy(const ExecutorState& state, RankState& st, const CopyOp& op, const std::string& where) {
-  HostTensor& dst = live_buffer(st, op.dst, "copy dst");
-  const HostTensor& src = live_buffer(st, op.src, "copy src");
-  check_rows(dst, op.dst_rows, where + " dst_rows");
-  check_rows(src, op.src_rows, where + " src_rows");
-  HCPSIM_ASSERT(op.dst_rows.count == op.src_rows.count, where + ": dst and src row counts differ");
-  HCPSIM_ASSERT(dst.batch() == src.batch(), where + ": batch differs");
-  HCPSIM_ASSERT(dst.heads() == src.heads(), where + ": heads differ");
-  HCPSIM_ASSERT(dst.width() == src.width(), where + ": width differs");
-  if (op.dst == op.src) {
-    const bool disjoint = op.dst_rows.end() <= op.src_rows.begin || op.src_rows.end() <= op.dst_rows.begin;
-    HCPSIM_ASSERT(disjoint, where + ": copy within one buffer with overlapping rows");
-  }
-  const int64_t row_elements = dst.heads() * dst.width();
-  for (int64_t b = 0; b < dst.batch(); ++b) {
-    for (int64_t r = 0; r < op.dst_rows.count; ++r) {
-      const double* s = src.data() + src.index(b, op.src_rows.begin + r, 0, 0);
-      double* d = dst.data() + dst.index(b, op.dst_rows.begin + r, 0, 0);
-      for (int64_t e = 0; e < row_elements; ++e) {
-        if (op.accumulate) {
-          d[e] = round_to_dtype(d[e] + s[e], state.acc_dtype);
-        } else {
-          d[e] = s[e];
-        }
       }
     }
   }

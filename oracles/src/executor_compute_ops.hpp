@@ -1,6 +1,6 @@
 #pragma once
-// Private to oracles/: the CPU executor's compute ops on one rank — attention blocks, the LSE merge, the output
-// correction and copy/add — each executed as its docstring in hcpsim/core/schedule.hpp defines it, at the
+// Private to oracles/: the CPU executor's compute ops on one rank — attention blocks, the LSE merge and the output
+// correction (copy/add is data movement, executor_segments.hpp) — each executed as its docstring in hcpsim/core/schedule.hpp defines it, at the
 // rounding points listed in cpu_executor.hpp. `where` names the op in assertion messages (op_text).
 
 #include <string>
@@ -23,8 +23,5 @@ void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& 
 /// OutCorrectionOp: dst rows ← (dst +) src · exp(src_lse − lse); a row whose src_lse is −inf contributes 0.
 void run_out_correction(const ExecutorState& state, RankState& st, const OutCorrectionOp& op,
                         const std::string& where);
-
-/// CopyOp: dst rows ← src rows, or dst + src rounded to the accumulator format when accumulating.
-void run_copy(const ExecutorState& state, RankState& st, const CopyOp& op, const std::string& where);
 
 }  // namespace hcpsim::cpu_exec

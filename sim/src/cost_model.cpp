@@ -266,20 +266,6 @@ TimePs gemm_ps(const GemmOp& shape, int64_t bytes, Dtype dtype, const GpuSpec& g
                        std::max(flops / (peak * efficiency), static_cast<double>(bytes) / gpu.hbm_bandwidth_bytes_per_s));
 }
 
-int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program) {
-  if (op.send_peer < 0) return 0;
-  int64_t bytes = 0;
-  for (BufferId id : op.send) bytes += whole_buffer_bytes(program, id);
-  return bytes;
-}
-
-int64_t recv_size_bytes(const SendRecvOp& op, const RankProgram& program) {
-  if (op.recv_peer < 0) return 0;
-  int64_t bytes = 0;
-  for (BufferId id : op.recv) bytes += whole_buffer_bytes(program, id);
-  return bytes;
-}
-
 TimePs message_ps(int64_t bytes, LinkLevel level, const ClusterSpec& cluster) {
   HCPSIM_ASSERT(bytes >= 0, "negative message size");
   const LinkSpec& link = link_spec(cluster, level);

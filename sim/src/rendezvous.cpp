@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "hcpsim/core/lowering.hpp"
 #include "hcpsim/sim/collective_model.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "ring_collective.hpp"
@@ -36,12 +37,12 @@ void Rendezvous::start_send_recv(int64_t rank, OpIndex i) {
   if (sr.send_peer >= 0) {
     check_peer(rank, i, sr.send_peer);
     arrive_message(MessageKey{rank, sr.send_peer, sr.send_tag}, /*is_sender=*/true,
-                   HalfMessage{{rank, i}, send_size_bytes(sr, ctx_.program(rank))});
+                   HalfMessage{{rank, i}, message_send_bytes(ctx_.program(rank), sr)});
   }
   if (sr.recv_peer >= 0) {
     check_peer(rank, i, sr.recv_peer);
     arrive_message(MessageKey{sr.recv_peer, rank, sr.recv_tag}, /*is_sender=*/false,
-                   HalfMessage{{rank, i}, recv_size_bytes(sr, ctx_.program(rank))});
+                   HalfMessage{{rank, i}, message_recv_bytes(ctx_.program(rank), sr)});
   }
 }
 
@@ -126,7 +127,6 @@ Rendezvous::CollectiveMessages Rendezvous::size_collective(int64_t rank, const O
   const OpKind kind = op.kind();
   const CollectiveView c = collective_of(op);
   CollectiveMessages out;
-  const auto group_size = static_cast<int64_t>(c.group->size());
   for (int64_t member : *c.group) {
     HCPSIM_ASSERT(member >= 0, "negative cp rank in a collective group");
     HCPSIM_ASSERT(member < ctx_.rank_count(), "collective group member out of range");
@@ -135,18 +135,9 @@ Rendezvous::CollectiveMessages Rendezvous::size_collective(int64_t rank, const O
     HCPSIM_ASSERT(it != arrived.end(), fmt::format("{} tag {}: member {} missing", to_string(kind), c.tag, member));
     out.members.push_back(*it);
     const int64_t executed = ctx_.options.symmetry_reduction ? rank : member;  // an image reads its representative
-    const BufferId input = collective_of(ctx_.op_of(executed, it->op)).input;
-    HCPSIM_ASSERT(input >= 0, "collective without input buffer");
-    HCPSIM_ASSERT(index_of(input) < ctx_.program(executed).buffers.size(), "collective input buffer out of range");
-    const int64_t input_bytes = ctx_.program(executed).buffers[index_of(input)].size_bytes();
-    if (kind == OpKind::all_gather) {
-      out.bytes_per_peer.push_back(input_bytes);  // every other member receives the whole input
-    } else {
-      HCPSIM_ASSERT(input_bytes % group_size == 0,
-                    fmt::format("{} tag {}: cp rank {} input of {} B does not split into {} equal parts",
-                                to_string(kind), c.tag, member, input_bytes, group_size));
-      out.bytes_per_peer.push_back(input_bytes / group_size);
-    }
+    // The lowered bytes (lowering.hpp): all_gather the whole input to every other member, all_to_all and
+    // reduce_scatter 1/group of it.
+    out.bytes_per_peer.push_back(collective_peer_bytes(ctx_.program(executed), ctx_.op_of(executed, it->op)));
   }
   return out;
 }

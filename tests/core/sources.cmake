@@ -6,4 +6,6 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/fnv_hash_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/semantics_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cp_variant_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/lowering_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/program_walker_test.cpp
 )

@@ -5,6 +5,7 @@
 
 #include "catch_compat.hpp"
 #include "test_util.hpp"
+#include "hcpsim/core/error.hpp"
 #include "hcpsim/oracles/cpu_executor.hpp"
 #include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/reference.hpp"
@@ -253,6 +254,8 @@ TEST_CASE("oracles: executor runs a hand-written two-rank ring (send/recv, merge
   // 2 ranks × (KV exchange + dKV exchange); elements: fwd k+v, bwd dk+dv, per rank [2, 4, 2, 8] + [2, 4, 2, 4].
   REQUIRE(run.stats.messages == 4);
   REQUIRE(run.stats.message_elements == 4 * (2 * 4 * 2 * 8 + 2 * 4 * 2 * 4));
+  // Each exchange is one send_recv per rank that meets its peer's: one rendezvous batch per exchange.
+  REQUIRE(run.stats.batches == 2);
 }
 
 TEST_CASE("oracles: executor runs a hand-written Ulysses all-to-all schedule", "[oracles]") {
@@ -266,6 +269,7 @@ TEST_CASE("oracles: executor runs a hand-written Ulysses all-to-all schedule", "
     INFO(to_string(report));
     REQUIRE(report.pass);
     REQUIRE(run.stats.all_to_alls == 8);
+    REQUIRE(run.stats.batches == 8);  // one group of both ranks: every all-to-all is its own batch
     REQUIRE(run.stats.ops_executed == total_ops(s));
   }
 }
@@ -310,4 +314,22 @@ TEST_CASE("oracles: a NaN reaching an output is a verification failure, not a cr
   REQUIRE_FALSE(report.pass);
   REQUIRE_FALSE(report.tensors[0].finite);
   REQUIRE(report.tensors[0].nonfinite > 0);
+}
+
+TEST_CASE("oracles: executor reports a schedule that deadlocks under rendezvous semantics", "[oracles]") {
+  // The executor walks core's ProgramWalker like the GPU plan: two sends that each wait for the peer's receive
+  // are an error naming both waiting ops, not a run through a mailbox.
+  const Schedule s = test::exchange_deadlock_schedule();
+  test::check_schedule(s);
+  const AttentionInputs in = make_attention_inputs(26, s.shape, "uniform");
+  try {
+    (void)execute_schedule(s, in, 1);
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    REQUIRE(e.key() == "schedule");
+    const std::string what = e.what();
+    REQUIRE(what.find("deadlock") != std::string::npos);
+    REQUIRE(what.find("cp_rank 0 op #2 send_recv 'send'") != std::string::npos);
+    REQUIRE(what.find("cp_rank 1 op #2 send_recv 'send'") != std::string::npos);
+  }
 }

@@ -19,8 +19,8 @@
 ///   data while every member's op runs, and all members finish together. So each side reads its send / input
 ///   buffers and writes its recv / output buffers within its own op's interval, and since every communication
 ///   op of a rank runs on Stream::comm (check_invariants), communication orders no two ops of one rank beyond
-///   that stream's order. A schedule that only works when sends are buffered (the CPU oracle's mailbox does)
-///   deadlocks under this rule and is not a valid schedule.
+///   that stream's order. A schedule that only works when sends are buffered deadlocks under this rule and is not
+///   a valid schedule (ProgramWalker, program_walker.hpp, which the CPU oracle and the GPU plan walk, reports it).
 /// * Hazard freedom (check_hazards, schedule_hazards.hpp): two ops of one rank on different streams that access
 ///   overlapping rows of one buffer, at least one writing (alloc and free write the whole buffer), are ordered
 ///   by the first rule. Then every execution the contract allows computes the same values.

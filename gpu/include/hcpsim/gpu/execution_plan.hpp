@@ -7,43 +7,22 @@
 /// same plan on the CPU with the same kernel arithmetic (block_math.hpp), so the whole executor logic is tested
 /// without a GPU.
 ///
-/// Device storage convention: every buffer is float [b, rows, heads, width] (block_math.hpp), so all offsets and
-/// strides below count floats.
+/// Device storage convention: every buffer is float [b, rows, heads, width] (block_math.hpp), so the segments'
+/// element offsets and strides count floats.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "hcpsim/core/lowering.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/gpu/block_math.hpp"
 
 namespace hcpsim::gpu {
 
-/// (rank, op) of a schedule: RankProgram index (= cp_rank) and index into its ops.
-struct OpRef {
-  int64_t rank = 0;
-  OpIndex op = 0;
-  friend bool operator==(const OpRef& a, const OpRef& b) { return a.rank == b.rank && a.op == b.op; }
-  friend bool operator<(const OpRef& a, const OpRef& b) { return a.rank != b.rank ? a.rank < b.rank : a.op < b.op; }
-};
-
-/// One strided copy of `batch × rows` runs of `run_elements` contiguous floats, from a buffer of src_rank into a
-/// buffer of dst_rank: element (b, r, e) goes from src_offset + b·src_batch_stride + r·src_row_stride + e to
-/// dst_offset + b·dst_batch_stride + r·dst_row_stride + e. accumulate = true: dst = round(dst + src) to the
-/// accumulator format (copy/add rules, reduce-scatter sums, docs/algorithm.md §5.3); false: dst = src.
-struct CopySegment {
-  int64_t src_rank = 0;
-  BufferId src = -1;
-  int64_t dst_rank = 0;
-  BufferId dst = -1;
-  int64_t src_offset = 0, src_batch_stride = 0, src_row_stride = 0;
-  int64_t dst_offset = 0, dst_batch_stride = 0, dst_row_stride = 0;
-  int64_t batch = 0, rows = 0, run_elements = 0;
-  bool accumulate = false;
-
-  /// batch·rows·run_elements.
-  [[nodiscard]] int64_t elements() const { return batch * rows * run_elements; }
-};
+// OpRef, CopySegment and the lowering of every communication op and CopyOp to segments are core's
+// (hcpsim/core/lowering.hpp); the enqueue order and the rendezvous batches come from core's ProgramWalker
+// (hcpsim/core/program_walker.hpp), which the CPU oracle walks too.
 
 /// One member of a communication batch: the op, and the segments that write into this member's buffers, in the
 /// order they must be applied (reduce-scatter: member order, the first assigning, the rest accumulating).
@@ -89,21 +68,17 @@ struct ExecutionPlan {
   int64_t moved_elements = 0;     ///< floats moved between different ranks' buffers by all segments
 };
 
-/// Builds the plan. Enqueue order: round-robin over ranks in rank order, each rank enqueues its non-communication
-/// ops until it reaches a communication op; when every unfinished rank waits at a communication op, the largest
-/// set of waiting ops that are mutually matched (a send's receiver waits at a matching receive — same peers and
-/// tag — and vice versa; a collective's members all wait at it with the same tag) forms the next batch.
-/// Message semantics are rendezvous (NCCL's grouped send/recv): unlike the CPU oracle's mailbox, a send is issued
-/// together with its receive.
-/// Movement (copy segments, same semantics as the CPU executor, cpu_executor.hpp):
-///   send_recv: the concatenated send buffers onto the concatenated recv buffers (sizes must match);
-///   all_to_all scatter_heads / gather_heads: half-chunks per chunk_order (AllToAllOp);
-///   all_gather: half-chunks per chunk_order; reduce_scatter: member-order sums (first assigns).
+/// Builds the plan. Enqueue order and batches: core's ProgramWalker (program_walker.hpp: round-robin over ranks,
+/// non-communication ops until a communication op, then the largest mutually matched set of waiting ops, under
+/// rendezvous semantics, NCCL's grouped send/recv), the same walk the CPU oracle executes. Movement: each batch
+/// member's incoming_segments (lowering.hpp): send_recv the concatenated send buffers onto the concatenated recv
+/// buffers; all_to_all scatter_heads / gather_heads and all_gather half-chunks per chunk_order; reduce_scatter
+/// member-order sums (the first assigns).
 /// Calls Schedule::check_invariants first (and check_hazards in debug builds). Aborts (HCPSIM_ASSERT, naming both
 /// ops and the buffer) when two ops of a rank on different streams conflict on a buffer without a chain of deps and
 /// stream order between them (what check_hazards rejects): the plan does not repair a schedule.
 /// @throws InputError (key "schedule") when the schedule holds layer-model ops, when a rendezvous cannot be formed
-///   (a deadlock under NCCL semantics: the message names every waiting rank and op), or when a message's size
+///   (a deadlock under rendezvous semantics: the message names every waiting rank and op), or when a message's size
 ///   differs from its receive buffers.
 ExecutionPlan build_execution_plan(const Schedule& schedule);
 
@@ -112,16 +87,6 @@ ExecutionPlan build_execution_plan(const Schedule& schedule);
 /// add up (an upper bound: their peaks need not coincide). Scratch of the backward kernels (nq·hq floats per block)
 /// and message staging of the NCCL backend are not included.
 int64_t planned_peak_bytes(const RankProgram& program);
-
-/// Human-readable one-line text of an op reference: "cp_rank 3 op #12 send_recv 'fwd step 1 kv'".
-std::string op_ref_text(const Schedule& schedule, const OpRef& ref);
-
-/// Applies one segment on host float buffers: `src` and `dst` are the whole buffers (float storage);
-/// accumulation rounds to `acc_format` (semantics::round_to_dtype).
-void apply_segment_on_host(const CopySegment& seg, const float* src, float* dst, Dtype acc_format);
-
-/// The CopyOp of `program` (rank `rank`) as one segment within the rank (rows of whole [heads, width] runs).
-CopySegment copy_op_segment(const RankProgram& program, int64_t rank, const CopyOp& op);
 
 /// A TensorRef of buffer `id` of `program` at address `data`.
 inline TensorRef tensor_ref(const RankProgram& program, BufferId id, float* data) {

@@ -1,6 +1,6 @@
 #pragma once
 /// CPU schedule executor: runs a Schedule numerically in float64 over virtual CP ranks in one process; messages
-/// are buffer copies. Every op is executed exactly as its docstring in hcpsim/core/schedule.hpp defines it; the
+/// and collectives are copy segments between the ranks' buffers. Every op is executed exactly as its docstring in hcpsim/core/schedule.hpp defines it; the
 /// executor re-derives nothing (docs/architecture.md "A schedule is the contract").
 
 #include <cstdint>
@@ -16,8 +16,8 @@ struct ExecutionStats {
   int64_t ops_executed = 0;       ///< ops completed, all ranks
   int64_t messages = 0;           ///< send/recv messages delivered
   int64_t message_elements = 0;   ///< elements carried by those messages
-  int64_t all_to_alls = 0;        ///< all-to-all collectives performed (one per group and tag)
-  int64_t rounds = 0;             ///< round-robin passes over the ranks
+  int64_t all_to_alls = 0;        ///< collectives performed (all-to-all, all-gather, reduce-scatter; one per group and tag)
+  int64_t batches = 0;            ///< communication batches of the walk (ProgramWalker, program_walker.hpp)
 };
 
 /// Gathered global results plus counters.
@@ -39,17 +39,17 @@ struct ExecutionOptions {
 /// bindings (RankProgram::inputs: buffer row r = global token tokens[r], buffer head hh = global head
 /// head_begin + hh, all batches and widths) are filled from `inputs` before the first op.
 ///
-/// Scheduling: round-robin over ranks in cp_rank order; each rank runs its ops in list order until it blocks.
-/// List order is one of the executions the ordering contract (schedule.hpp) allows; on a hazard-free schedule
-/// (check_hazards) every allowed execution computes the same values, so this one stands for the simulated and
-/// GPU runs. SendRecvOp posts its send (a snapshot of the concatenated send buffers) into a mailbox keyed by
-/// (source cp rank, destination cp rank, tag), FIFO per key, and then blocks until the message for its recv side
-/// is present (sizes must match). The mailbox is more permissive than the contract's rendezvous: a schedule that
-/// needs a send buffered runs here but is invalid (the simulator and the GPU plan report it as a deadlock). AllToAllOp blocks until every group member has reached the op with that tag,
-/// then moves the data of all members at once (scatter_heads / gather_heads with chunk_order; half-chunks have
-/// c = rows/2 rows of a member's pre-a2a buffer). Attention blocks use softmax_scale = effective_softmax_scale(
-/// schedule.shape) and run `threads` OpenMP threads over (batch, head); Op::stream, deps and section do not
-/// change the numerics (they order and time ops, see above). Debug builds also run check_hazards.
+/// Scheduling: core's ProgramWalker (hcpsim/core/program_walker.hpp), the walk the GPU plan enqueues too:
+/// round-robin over ranks in cp_rank order, each rank running its non-communication ops in list order until it
+/// reaches a communication op; then the waiting communication ops that meet under the ordering contract's
+/// rendezvous semantics (schedule.hpp: a send with its matching receive, a collective with all its members) run as
+/// one batch, whose data moves as the copy segments of core's lowering (hcpsim/core/lowering.hpp: send/recv the
+/// concatenated send buffers onto the recv buffers, all-to-all scatter_heads / gather_heads with chunk_order,
+/// all-gather, reduce-scatter in member order). List order is one of the executions the ordering contract allows;
+/// on a hazard-free schedule (check_hazards) every allowed execution computes the same values, so this one stands
+/// for the simulated and GPU runs. Attention blocks use softmax_scale = effective_softmax_scale(schedule.shape) and
+/// run `threads` OpenMP threads over (batch, head); Op::stream, deps and section do not change the numerics (they
+/// order and time ops, see above). Debug builds also run check_hazards.
 ///
 /// Outputs: after the last op, every rank's output bindings ("out", "softmax_lse", "dq", "dk", "dv") are gathered
 /// into global tensors out [B, S, H, dv], softmax_lse [B, S, H, 1], dq [B, S, H, dk], dk [B, S, Hkv, dk],
@@ -60,9 +60,10 @@ struct ExecutionOptions {
 /// @param threads ≥ 1; results are byte-identical for any thread count.
 /// Aborts (HCPSIM_ASSERT, a schedule bug) on: a schedule numeric_run_blocker() refuses (a layer schedule),
 /// Schedule::check_invariants failures, use of a buffer that is not
-/// live, shape mismatches, a message whose size differs from its receive buffers, inconsistent all-to-all members,
-/// a deadlock (the message names every blocked rank and op), an undelivered message at the end, or a global output
-/// element written zero times or more than once.
+/// live, shape mismatches, inconsistent collective members, or a global output element written zero times or more
+/// than once.
+/// @throws InputError (key "schedule") on a deadlock under rendezvous semantics (ProgramWalker::next: the message
+///   names every waiting rank and op) or a message whose size differs from its receive buffers.
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs, int threads);
 
 /// Executes `schedule` as above, emulating `options.dtype` at exactly TE's rounding points (values are stored in
@@ -78,8 +79,7 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
 ///   all-gathers move values unchanged;
 /// - gathered outputs out, dq, dk, dv are rounded to dtype (the tensors TE returns), softmax_lse to fp32.
 /// With dtype fp64 every rounding is the identity and the result equals the 3-argument overload bit for bit.
-/// AllGatherOp and ReduceScatterOp block until every group member reached the op with the same tag, then move
-/// data as their docstrings in schedule.hpp define (reduce-scatter sums in member order 0, 1, …).
+/// Reduce-scatter sums in member order 0, 1, … (the first assigns), as lowered (lowering.hpp).
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
                                  const ExecutionOptions& options);
 

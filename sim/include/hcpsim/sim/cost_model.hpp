@@ -149,10 +149,8 @@ TimePs gemm_ps(const GemmOp& shape, int64_t bytes, Dtype dtype, const GpuSpec& g
 /// HCPSIM_ASSERT for communication ops (their time depends on peers and the network).
 TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu);
 
-/// Bytes a SendRecvOp sends: the sum of its send buffers' sizes (0 when send_peer is −1).
-int64_t send_size_bytes(const SendRecvOp& op, const RankProgram& program);
-/// Bytes a SendRecvOp receives: the sum of its recv buffers' sizes (0 when recv_peer is −1).
-int64_t recv_size_bytes(const SendRecvOp& op, const RankProgram& program);
+// Message and collective sizes are core's lowered byte counts (message_send_bytes, collective_peer_bytes in
+// hcpsim/core/lowering.hpp).
 
 /// Time of one point-to-point message of `bytes` crossing `level`, from rendezvous to delivery:
 /// message_latency_s + link latency_s + bytes / link bandwidth (NCCL send/recv bus factor 1, docs/architecture.md "Numbers we stand on").
