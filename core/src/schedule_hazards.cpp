@@ -4,21 +4,14 @@
 #include <variant>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/op_visit.hpp"
 
 namespace hcpsim {
 
 namespace {
 
-/// An overload set of lambdas for std::visit: an op kind without its own lambda fails to compile.
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
-
-// A new op kind must get its read and write sets below (and a line in the ordering contract if it orders ops).
-static_assert(std::variant_size_v<OpPayload> == 13, "op_buffer_accesses: a new op kind needs its accesses");
+// A new op kind must get its read and write sets below (visit_op refuses to compile without them) and a line in the
+// ordering contract if it orders ops.
 
 BufferAccess read(BufferId b, RowRange rows = kAllRows) { return BufferAccess{b, rows, true, false}; }
 BufferAccess write(BufferId b, RowRange rows = kAllRows, bool also_reads = false) {
@@ -49,8 +42,8 @@ bool whole_buffer_write(const RankProgram& p, const BufferAccess& a) {
 }  // namespace
 
 std::vector<BufferAccess> op_buffer_accesses(const Op& op) {
-  return std::visit(
-      Overload{
+  return visit_op(
+      op.payload, Overload{
           [](const AllocOp& p) { return std::vector<BufferAccess>{write(p.buffer)}; },
           [](const FreeOp& p) { return std::vector<BufferAccess>{write(p.buffer)}; },
           [](const AllToAllOp& p) { return std::vector<BufferAccess>{read(p.input), write(p.output)}; },
@@ -84,8 +77,7 @@ std::vector<BufferAccess> op_buffer_accesses(const Op& op) {
           },
           [](const GemmOp&) { return std::vector<BufferAccess>{}; },
           [](const ElementwiseOp&) { return std::vector<BufferAccess>{}; },
-      },
-      op.payload);
+      });
 }
 
 bool accesses_conflict(const BufferAccess& a, const BufferAccess& b) {

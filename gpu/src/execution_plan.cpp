@@ -136,8 +136,10 @@ void link_sources_and_readers(PlanStep& step, ExecutionPlan& plan) {
 
 }  // namespace
 
+RunBlocker gpu_can_run(const Schedule& schedule) { return numeric_run_blocker(schedule); }
+
 ExecutionPlan build_execution_plan(const Schedule& schedule) {
-  if (const RunBlocker blocker = numeric_run_blocker(schedule); blocker.blocked())
+  if (const RunBlocker blocker = gpu_can_run(schedule); blocker.blocked())
     throw schedule_error("the GPU backend executes attention schedules: " + blocker.problem, blocker.fix);
   schedule.check_invariants();
 #ifndef NDEBUG

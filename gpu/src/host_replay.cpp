@@ -10,6 +10,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/lowering.hpp"
+#include "hcpsim/core/op_visit.hpp"
 #include "hcpsim/gpu/block_math.hpp"
 #include "hcpsim/oracles/precision.hpp"
 
@@ -124,6 +125,87 @@ TensorRef ref_of(std::vector<std::vector<float>>& bufs, const RankProgram& prog,
   return TensorRef{v.data(), d.rows, d.heads, d.width};
 }
 
+
+/// Runs non-communication op `ref` of an attention schedule on the host copies `rb` of its rank's buffers, with the
+/// device kernels' arithmetic (block_math.hpp, semantics.hpp).
+void replay_op(const Schedule& schedule, const OpRef& ref, std::vector<std::vector<float>>& rb, float scale,
+               Dtype dtype, Dtype acc_dtype) {
+  const RankProgram& prog = schedule.ranks[static_cast<size_t>(ref.rank)];
+  const Op& op = prog.ops[static_cast<size_t>(ref.op)];
+  auto ptr_of = [&](BufferId id) { return ref_of(rb, prog, id).data; };
+  auto outside_batch = [](const auto&) {
+    HCPSIM_ASSERT(false, "execute_plan_on_host: a communication or layer op outside a batch");
+  };
+  visit_op(
+      op.payload,
+      Overload{
+          [&](const AllocOp& p) {
+            const BufferDecl& d = prog.buffers[static_cast<size_t>(p.buffer)];
+            rb[static_cast<size_t>(p.buffer)].assign(static_cast<size_t>(d.elements()),
+                                                     p.zero ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+          },
+          [&](const FreeOp& p) { rb[static_cast<size_t>(p.buffer)] = std::vector<float>(); },
+          [&](const AttnFwdBlockOp& p) {
+            const AttnFwdArgs a = make_fwd_args(prog, p, ptr_of, scale, dtype);
+            for (int64_t b = 0; b < a.batch; ++b)
+              for (int64_t r = 0; r < a.nq; ++r)
+                for (int64_t h = 0; h < a.q.heads; ++h) attn_fwd_row(a, b, r, h);
+          },
+          [&](const AttnBwdBlockOp& p) {
+            AttnBwdArgs a = make_bwd_args(prog, p, ptr_of, scale, dtype);
+            std::vector<float> delta(static_cast<size_t>(a.batch * a.nq * a.q.heads));
+            a.delta = delta.data();
+            for (int64_t b = 0; b < a.batch; ++b)
+              for (int64_t r = 0; r < a.nq; ++r)
+                for (int64_t h = 0; h < a.q.heads; ++h) attn_bwd_delta_row(a, b, r, h);
+            for (int64_t b = 0; b < a.batch; ++b)
+              for (int64_t r = 0; r < a.nq; ++r)
+                for (int64_t h = 0; h < a.q.heads; ++h) attn_bwd_dq_row(a, b, r, h);
+            for (int64_t b = 0; b < a.batch; ++b)
+              for (int64_t c = 0; c < a.nk; ++c)
+                for (int64_t g = 0; g < a.k.heads; ++g) attn_bwd_dkdv_row(a, b, c, g);
+          },
+          [&](const LseMergeOp& p) {
+            const TensorRef dst = ref_of(rb, prog, p.dst);
+            const TensorRef src = ref_of(rb, prog, p.src);
+            const int64_t batch = prog.buffers[static_cast<size_t>(p.dst)].batch;
+            for (int64_t b = 0; b < batch; ++b)
+              for (int64_t r = 0; r < p.dst_rows.count; ++r)
+                for (int64_t h = 0; h < dst.heads; ++h) {
+                  float& l = *dst.at(b, p.dst_rows.begin + r, h);
+                  const float li = *src.at(b, r, h);
+                  l = p.naive ? semantics::lse_merge_naive(l, li) : semantics::lse_merge(l, li);
+                }
+          },
+          [&](const OutCorrectionOp& p) {
+            const TensorRef dst = ref_of(rb, prog, p.dst);
+            const TensorRef src = ref_of(rb, prog, p.src);
+            const TensorRef src_lse = ref_of(rb, prog, p.src_lse);
+            const TensorRef lse = ref_of(rb, prog, p.lse);
+            const int64_t batch = prog.buffers[static_cast<size_t>(p.dst)].batch;
+            for (int64_t b = 0; b < batch; ++b)
+              for (int64_t r = 0; r < p.dst_rows.count; ++r)
+                for (int64_t h = 0; h < dst.heads; ++h) {
+                  const int64_t row = p.dst_rows.begin + r;
+                  float* d = dst.at(b, row, h);
+                  const float* sv = src.at(b, r, h);
+                  for (int64_t w = 0; w < dst.width; ++w)
+                    d[w] = semantics::out_correction(d[w], sv[w], *src_lse.at(b, r, h), *lse.at(b, row, h),
+                                                     p.accumulate, dtype);
+                }
+          },
+          [&](const CopyOp& p) {
+            apply_copy_segment(copy_op_segment(prog, ref.rank, p), ptr_of(p.src), ptr_of(p.dst), acc_dtype);
+          },
+          [&](const SendRecvOp& p) { outside_batch(p); },
+          [&](const AllToAllOp& p) { outside_batch(p); },
+          [&](const AllGatherOp& p) { outside_batch(p); },
+          [&](const ReduceScatterOp& p) { outside_batch(p); },
+          [&](const GemmOp& p) { outside_batch(p); },
+          [&](const ElementwiseOp& p) { outside_batch(p); },
+      });
+}
+
 }  // namespace
 
 AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionPlan& plan,
@@ -151,71 +233,7 @@ AttentionOutputs execute_plan_on_host(const Schedule& schedule, const ExecutionP
       }
       continue;
     }
-    const RankProgram& prog = schedule.ranks[static_cast<size_t>(step.op.rank)];
-    auto& rb = bufs[static_cast<size_t>(step.op.rank)];
-    const Op& op = prog.ops[static_cast<size_t>(step.op.op)];
-    auto ptr_of = [&](BufferId id) { return ref_of(rb, prog, id).data; };
-    std::visit(
-        [&](const auto& p) {
-          using T = std::decay_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, AllocOp>) {
-            const BufferDecl& d = prog.buffers[static_cast<size_t>(p.buffer)];
-            rb[static_cast<size_t>(p.buffer)].assign(static_cast<size_t>(d.elements()),
-                                                     p.zero ? 0.0f : std::numeric_limits<float>::quiet_NaN());
-          } else if constexpr (std::is_same_v<T, FreeOp>) {
-            rb[static_cast<size_t>(p.buffer)] = std::vector<float>();
-          } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
-            const AttnFwdArgs a = make_fwd_args(prog, p, ptr_of, scale, dtype);
-            for (int64_t b = 0; b < a.batch; ++b)
-              for (int64_t r = 0; r < a.nq; ++r)
-                for (int64_t h = 0; h < a.q.heads; ++h) attn_fwd_row(a, b, r, h);
-          } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
-            AttnBwdArgs a = make_bwd_args(prog, p, ptr_of, scale, dtype);
-            std::vector<float> delta(static_cast<size_t>(a.batch * a.nq * a.q.heads));
-            a.delta = delta.data();
-            for (int64_t b = 0; b < a.batch; ++b)
-              for (int64_t r = 0; r < a.nq; ++r)
-                for (int64_t h = 0; h < a.q.heads; ++h) attn_bwd_delta_row(a, b, r, h);
-            for (int64_t b = 0; b < a.batch; ++b)
-              for (int64_t r = 0; r < a.nq; ++r)
-                for (int64_t h = 0; h < a.q.heads; ++h) attn_bwd_dq_row(a, b, r, h);
-            for (int64_t b = 0; b < a.batch; ++b)
-              for (int64_t c = 0; c < a.nk; ++c)
-                for (int64_t g = 0; g < a.k.heads; ++g) attn_bwd_dkdv_row(a, b, c, g);
-          } else if constexpr (std::is_same_v<T, LseMergeOp>) {
-            const TensorRef dst = ref_of(rb, prog, p.dst);
-            const TensorRef src = ref_of(rb, prog, p.src);
-            const int64_t batch = prog.buffers[static_cast<size_t>(p.dst)].batch;
-            for (int64_t b = 0; b < batch; ++b)
-              for (int64_t r = 0; r < p.dst_rows.count; ++r)
-                for (int64_t h = 0; h < dst.heads; ++h) {
-                  float& l = *dst.at(b, p.dst_rows.begin + r, h);
-                  const float li = *src.at(b, r, h);
-                  l = p.naive ? semantics::lse_merge_naive(l, li) : semantics::lse_merge(l, li);
-                }
-          } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
-            const TensorRef dst = ref_of(rb, prog, p.dst);
-            const TensorRef src = ref_of(rb, prog, p.src);
-            const TensorRef src_lse = ref_of(rb, prog, p.src_lse);
-            const TensorRef lse = ref_of(rb, prog, p.lse);
-            const int64_t batch = prog.buffers[static_cast<size_t>(p.dst)].batch;
-            for (int64_t b = 0; b < batch; ++b)
-              for (int64_t r = 0; r < p.dst_rows.count; ++r)
-                for (int64_t h = 0; h < dst.heads; ++h) {
-                  const int64_t row = p.dst_rows.begin + r;
-                  float* d = dst.at(b, row, h);
-                  const float* s = src.at(b, r, h);
-                  for (int64_t w = 0; w < dst.width; ++w)
-                    d[w] = semantics::out_correction(d[w], s[w], *src_lse.at(b, r, h), *lse.at(b, row, h), p.accumulate,
-                                                  dtype);
-                }
-          } else if constexpr (std::is_same_v<T, CopyOp>) {
-            apply_copy_segment(copy_op_segment(prog, step.op.rank, p), ptr_of(p.src), ptr_of(p.dst), acc_dtype);
-          } else {
-            HCPSIM_ASSERT(false, "execute_plan_on_host: a communication or layer op outside a batch");
-          }
-        },
-        op.payload);
+    replay_op(schedule, step.op, bufs[static_cast<size_t>(step.op.rank)], scale, dtype, acc_dtype);
   }
   OutputGatherer gather(schedule.shape);
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {

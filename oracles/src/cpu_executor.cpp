@@ -6,14 +6,13 @@
 #include "hcpsim/oracles/cpu_executor.hpp"
 
 #include <string>
-#include <type_traits>
-#include <variant>
 
 #include "executor_bindings.hpp"
 #include "executor_compute_ops.hpp"
 #include "executor_segments.hpp"
 #include "executor_state.hpp"
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/op_visit.hpp"
 #include "hcpsim/core/program_walker.hpp"
 #include "hcpsim/core/schedule_hazards.hpp"
 
@@ -28,35 +27,30 @@ void execute(ExecutorState& state, const OpRef& ref) {
   const auto pc = static_cast<size_t>(ref.op);
   const Op& op = st.program->ops[pc];
   const std::string where = op_text(st, pc);
-  std::visit(
-      [&](const auto& payload) {
-        using T = std::decay_t<decltype(payload)>;
-        if constexpr (std::is_same_v<T, AllocOp>) {
-          HostTensor& t = allocate(state, st, payload.buffer, "AllocOp");
-          if (payload.zero) t.fill(0.0);
-        } else if constexpr (std::is_same_v<T, FreeOp>) {
-          release(state, st, payload.buffer);
-        } else if constexpr (std::is_same_v<T, SendRecvOp> || std::is_same_v<T, AllToAllOp> ||
-                             std::is_same_v<T, AllGatherOp> || std::is_same_v<T, ReduceScatterOp>) {
-          HCPSIM_ASSERT(false, where + ": a communication op outside a batch");
-        } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
-          run_attn_fwd_block(state, st, payload, where);
-        } else if constexpr (std::is_same_v<T, AttnBwdBlockOp>) {
-          run_attn_bwd_block(state, st, payload, where);
-        } else if constexpr (std::is_same_v<T, LseMergeOp>) {
-          run_lse_merge(state, st, payload, where);
-        } else if constexpr (std::is_same_v<T, OutCorrectionOp>) {
-          run_out_correction(state, st, payload, where);
-        } else if constexpr (std::is_same_v<T, CopyOp>) {
-          run_copy(state, st, payload, where);
-        } else if constexpr (std::is_same_v<T, GemmOp> || std::is_same_v<T, ElementwiseOp>) {
-          // Layer-model ops time the whole training step; the oracle executes attention schedules only.
-          HCPSIM_ASSERT(false, where + ": the CPU executor runs attention schedules, not layer-model ops");
-        } else {
-          static_assert(std::is_same_v<T, AllocOp>, "every op kind needs an implementation");
-        }
-      },
-      op.payload);
+  auto communication = [&](const auto&) { HCPSIM_ASSERT(false, where + ": a communication op outside a batch"); };
+  // Layer-model ops time the whole training step; the oracle executes attention schedules only (can_execute).
+  auto layer_op = [&](const auto&) {
+    HCPSIM_ASSERT(false, where + ": the CPU executor runs attention schedules, not layer-model ops");
+  };
+  visit_op(op.payload,
+           Overload{
+               [&](const AllocOp& p) {
+                 HostTensor& t = allocate(state, st, p.buffer, "AllocOp");
+                 if (p.zero) t.fill(0.0);
+               },
+               [&](const FreeOp& p) { release(state, st, p.buffer); },
+               [&](const SendRecvOp& p) { communication(p); },
+               [&](const AllToAllOp& p) { communication(p); },
+               [&](const AllGatherOp& p) { communication(p); },
+               [&](const ReduceScatterOp& p) { communication(p); },
+               [&](const AttnFwdBlockOp& p) { run_attn_fwd_block(state, st, p, where); },
+               [&](const AttnBwdBlockOp& p) { run_attn_bwd_block(state, st, p, where); },
+               [&](const LseMergeOp& p) { run_lse_merge(state, st, p, where); },
+               [&](const OutCorrectionOp& p) { run_out_correction(state, st, p, where); },
+               [&](const CopyOp& p) { run_copy(state, st, p, where); },
+               [&](const GemmOp& p) { layer_op(p); },
+               [&](const ElementwiseOp& p) { layer_op(p); },
+           });
   ++state.stats.ops_executed;
 }
 
@@ -87,9 +81,11 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
   return execute_schedule(schedule, inputs, ExecutionOptions{threads, Dtype::fp64});
 }
 
+RunBlocker cpu_can_run(const Schedule& schedule) { return numeric_run_blocker(schedule); }
+
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs,
                                  const ExecutionOptions& options) {
-  const RunBlocker blocker = numeric_run_blocker(schedule);
+  const RunBlocker blocker = cpu_can_run(schedule);
   HCPSIM_ASSERT(!blocker.blocked(), "CPU executor: " + blocker.text());
   schedule.check_invariants();
 #ifndef NDEBUG

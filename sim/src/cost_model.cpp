@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/op_visit.hpp"
 #include "hcpsim/core/semantics.hpp"
 
 namespace hcpsim::sim {
@@ -212,25 +213,31 @@ TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu) {
 }
 
 TimePs compute_op_ps(const Op& op, const RankProgram& program, Dtype dtype, const GpuSpec& gpu) {
-  switch (op.kind()) {
-    case OpKind::alloc:
-    case OpKind::free: return 0;
-    case OpKind::attn_fwd_block:
-    case OpKind::attn_bwd_block:
-      return attention_block_ps(op.kind(), op.flops, attention_block_hbm_bytes(op, program), dtype, gpu,
-                                attention_block_efficiency(op, program, gpu));
-    case OpKind::lse_merge:
-    case OpKind::out_correction:
-    case OpKind::copy:
-    case OpKind::elementwise: return elementwise_ps(op.bytes, gpu);
-    case OpKind::gemm: return gemm_ps(std::get<GemmOp>(op.payload), op.bytes, dtype, gpu);
-    case OpKind::all_to_all:
-    case OpKind::send_recv:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter: break;
-  }
-  HCPSIM_ASSERT(false, "compute_op_ps of a communication op (" + to_string(op.kind()) + ") '" + op.label + "'");
-  return 0;
+  auto none = [](const auto&) -> TimePs { return 0; };
+  auto block = [&](const auto&) -> TimePs {
+    return attention_block_ps(op.kind(), op.flops, attention_block_hbm_bytes(op, program), dtype, gpu,
+                              attention_block_efficiency(op, program, gpu));
+  };
+  auto memory_bound = [&](const auto&) -> TimePs { return elementwise_ps(op.bytes, gpu); };
+  auto communication = [&](const auto&) -> TimePs {
+    HCPSIM_ASSERT(false, "compute_op_ps of a communication op (" + to_string(op.kind()) + ") '" + op.label + "'");
+    return 0;
+  };
+  return visit_op(op.payload, Overload{
+                                  [&](const AllocOp& p) { return none(p); },
+                                  [&](const FreeOp& p) { return none(p); },
+                                  [&](const AttnFwdBlockOp& p) { return block(p); },
+                                  [&](const AttnBwdBlockOp& p) { return block(p); },
+                                  [&](const LseMergeOp& p) { return memory_bound(p); },
+                                  [&](const OutCorrectionOp& p) { return memory_bound(p); },
+                                  [&](const CopyOp& p) { return memory_bound(p); },
+                                  [&](const ElementwiseOp& p) { return memory_bound(p); },
+                                  [&](const GemmOp& p) { return gemm_ps(p, op.bytes, dtype, gpu); },
+                                  [&](const AllToAllOp& p) { return communication(p); },
+                                  [&](const SendRecvOp& p) { return communication(p); },
+                                  [&](const AllGatherOp& p) { return communication(p); },
+                                  [&](const ReduceScatterOp& p) { return communication(p); },
+                              });
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "hcpsim/core/op_visit.hpp"
 #include "sim_results.hpp"
 
 namespace hcpsim::sim::detail {
@@ -96,34 +97,35 @@ void Engine::try_start_ready(int64_t rank) {
 void Engine::start_op(int64_t rank, OpIndex i) {
   const Op& op = ctx_.op_of(rank, i);
   ctx_.op_runtime(rank, i).start_ps = ctx_.queue.now();
-  switch (op.kind()) {
-    case OpKind::alloc:
-      memory_.allocate(rank, i);
-      ctx_.finish_after(0, rank, i);
-      return;
-    case OpKind::free:
-      memory_.release(rank, i);
-      ctx_.finish_after(0, rank, i);
-      return;
-    case OpKind::send_recv:
-      gpu_.comm_running_change(rank, +1);
-      rendezvous_.start_send_recv(rank, i);
-      return;
-    case OpKind::all_to_all:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-      gpu_.comm_running_change(rank, +1);
-      rendezvous_.arrive_collective(rank, i);
-      return;
-    case OpKind::attn_fwd_block:
-    case OpKind::attn_bwd_block:
-    case OpKind::lse_merge:
-    case OpKind::out_correction:
-    case OpKind::copy:
-    case OpKind::gemm:
-    case OpKind::elementwise: gpu_.start_kernel(rank, i); return;
-  }
-  HCPSIM_ASSERT(false, fmt::format("cp rank {} op {}: unknown op kind", rank, i));
+  auto collective = [&](const auto&) {
+    gpu_.comm_running_change(rank, +1);
+    rendezvous_.arrive_collective(rank, i);
+  };
+  auto kernel = [&](const auto&) { gpu_.start_kernel(rank, i); };
+  visit_op(op.payload, Overload{
+                           [&](const AllocOp&) {
+                             memory_.allocate(rank, i);
+                             ctx_.finish_after(0, rank, i);
+                           },
+                           [&](const FreeOp&) {
+                             memory_.release(rank, i);
+                             ctx_.finish_after(0, rank, i);
+                           },
+                           [&](const SendRecvOp&) {
+                             gpu_.comm_running_change(rank, +1);
+                             rendezvous_.start_send_recv(rank, i);
+                           },
+                           [&](const AllToAllOp& p) { collective(p); },
+                           [&](const AllGatherOp& p) { collective(p); },
+                           [&](const ReduceScatterOp& p) { collective(p); },
+                           [&](const AttnFwdBlockOp& p) { kernel(p); },
+                           [&](const AttnBwdBlockOp& p) { kernel(p); },
+                           [&](const LseMergeOp& p) { kernel(p); },
+                           [&](const OutCorrectionOp& p) { kernel(p); },
+                           [&](const CopyOp& p) { kernel(p); },
+                           [&](const GemmOp& p) { kernel(p); },
+                           [&](const ElementwiseOp& p) { kernel(p); },
+                       });
 }
 
 void Engine::finish_op(int64_t rank, OpIndex i) {

@@ -41,8 +41,16 @@ TimePs& category(TimeBreakdown& b, OpKind kind) {
     case OpKind::lse_merge:
     case OpKind::out_correction: return b.merge_correction_ps;
     case OpKind::copy: return b.copy_ps;
-    default: return b.other_compute_ps;
+    case OpKind::alloc:
+    case OpKind::free:
+    case OpKind::gemm:
+    case OpKind::elementwise:
+    case OpKind::all_to_all:
+    case OpKind::send_recv:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter: break;
   }
+  return b.other_compute_ps;
 }
 
 /// Fills the per-phase breakdown of `ops` (a rank's program and their runtimes) into `st`.

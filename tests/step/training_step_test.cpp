@@ -18,6 +18,8 @@
 #include "hcpsim/sim/collective_model.hpp"
 #include "hcpsim/sim/cost_model.hpp"
 #include "hcpsim/step/training_step.hpp"
+#include "hcpsim/oracles/cpu_executor.hpp"
+#include "hcpsim/gpu/execution_plan.hpp"
 
 using namespace hcpsim;
 using namespace hcpsim::sim;
@@ -516,10 +518,15 @@ TEST_CASE("step: a layer schedule says it is one, and the numeric executors refu
   const Schedule layer = build_layer_schedule(small(), CpCommType::p2p);
   CHECK(layer.kind == ScheduleKind::layer);
   CHECK(numeric_run_blocker(layer).text().find("a layer schedule") != std::string::npos);
+  CHECK(cpu_can_run(layer).problem == numeric_run_blocker(layer).problem);
+  CHECK(gpu::gpu_can_run(layer).problem == numeric_run_blocker(layer).problem);
+  CHECK_FALSE(cpu_can_run(layer).fix.empty());
   const Schedule attention = build_schedule(CpCommType::p2p, cp_layout_for(small(), CpCommType::p2p),
                                             attention_shape(small()));
   CHECK(attention.kind == ScheduleKind::attention);
   CHECK_FALSE(numeric_run_blocker(attention).blocked());
+  CHECK_FALSE(cpu_can_run(attention).blocked());
+  CHECK_FALSE(gpu::gpu_can_run(attention).blocked());
   // The invariant: timing-only ops belong to layer schedules only.
   Schedule mislabelled = layer;
   mislabelled.kind = ScheduleKind::attention;

@@ -229,6 +229,8 @@ enum class OpKind {
   alloc, free, all_to_all, send_recv, attn_fwd_block, attn_bwd_block, lse_merge, out_correction, copy,
   all_gather, reduce_scatter, gemm, elementwise
 };
+static_assert(std::variant_size_v<OpPayload> == static_cast<size_t>(OpKind::elementwise) + 1,
+              "OpKind lists the OpPayload alternatives in order");
 /// True for the ops that communicate (all_to_all, send_recv, all_gather, reduce_scatter).
 bool is_communication(OpKind k);
 std::string to_string(OpKind k);
@@ -291,7 +293,8 @@ struct RunBlocker {
   /// "problem; fix: fix" (empty when not blocked).
   [[nodiscard]] std::string text() const { return blocked() ? problem + "; fix: " + fix : ""; }
 };
-/// The executors check it once at entry instead of rejecting ops one by one.
+/// What both numeric executors refuse; their cpu_can_run (oracles/cpu_executor.hpp) and gpu::gpu_can_run
+/// (gpu/execution_plan.hpp) build on it and are checked once at entry instead of rejecting ops one by one.
 struct Schedule;
 RunBlocker numeric_run_blocker(const Schedule& schedule);
 
@@ -318,7 +321,8 @@ std::string to_string(ScheduleKind k);
 /// A whole layer's schedule (forward then backward) for all CP ranks.
 struct Schedule {
   /// attention or layer; check_invariants rejects GemmOp / ElementwiseOp in an attention schedule, so a numeric
-  /// executor can decide from the kind alone whether it can run a schedule (can_run_numerically). Additive field.
+  /// executor can decide from the kind alone whether it can run a schedule (cpu_can_run, gpu::gpu_can_run). Additive
+  /// field.
   ScheduleKind kind = ScheduleKind::attention;
   CpCommType cp_comm_type = CpCommType::a2a_p2p;
   int64_t a2a_size = 1;  ///< A

@@ -82,6 +82,11 @@ struct ExecutionPlan {
 ///   differs from its receive buffers.
 ExecutionPlan build_execution_plan(const Schedule& schedule);
 
+/// Whether the GPU backend can run `schedule`, decided from the schedule alone before a plan is built: attention
+/// schedules only (a layer schedule's GEMM and elementwise ops are timing only). build_execution_plan throws the
+/// refusal as an InputError (key "schedule") with its fix.
+RunBlocker gpu_can_run(const Schedule& schedule);
+
 /// Device memory bound of one rank in the executor's float storage (bytes): the input buffers, then the peak of
 /// live bytes walking the ops in program order (AllocOp adds elements·4, FreeOp subtracts). Ranks sharing a GPU
 /// add up (an upper bound: their peaks need not coincide). Scratch of the backward kernels (nq·hq floats per block)

@@ -66,6 +66,11 @@ struct ExecutionOptions {
 ///   names every waiting rank and op) or a message whose size differs from its receive buffers.
 ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs& inputs, int threads);
 
+/// Whether the CPU executor can run `schedule`, decided from the schedule alone before any op runs: it runs every
+/// attention schedule, and refuses a layer schedule (its GEMM and elementwise ops are timing only). Callers check
+/// it first; execute_schedule aborts on a schedule it refuses.
+RunBlocker cpu_can_run(const Schedule& schedule);
+
 /// Executes `schedule` as above, emulating `options.dtype` at exactly TE's rounding points (values are stored in
 /// float64 but always hold a value of the format they model):
 /// - inputs are rounded to dtype when loaded (the caller normally passes already-rounded inputs);
