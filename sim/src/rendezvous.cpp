@@ -186,7 +186,7 @@ void Rendezvous::launch_ring(const Op& op, const CollectiveMessages& msgs, const
   std::vector<int64_t> gpus;
   for (const Endpoint& e : members) gpus.push_back(ctx_.gpus[index_of(e.cp_rank)]);
   const auto n = static_cast<int64_t>(members.size());
-  const std::vector<std::vector<RingHop>> channels = ring_channels(gpus, ctx_.topology, ctx_.cluster.gpus_per_node);
+  const std::vector<std::vector<RingHop>> channels = ring_channels(gpus, ctx_.topology);
   // nccl-tests' size of the collective (all-gather output, reduce-scatter input) sets the protocol latency.
   const CollectiveOp cop = op.kind() == OpKind::all_gather ? CollectiveOp::all_gather : CollectiveOp::reduce_scatter;
   const CollectiveEstimate est = ring_estimate(cop, static_cast<double>(n * msgs.bytes_per_peer.front()),

@@ -6,14 +6,13 @@
 
 namespace hcpsim::sim::detail {
 
-std::vector<std::vector<RingHop>> ring_channels(const std::vector<int64_t>& gpus, const Topology& topology,
-                                                int64_t gpus_per_node) {
+std::vector<std::vector<RingHop>> ring_channels(const std::vector<int64_t>& gpus, const Topology& topology) {
   HCPSIM_ASSERT(gpus.size() >= 2, "a ring needs two members");
   // Members by node, nodes in order of their first member, members in group order.
   std::vector<int64_t> node_ids;
   std::vector<std::vector<size_t>> blocks;
   for (size_t m = 0; m < gpus.size(); ++m) {
-    const int64_t node = gpus[m] / gpus_per_node;
+    const int64_t node = topology.gpu_node(gpus[m]);
     auto it = std::find(node_ids.begin(), node_ids.end(), node);
     if (it == node_ids.end()) {
       node_ids.push_back(node);
@@ -41,7 +40,7 @@ std::vector<std::vector<RingHop>> ring_channels(const std::vector<int64_t>& gpus
       const auto& block = blocks[block_of[k]];
       const size_t entry = block[c % block.size()];  // the node's rail of this channel
       const bool crosses = block_of[k] != block_of[next];
-      if (crosses && entry != x && gpus[entry] % gpus_per_node == gpus[y] % gpus_per_node) {
+      if (crosses && entry != x && topology.gpu_rail(gpus[entry]) == topology.gpu_rail(gpus[y])) {
         hop.route = topology.route(gpus[x], gpus[entry], c);  // NVLink to the rail's GPU (PXN) …
         const std::vector<int64_t> rail = topology.route(gpus[entry], gpus[y], c);  // … and out through its NIC
         hop.route.insert(hop.route.end(), rail.begin(), rail.end());

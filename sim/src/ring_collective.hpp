@@ -21,8 +21,7 @@ struct RingHop {
 };
 
 /// The channels of the ring over `gpus` (the group's GPUs in group order, ≥ 2 of them): each channel a list of
-/// gpus.size() hops. @param gpus_per_node  of the cluster (node = gpu / gpus_per_node).
-std::vector<std::vector<RingHop>> ring_channels(const std::vector<int64_t>& gpus, const Topology& topology,
-                                                int64_t gpus_per_node);
+/// gpus.size() hops. Nodes and rails are the topology's (Topology::gpu_node, gpu_rail).
+std::vector<std::vector<RingHop>> ring_channels(const std::vector<int64_t>& gpus, const Topology& topology);
 
 }  // namespace hcpsim::sim::detail

@@ -59,9 +59,26 @@ struct Topology::Impl {
   std::vector<TopologyVertex> vertices;
   std::vector<TopologyLink> links;
   std::vector<int64_t> gpus;  ///< vertex of each global GPU
+  std::vector<int64_t> gpu_rails;  ///< Topology::gpu_rail of each global GPU
   Graph graph;
   /// Hop distance of every vertex to a destination vertex, computed on first use.
   mutable std::map<int64_t, std::vector<int32_t>> distance_to;
+
+  /// Fills gpu_rails: per vertex, the rank of each NIC among its node's NICs, then each GPU's first NIC link.
+  void find_rails() {
+    std::vector<int64_t> nic_rank(vertices.size(), -1);
+    std::map<int64_t, int64_t> nics_seen;  // node → NICs numbered so far
+    for (size_t u = 0; u < vertices.size(); ++u)
+      if (vertices[u].kind == VertexKind::nic) nic_rank[u] = nics_seen[vertices[u].node]++;
+    std::vector<int64_t> rail_of_vertex(vertices.size(), -1);
+    for (const TopologyLink& l : links) {
+      const auto from = static_cast<size_t>(l.from), to = static_cast<size_t>(l.to);
+      if (vertices[from].kind == VertexKind::gpu && nic_rank[to] >= 0 && rail_of_vertex[from] < 0)
+        rail_of_vertex[from] = nic_rank[to];
+    }
+    gpu_rails.clear();
+    for (int64_t v : gpus) gpu_rails.push_back(rail_of_vertex[static_cast<size_t>(v)]);
+  }
 
   int64_t add_vertex(std::string name, VertexKind kind, int64_t node) {
     vertices.push_back(TopologyVertex{std::move(name), kind, node});
@@ -120,6 +137,11 @@ int64_t Topology::gpu_vertex(int64_t gpu) const {
   return impl_->gpus[idx(gpu)];
 }
 int64_t Topology::gpu_node(int64_t gpu) const { return impl_->vertices[idx(gpu_vertex(gpu))].node; }
+
+int64_t Topology::gpu_rail(int64_t gpu) const {
+  (void)gpu_vertex(gpu);  // checks the index
+  return impl_->gpu_rails[idx(gpu)];
+}
 
 std::vector<int64_t> Topology::route(int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id) const {
   const int64_t src = gpu_vertex(src_gpu);
@@ -261,6 +283,7 @@ Topology Topology::from_cluster(const ClusterSpec& cluster) {
     build_generated(cluster, *t.impl_);
   }
   t.impl_->build_graph();
+  t.impl_->find_rails();
   const auto& dist = t.impl_->distances(t.impl_->gpus.front());
   for (size_t k = 0; k < t.impl_->gpus.size(); ++k)
     if (dist[idx(t.impl_->gpus[k])] == std::numeric_limits<int32_t>::max())

@@ -224,3 +224,20 @@ TEST_CASE("topology: an attention efficiency table loads from cluster.gpu and mu
           std::string::npos);
   REQUIRE(e.find("fix: give one point for every combination") != std::string::npos);
 }
+
+TEST_CASE("topology: a GPU's rail is the index of its NIC within its node", "[core][topology]") {
+  // DGX H100: one NIC per GPU, so GPU k of every node is on rail k.
+  const Topology two = Topology::from_cluster(h100(2));
+  CHECK(two.gpu_rail(0) == 0);
+  CHECK(two.gpu_rail(5) == 5);
+  CHECK(two.gpu_rail(13) == 5);
+  // Four NICs for eight GPUs: GPUs 2k and 2k+1 share NIC k.
+  ClusterSpec shared = h100(2);
+  shared.nics_per_node = 4;
+  const Topology t = Topology::from_cluster(shared);
+  CHECK(t.gpu_rail(2) == 1);
+  CHECK(t.gpu_rail(3) == 1);
+  CHECK(t.gpu_rail(15) == 3);
+  // A single node has no NICs.
+  CHECK(Topology::from_cluster(h100(1)).gpu_rail(3) == -1);
+}

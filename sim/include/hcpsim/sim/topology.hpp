@@ -87,6 +87,11 @@ class Topology {
   [[nodiscard]] int64_t gpu_vertex(int64_t gpu) const;
   /// Node of global GPU `gpu`.
   [[nodiscard]] int64_t gpu_node(int64_t gpu) const;
+  /// Rail of global GPU `gpu`: the index, among its node's NICs in vertex order, of the NIC it is cabled to (its
+  /// first by link id if several); −1 when it has none (a single-node cluster). GPUs of different nodes on one
+  /// rail reach each other through one leaf of a rail-optimised fabric, which is what PXN routes towards (NCCL
+  /// NCCL_PXN_DISABLE=0: data moves over NVLink to the GPU on the destination's rail, then out through its NIC).
+  [[nodiscard]] int64_t gpu_rail(int64_t gpu) const;
 
   /// Link ids from GPU `src_gpu` to GPU `dst_gpu` along a shortest path (fewest hops). Among equal-cost next
   /// hops, the one at position hash(src, dst, flow_id, hop) mod count (hop order = link id order) is taken, so
