@@ -19,8 +19,8 @@ LinkSpec read_link(YamlReader& r, const YAML::Node& m, const std::string& P, boo
     for (const char* k : {"bandwidth_GB_per_s", "latency_us"})
       if (!m[k]) r.fail(m, P, std::string("explicit link without '") + k + "'", "add '" + P + "." + k + "'");
   if (m["bandwidth_GB_per_s"])
-    l.bandwidth_bytes_per_s = r.positive(m["bandwidth_GB_per_s"], P + ".bandwidth_GB_per_s", false) * 1e9;
-  if (m["latency_us"]) l.latency_s = r.positive(m["latency_us"], P + ".latency_us", true) / 1e6;
+    l.bandwidth_bytes_per_s = r.plausible(m["bandwidth_GB_per_s"], P + ".bandwidth_GB_per_s", plausible::kLinkBandwidth) * 1e9;
+  if (m["latency_us"]) l.latency_s = r.plausible(m["latency_us"], P + ".latency_us", plausible::kLatency) / 1e6;
   return l;
 }
 
@@ -39,10 +39,7 @@ void read_fabric(YamlReader& r, const YAML::Node& m, const std::string& P, Fabri
     (std::string(key) == "spines" ? f.spines : f.leaf_downlinks) = v;
   }
   if (m["oversubscription"]) {
-    f.oversubscription = r.get_double(m["oversubscription"], P + ".oversubscription");
-    if (f.oversubscription < 1)
-      r.fail(m["oversubscription"], P + ".oversubscription", "must be ≥ 1 (downlink : uplink bandwidth)",
-             "use 1 for a non-blocking fabric, 2 for 2:1");
+    f.oversubscription = r.plausible(m["oversubscription"], P + ".oversubscription", plausible::kOversubscription);
   }
 }
 
@@ -101,8 +98,9 @@ void read_links(YamlReader& r, const YAML::Node& m, const std::string& P, const 
     }
     if (l.a == l.b) r.fail(ls[i], lp, "a link joins a vertex to itself", "name two different vertices");
     if (!ls[i]["bandwidth_GB_per_s"]) r.fail(ls[i], lp, "a link needs 'bandwidth_GB_per_s'", "add the per-direction rate");
-    l.bandwidth_bytes_per_s = r.positive(ls[i]["bandwidth_GB_per_s"], lp + ".bandwidth_GB_per_s", false) * 1e9;
-    if (ls[i]["latency_us"]) l.latency_s = r.positive(ls[i]["latency_us"], lp + ".latency_us", true) / 1e6;
+    l.bandwidth_bytes_per_s =
+        r.plausible(ls[i]["bandwidth_GB_per_s"], lp + ".bandwidth_GB_per_s", plausible::kLinkBandwidth) * 1e9;
+    if (ls[i]["latency_us"]) l.latency_s = r.plausible(ls[i]["latency_us"], lp + ".latency_us", plausible::kLatency) / 1e6;
     t.links.push_back(l);
   }
 }
@@ -129,8 +127,7 @@ void read_cluster(YamlReader& r, const YAML::Node& m, AttentionBackend backend,
     return;
   }
   r.check_map(m, P, kClusterKeys);
-  const int64_t nodes = m["nodes"] ? r.get_int(m["nodes"], P + ".nodes") : 1;
-  if (nodes < 1) r.fail(m["nodes"], P + ".nodes", "must be at least 1", "set cluster.nodes to the node count");
+  const int64_t nodes = m["nodes"] ? r.plausible_int(m["nodes"], P + ".nodes", plausible::kNodes) : 1;
   std::string names;
   for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;
   if (m["preset"]) {
@@ -147,13 +144,13 @@ void read_cluster(YamlReader& r, const YAML::Node& m, AttentionBackend backend,
     c = ClusterSpec{};
     c.nodes = nodes;
   }
-  if (m["gpus_per_node"]) c.gpus_per_node = r.get_int(m["gpus_per_node"], P + ".gpus_per_node");
-  if (c.gpus_per_node < 1) r.fail(m["gpus_per_node"], P + ".gpus_per_node", "must be at least 1", "set the GPUs per node");
+  if (m["gpus_per_node"])
+    c.gpus_per_node = r.plausible_int(m["gpus_per_node"], P + ".gpus_per_node", plausible::kGpusPerNode);
   if (m["gpu"]) read_gpu(r, m["gpu"], P + ".gpu", !m["preset"], c.gpu);
   if (m["nvlink"]) c.nvlink = read_link(r, m["nvlink"], P + ".nvlink", !m["preset"], c.nvlink);
   if (m["network"]) c.network = read_link(r, m["network"], P + ".network", !m["preset"], c.network);
   if (m["message_latency_us"])
-    c.message_latency_s = r.positive(m["message_latency_us"], P + ".message_latency_us", true) / 1e6;
+    c.message_latency_s = r.plausible(m["message_latency_us"], P + ".message_latency_us", plausible::kLatency) / 1e6;
   if (m["nics_per_node"]) {
     c.nics_per_node = r.get_int(m["nics_per_node"], P + ".nics_per_node");
     if (c.nics_per_node < 1 || c.gpus_per_node % c.nics_per_node != 0)

@@ -57,9 +57,12 @@ std::vector<EfficiencyPoint> read_efficiency_table(YamlReader& r, const YAML::No
 /// The GPU keys shared by cluster.gpu and a calibration file's `gpu:` section.
 void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, GpuSpec& g) {
   if (m["name"]) g.name = r.get_string(m["name"], P + ".name");
-  if (m["peak_bf16_TFLOP_per_s"]) g.peak_bf16_flops_per_s = r.positive(m["peak_bf16_TFLOP_per_s"], P + ".peak_bf16_TFLOP_per_s", false) * 1e12;
-  if (m["memory_GB"]) g.memory_bytes = r.positive(m["memory_GB"], P + ".memory_GB", false) * 1e9;
-  if (m["hbm_bandwidth_GB_per_s"]) g.hbm_bandwidth_bytes_per_s = r.positive(m["hbm_bandwidth_GB_per_s"], P + ".hbm_bandwidth_GB_per_s", false) * 1e9;
+  if (m["peak_bf16_TFLOP_per_s"])
+    g.peak_bf16_flops_per_s = r.plausible(m["peak_bf16_TFLOP_per_s"], P + ".peak_bf16_TFLOP_per_s", plausible::kPeakBf16) * 1e12;
+  if (m["memory_GB"]) g.memory_bytes = r.plausible(m["memory_GB"], P + ".memory_GB", plausible::kMemory) * 1e9;
+  if (m["hbm_bandwidth_GB_per_s"])
+    g.hbm_bandwidth_bytes_per_s =
+        r.plausible(m["hbm_bandwidth_GB_per_s"], P + ".hbm_bandwidth_GB_per_s", plausible::kHbmBandwidth) * 1e9;
   for (const char* key : {"attn_fwd_efficiency", "attn_bwd_efficiency"}) {
     if (!m[key]) continue;
     const double e = r.get_double(m[key], P + "." + key);
@@ -72,15 +75,13 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
     if (m[key]) (std::string(key) == "attn_fwd_table" ? g.attn_fwd_table : g.attn_bwd_table) =
                     read_efficiency_table(r, m[key], P + "." + key);
   if (m["kernel_launch_overhead_us"])
-    g.kernel_launch_overhead_s = r.positive(m["kernel_launch_overhead_us"], P + ".kernel_launch_overhead_us", true) / 1e6;
-  if (m["compute_slowdown_during_comm"]) {
-    g.compute_slowdown_during_comm = r.get_double(m["compute_slowdown_during_comm"], P + ".compute_slowdown_during_comm");
-    if (g.compute_slowdown_during_comm < 1)
-      r.fail(m["compute_slowdown_during_comm"], P + ".compute_slowdown_during_comm", "must be ≥ 1",
-             "give compute time with communication / without, e.g. 1.1 (1 = no slowdown)");
-  }
+    g.kernel_launch_overhead_s =
+        r.plausible(m["kernel_launch_overhead_us"], P + ".kernel_launch_overhead_us", plausible::kLaunchOverhead) / 1e6;
+  if (m["compute_slowdown_during_comm"])
+    g.compute_slowdown_during_comm =
+        r.plausible(m["compute_slowdown_during_comm"], P + ".compute_slowdown_during_comm", plausible::kSlowdown);
   if (m["peak_fp8_TFLOP_per_s"])
-    g.peak_fp8_flops_per_s = r.positive(m["peak_fp8_TFLOP_per_s"], P + ".peak_fp8_TFLOP_per_s", true) * 1e12;
+    g.peak_fp8_flops_per_s = r.plausible(m["peak_fp8_TFLOP_per_s"], P + ".peak_fp8_TFLOP_per_s", plausible::kPeakFp8) * 1e12;
   // gemm_efficiency is the key of files written before BF16 and FP8 GEMMs had separate efficiencies; it meant
   // the BF16 one (read_gpu's provenance line says so).
   if (m["gemm_efficiency"] && m["gemm_efficiency_bf16"])

@@ -11,6 +11,15 @@ void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
     if (!m[key]) r.fail(m, P, std::string("missing required key '") + key + "'", std::string("add 'model.") + key + ": <value>'");
     return r.get_int(m[key], P + "." + key);
   };
+  // Upper bounds only: validation (validation.cpp) names the lower-bound and divisibility rules.
+  auto at_most = [&](const char* key, const plausible::Range& range) {
+    if (m[key] && static_cast<double>(r.get_int(m[key], P + "." + key)) > range.hi)
+      (void)r.plausible_int(m[key], P + "." + key, range);
+  };
+  at_most("num_attention_heads", plausible::kHeads);
+  at_most("num_query_groups", plausible::kHeads);
+  at_most("kv_channels", plausible::kHeadDim);
+  at_most("kv_channels_v", plausible::kHeadDim);
   mc.num_attention_heads = req("num_attention_heads");
   mc.seq_length = req("seq_length");
   mc.num_query_groups = m["num_query_groups"] ? r.get_int(m["num_query_groups"], P + ".num_query_groups")

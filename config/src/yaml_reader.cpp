@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "hcpsim/config/scenario_loader.hpp"
 
 namespace hcpsim {
@@ -161,6 +163,32 @@ std::vector<int64_t> YamlReader::get_int_list(const YAML::Node& n, const std::st
 double YamlReader::positive(const YAML::Node& n, const std::string& path, bool allow_zero) const {
   const double v = get_double(n, path);
   if (v < 0 || (!allow_zero && v == 0)) fail(n, path, "must be positive", "give a value > 0");
+  return v;
+}
+
+namespace {
+
+std::string range_text(const plausible::Range& range) {
+  std::string unit = range.unit;
+  if (!unit.empty()) unit = " " + unit;
+  return fmt::format("[{}, {}]{}", range.lo, range.hi, unit);
+}
+
+}  // namespace
+
+double YamlReader::plausible(const YAML::Node& n, const std::string& path, const plausible::Range& range) const {
+  const double v = get_double(n, path);
+  if (v < range.lo || v > range.hi)
+    fail(n, path, fmt::format("{} is outside the plausible range {} ({})", v, range_text(range), range.why),
+         "give a value in " + range_text(range));
+  return v;
+}
+
+int64_t YamlReader::plausible_int(const YAML::Node& n, const std::string& path, const plausible::Range& range) const {
+  const int64_t v = get_int(n, path);
+  if (static_cast<double>(v) < range.lo || static_cast<double>(v) > range.hi)
+    fail(n, path, fmt::format("{} is outside the plausible range {} ({})", v, range_text(range), range.why),
+         "give a value in " + range_text(range));
   return v;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hcpsim/core/error.hpp"
+#include "plausible_ranges.hpp"
 
 namespace hcpsim {
 
@@ -62,6 +63,12 @@ class YamlReader {
   [[nodiscard]] std::vector<int64_t> get_int_list(const YAML::Node& n, const std::string& path) const;
   /// A number > 0 (≥ 0 with `allow_zero`), in the unit the key names. @throws InputError otherwise.
   [[nodiscard]] double positive(const YAML::Node& n, const std::string& path, bool allow_zero) const;
+  /// A number inside `range` (plausible_ranges.hpp), in the unit the key names. @throws InputError naming the
+  /// range and its reason otherwise.
+  [[nodiscard]] double plausible(const YAML::Node& n, const std::string& path, const plausible::Range& range) const;
+  /// A whole number inside `range`. @throws InputError otherwise.
+  [[nodiscard]] int64_t plausible_int(const YAML::Node& n, const std::string& path,
+                                      const plausible::Range& range) const;
 
   /// A string that `parse` (string → std::optional<E>) accepts; `choices` lists the accepted values for the fix.
   /// @throws InputError for an unknown value.

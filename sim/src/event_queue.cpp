@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "hcpsim/core/error.hpp"
 
 namespace hcpsim::sim {
@@ -24,8 +26,14 @@ constexpr int64_t kSeqLimit = int64_t{1} << kSeqBits;
 TimePs seconds_to_ps(double seconds) {
   HCPSIM_ASSERT(std::isfinite(seconds), "duration must be finite, got " + std::to_string(seconds) + " s");
   HCPSIM_ASSERT(seconds >= 0, "duration must be >= 0, got " + std::to_string(seconds) + " s");
-  HCPSIM_ASSERT(seconds < kMaxSeconds,
-                "duration exceeds the int64 picosecond range: " + std::to_string(seconds) + " s");
+  // Inputs are range-checked when loaded (config/src/plausible_ranges.hpp), but extreme combinations of plausible
+  // values (a slow GPU and a huge model) can still ask for a duration the clock cannot hold: an input error.
+  if (seconds >= kMaxSeconds)
+    throw InputError(SourceLoc{}, "simulation",
+                     fmt::format("an op would last {:.3g} s, beyond the simulator's clock range of {:.3g} s (int64 "
+                                 "picoseconds, about 106 days)",
+                                 seconds, kMaxSeconds),
+                     "check the cluster's rates (peak_bf16_TFLOP_per_s, bandwidths, latencies) and the model size");
   return static_cast<TimePs>(std::llround(seconds * kPsPerSecond));
 }
 

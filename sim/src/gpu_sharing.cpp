@@ -54,8 +54,14 @@ void GpuSharing::start_kernel(int64_t rank, OpIndex i) {
     ctx_.finish_after(work_ps, rank, i);
     return;
   }
-  HCPSIM_ASSERT(work_ps <= std::numeric_limits<int64_t>::max() / (kShareScale * kStreamCount),
-                fmt::format("cp rank {} op {}: kernel of {} ps overflows the sharing arithmetic", rank, i, work_ps));
+  constexpr int64_t kMaxShareableWorkPs = std::numeric_limits<int64_t>::max() / (kShareScale * kStreamCount);
+  if (work_ps > kMaxShareableWorkPs)
+    throw InputError(SourceLoc{}, "simulation",
+                     fmt::format("cp rank {} op {} ('{}') is a kernel of {:.3g} s, beyond the {:.3g} s that kernels "
+                                 "sharing a GPU can last",
+                                 rank, i, ctx_.op_of(rank, i).label, static_cast<double>(work_ps) * 1e-12,
+                                 static_cast<double>(kMaxShareableWorkPs) * 1e-12),
+                     "check the model size (heads, kv_channels, seq_length per CP rank) and the GPU's peak rates");
   advance_gpu(rank);
   gpus_[index_of(rank)].running.push_back(RunningKernel{i, work_ps * kShareScale, -1});
   reschedule_gpu(rank);

@@ -177,7 +177,8 @@ TEST_CASE("topology: bad cluster YAML names file:line:col, key and fix", "[core]
   REQUIRE(load_error(std::string(kScenario) + "cluster: {preset: dgx-h100, nics_per_node: 3}\n")
               .find("cluster.nics_per_node: must be ≥ 1 and divide gpus_per_node (8)") != std::string::npos);
   REQUIRE(load_error(std::string(kScenario) + "cluster: {preset: dgx-h100, fabric: {oversubscription: 0.5}}\n")
-              .find("fix: use 1 for a non-blocking fabric") != std::string::npos);
+              .find("0.5 is outside the plausible range [1, 1000] (1:1 (non-blocking) to 1000:1); fix: give a value in "
+                    "[1, 1000]") != std::string::npos);
   const std::string bad_link = std::string(kScenario) + R"(cluster:
   preset: dgx-h100
   gpus_per_node: 1
