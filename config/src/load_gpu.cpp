@@ -36,9 +36,7 @@ std::vector<EfficiencyPoint> read_efficiency_table(YamlReader& r, const YAML::No
     if (e.head_dim < 1 || e.q_rows < 1 || e.kv_rows < 1)
       r.fail(m[i], ip, "head_dim, q_rows and kv_rows must be ≥ 1", "give the block shape in rows and the head dim");
     if (m[i]["causal"]) e.causal = r.get_bool(m[i]["causal"], ip + ".causal");
-    e.efficiency = r.get_double(m[i]["efficiency"], ip + ".efficiency");
-    if (e.efficiency <= 0 || e.efficiency > 1)
-      r.fail(m[i]["efficiency"], ip + ".efficiency", "must be in (0, 1]", "give achieved/peak, e.g. 0.6");
+    e.efficiency = r.plausible(m[i]["efficiency"], ip + ".efficiency", plausible::kEfficiency);
     auto& grid = grids[{e.causal, e.head_dim}];
     grid.first.insert(e.q_rows);
     grid.second.insert(e.kv_rows);
@@ -65,8 +63,7 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
         r.plausible(m["hbm_bandwidth_GB_per_s"], P + ".hbm_bandwidth_GB_per_s", plausible::kHbmBandwidth) * 1e9;
   for (const char* key : {"attn_fwd_efficiency", "attn_bwd_efficiency"}) {
     if (!m[key]) continue;
-    const double e = r.get_double(m[key], P + "." + key);
-    if (e <= 0 || e > 1) r.fail(m[key], P + "." + key, "must be in (0, 1]", "give achieved/peak, e.g. 0.6");
+    const double e = r.plausible(m[key], P + "." + key, plausible::kEfficiency);
     (std::string(key) == "attn_fwd_efficiency" ? g.attn_fwd_efficiency : g.attn_bwd_efficiency) = e;
     // A scalar efficiency replaces the preset's table for that direction.
     (std::string(key) == "attn_fwd_efficiency" ? g.attn_fwd_table : g.attn_bwd_table).clear();
@@ -89,8 +86,7 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
            "keep only '" + P + ".gemm_efficiency_bf16'");
   for (const char* key : {"gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8"}) {
     if (!m[key]) continue;
-    const double e = r.get_double(m[key], P + "." + key);
-    if (e <= 0 || e > 1) r.fail(m[key], P + "." + key, "must be in (0, 1]", "give achieved/peak, e.g. 0.7");
+    const double e = r.plausible(m[key], P + "." + key, plausible::kEfficiency);
     (std::string(key) == "gemm_efficiency_fp8" ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = e;
   }
   if (m["attn_wave_quantization"])

@@ -79,7 +79,8 @@ void read_training(YamlReader& r, const YAML::Node& m, TrainingConfig& t) {
   }
   if (m["fp8"]) t.fp8 = r.get_bool(m["fp8"], P + ".fp8");
   if (m["framework_overhead_GB"])
-    t.framework_overhead_bytes = r.positive(m["framework_overhead_GB"], P + ".framework_overhead_GB", true) * 1e9;
+    t.framework_overhead_bytes =
+        r.plausible(m["framework_overhead_GB"], P + ".framework_overhead_GB", plausible::kFrameworkMemory) * 1e9;
 }
 
 }  // namespace hcpsim

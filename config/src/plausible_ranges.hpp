@@ -29,6 +29,11 @@ inline constexpr Range kMemory{1, 1e5, "GB", "1 GB to 100 TB"};
 inline constexpr Range kHbmBandwidth{10, 1e6, "GB/s", "from DDR-class memory to 100x a B200's HBM3e"};
 // Kernel launch overhead: ~3–5 µs on current GPUs; 10 ms would be a stalled driver.
 inline constexpr Range kLaunchOverhead{0, 1e4, "us", "0 to 10 ms"};
+// Achieved / peak rate of a kernel class (attention, GEMM): measured kernels reach 0.2–0.8 (docs/validation.md);
+// below 1% a kernel is not using the tensor cores at all.
+inline constexpr Range kEfficiency{0.01, 1, "", "achieved/peak, from 1% to 100%"};
+// Memory the framework holds besides the model (CUDA context, allocator reserve, NCCL buffers): a few GB.
+inline constexpr Range kFrameworkMemory{0, 1e5, "GB", "0 to 100 TB"};
 // Compute time with concurrent communication over time without.
 inline constexpr Range kSlowdown{1, 10, "", "1 (no slowdown) to 10x"};
 // Fabric oversubscription, downlink : uplink bandwidth.

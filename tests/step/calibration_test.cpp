@@ -179,6 +179,6 @@ TEST_CASE("calibration: a scenario naming a missing, non-regular or malformed ca
   write(dir / "bad.yaml", "gpu: {gemm_efficiency: 3}\n");
   const std::string bad = error_of("bad.yaml");
   CHECK(bad.find("bad.yaml:1:") != std::string::npos);  // the error points into the calibration file
-  CHECK(bad.find("cluster.gpu.gemm_efficiency: must be in (0, 1]") != std::string::npos);
+  CHECK(bad.find("cluster.gpu.gemm_efficiency: 3 is outside the plausible range [0.01, 1]") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
