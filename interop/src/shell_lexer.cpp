@@ -238,14 +238,23 @@ class ShellLexer {
   }
 
   /// 1-based column of position i_ on its line.
-  int column() const {
-    const size_t nl = i_ == 0 ? std::string::npos : t_.rfind('\n', i_ - 1);
-    return static_cast<int>(i_ - (nl == std::string::npos ? 0 : nl + 1)) + 1;
+  /// Scans only the text since the previous call (i_ never moves back), so a long line of many words costs time
+  /// linear in its length, not quadratic.
+  int column() {
+    if (i_ < scanned_) {  // not expected; rescan from the start
+      scanned_ = 0;
+      line_start_ = 0;
+    }
+    for (; scanned_ < i_; ++scanned_)
+      if (t_[scanned_] == '\n') line_start_ = scanned_ + 1;
+    return static_cast<int>(i_ - line_start_) + 1;
   }
 
   const std::string& t_;
   size_t i_ = 0;
   int line_ = 1;
+  size_t scanned_ = 0;     ///< column(): text before this position has been scanned for newlines
+  size_t line_start_ = 0;  ///< column(): start of the line holding scanned_
 };
 
 }  // namespace

@@ -23,6 +23,13 @@ using shell::Statement;
 using shell::Word;
 using interop::display;
 
+// Bounds on what one script may ask of the expander, so hostile input ends in an error naming its line instead of
+// a stack overflow or gigabytes of text: nesting of expansions inside defaults (`${A:-${B:-...}}`), the number of
+// expansions resolved, and the bytes they produce. Real launch scripts stay orders of magnitude below each.
+constexpr int kMaxExpansionDepth = 64;
+constexpr int64_t kMaxExpansionSteps = 1'000'000;
+constexpr size_t kMaxExpandedBytes = size_t{64} << 20;
+
 /// Runs the statements' assignments in order and finds the training command.
 class ShellInterpreter {
  public:
@@ -123,6 +130,24 @@ class ShellInterpreter {
     return s.substr(0, eq);
   }
 
+  /// @throws InputError at file_:line.
+  [[noreturn]] void fail_at(int line, const std::string& problem, const std::string& fix) const {
+    SourceLoc where;
+    where.file = file_;
+    where.line = line;
+    throw InputError(where, "", problem, fix);
+  }
+
+  /// Counts one expansion at nesting `depth_` against the bounds above.
+  void count_expansion(int line) {
+    if (++steps_ > kMaxExpansionSteps)
+      fail_at(line, "the script asks for more than " + std::to_string(kMaxExpansionSteps) + " variable expansions",
+              "pass the launch line itself, or a script without generated or recursive expansions");
+    if (depth_ > kMaxExpansionDepth)
+      fail_at(line, "expansions nested more than " + std::to_string(kMaxExpansionDepth) + " levels deep (e.g. ${A:-${B:-...}})",
+              "simplify the defaults on this line");
+  }
+
   void note_unresolved(const std::string& what, int line) {
     if (!unresolved_) return;
     const std::string msg = display(file_) + ":" + std::to_string(line) + ": cannot resolve " + what;
@@ -132,8 +157,13 @@ class ShellInterpreter {
   /// Value of one expansion; std::nullopt when it cannot be resolved (the text stays as written).
   /// `words` receives the elements of `${NAME[@]}` (with their lines); `def_line` the line that set a variable.
   std::optional<std::string> resolve(const std::string& e, int line, std::vector<Field>* words, int* def_line) {
+    count_expansion(line);
     if (e.rfind("$((", 0) == 0 && e.size() >= 5) {
-      if (auto v = eval_shell_arithmetic(e.substr(3, e.size() - 5), vars_)) return std::to_string(*v);
+      const auto r = eval_shell_arithmetic(e.substr(3, e.size() - 5), vars_);
+      if (!r.error.empty())
+        fail_at(line, "arithmetic '" + (e.size() > 80 ? e.substr(0, 77) + "..." : e) + "': " + r.error,
+                "write the value itself, or an expression whose result fits in 64 bits");
+      if (r.value) return std::to_string(*r.value);
       note_unresolved("arithmetic '" + e + "' (a variable in it is not set in the script)", line);
       return std::nullopt;
     }
@@ -183,9 +213,11 @@ class ShellInterpreter {
     // The default may itself hold expansions: lex it as one word.
     auto sts = lex_shell(dflt);
     std::string v;
+    ++depth_;
     if (!sts.empty())
       for (const auto& w : sts[0].words)
         for (auto& f : expand(w, true)) v += (v.empty() ? "" : " ") + f.text;
+    --depth_;
     if (rest.rfind(":=", 0) == 0) vars_[name] = v;
     return v;
   }
@@ -210,6 +242,10 @@ class ShellInterpreter {
         have = true;
         continue;
       }
+      expanded_bytes_ += v->size();
+      if (expanded_bytes_ > kMaxExpandedBytes)
+        fail_at(w.line, "the script's expansions produce more than " + std::to_string(kMaxExpandedBytes >> 20) + " MiB of text",
+                "pass the launch line itself, or a script without generated or recursive expansions");
       if (!elems.empty() && (s.quoted || !no_split) && w.segments.size() == 1) {
         for (const auto& e : elems) out.push_back(e);
         return out;
@@ -325,6 +361,9 @@ class ShellInterpreter {
   std::map<std::string, std::string> vars_;
   std::map<std::string, std::vector<Field>> arrays_;
   std::map<std::string, int> var_lines_;
+  int depth_ = 0;            ///< defaults being expanded inside defaults
+  int64_t steps_ = 0;        ///< expansions resolved so far
+  size_t expanded_bytes_ = 0;  ///< bytes of fields produced so far
 };
 
 }  // namespace
