@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "app_common.hpp"
+#include "hcpsim/core/input_file.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/interop/megatron_log.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
@@ -70,15 +71,7 @@ struct CheckLogOptions {
 };
 
 std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path)) {
-    SourceLoc l;
-    l.file = path;
-    throw InputError(l, "", "cannot open the log file", "check the path");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_input_file({path, "log file", kMaxLogBytes, false, "check the path"});
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

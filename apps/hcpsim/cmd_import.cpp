@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "app_common.hpp"
+#include "hcpsim/core/input_file.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/interop/megatron_import.hpp"
@@ -27,19 +28,7 @@ struct ImportOptions {
 
 /// Reads a whole file, or stdin for "-". @throws InputError if it cannot be read.
 std::string read_input(const std::string& path) {
-  std::ostringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path)) {
-    SourceLoc l;
-    l.file = path;
-    throw InputError(l, "", "cannot open the file", "check the path (use '-' to read standard input)");
-  }
-  ss << in.rdbuf();
-  return ss.str();
+  return read_input_file({path, "file", kMaxLaunchScriptBytes, true, "check the path (use '-' to read standard input)"});
 }
 
 /// Re-raises a loader or validation error at the Megatron argument behind the scenario key.

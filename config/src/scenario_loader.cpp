@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "hcpsim/core/input_file.hpp"
 #include "scenario_overrides.hpp"
 #include "scenario_sections.hpp"
 #include "yaml_reader.hpp"
@@ -93,20 +94,18 @@ Scenario load_scenario_text(const std::string& text, const std::string& display_
     l.column = e.mark.column + 1;
     throw InputError(l, "", "not valid YAML (" + e.msg + ")", "fix the syntax at that position");
   }
+  check_unique_keys(root, display_name);
   return load_from_node(root, display_name, overrides);
 }
 
 ExpectSpec load_expect(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  const std::string text = read_input_file({path, "scenario file", kMaxScenarioBytes, false, "check the path"});
   SourceLoc l;
   l.file = path;
-  if (!in) throw InputError(l, "", "cannot open the scenario file", "check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
   Scenario sc;
   sc.source_path = path;
   try {
-    const YAML::Node root = YAML::Load(ss.str());
+    const YAML::Node root = YAML::Load(text);
     YamlReader reader(path, {}, sc.locations);
     if (root.IsMap() && root["expect"]) read_expect(reader, root["expect"], sc.expect);
   } catch (const YAML::Exception& e) {
@@ -118,15 +117,9 @@ ExpectSpec load_expect(const std::string& path) {
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    SourceLoc l;
-    l.file = path;
-    throw InputError(l, "", "cannot open the scenario file", "check the path (bundled scenarios are in scenarios/)");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_scenario_text(ss.str(), path, overrides);
+  const std::string text = read_input_file(
+      {path, "scenario file", kMaxScenarioBytes, false, "check the path (bundled scenarios are in scenarios/)"});
+  return load_scenario_text(text, path, overrides);
 }
 
 }  // namespace hcpsim

@@ -166,6 +166,39 @@ double YamlReader::positive(const YAML::Node& n, const std::string& path, bool a
   return v;
 }
 
+void check_unique_keys(const YAML::Node& root, const std::string& file) {
+  std::vector<std::pair<YAML::Node, std::string>> stack{{root, ""}};
+  while (!stack.empty()) {
+    auto [node, path] = std::move(stack.back());
+    stack.pop_back();
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) stack.emplace_back(node[i], path + "[" + std::to_string(i) + "]");
+      continue;
+    }
+    if (!node.IsMap()) continue;
+    std::map<std::string, std::string> first_at;  // key → "line:column" of its first occurrence
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+      const std::string key_path = path.empty() ? key : path + "." + key;
+      const int line = it->first.Mark().line + 1, column = it->first.Mark().column + 1;
+      if (it->first.IsScalar()) {
+        const auto [seen, inserted] = first_at.emplace(key, fmt::format("{}:{}", line, column));
+        if (!inserted) {
+          SourceLoc where;
+          where.file = file;
+          where.line = line;
+          where.column = column;
+          throw InputError(where, key_path,
+                           fmt::format("'{}' is given twice (at {} and {}:{}); YAML would keep only one", key_path,
+                                       seen->second, line, column),
+                           "keep one of the two");
+        }
+      }
+      stack.emplace_back(it->second, key_path);
+    }
+  }
+}
+
 namespace {
 
 std::string range_text(const plausible::Range& range) {

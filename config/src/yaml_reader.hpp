@@ -27,6 +27,11 @@ extern const std::vector<std::string> kOracleKeys;
 /// "parent.key", or "key" at the top level (parent "").
 std::string join_path(const std::string& parent, const std::string& key);
 
+/// Refuses a mapping anywhere in `root` that repeats a key (yaml-cpp keeps both and lookups find the first, so the
+/// later value would be silently ignored). Iterative, so a deeply nested file cannot exhaust the stack.
+/// @throws InputError at the second occurrence, naming the key path and both lines.
+void check_unique_keys(const YAML::Node& root, const std::string& file);
+
 /// Reads typed values out of one scenario tree. Every getter takes the node and its dotted key path and raises
 /// InputError (location, key path, problem, fix) when the value has the wrong type or form.
 class YamlReader {

@@ -1,5 +1,7 @@
 #include "hcpsim/io/measured_ops.hpp"
 
+#include "hcpsim/core/input_file.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -54,9 +56,7 @@ std::string measured_ops_csv(const std::vector<MeasuredOpRow>& rows) {
 }
 
 std::vector<MeasuredOpRow> read_measured_ops_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, 0, "", "cannot open the measured CSV", "check the path");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file({path, "measured CSV", kMaxCsvBytes, false, "check the path"});
   check_text(text, path);
   std::map<std::string, size_t> col;
   std::vector<MeasuredOpRow> rows;

@@ -1,0 +1,59 @@
+#include "hcpsim/core/input_file.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <system_error>
+
+#include "hcpsim/core/error.hpp"
+
+namespace hcpsim {
+
+namespace {
+
+[[noreturn]] void refuse_text(const InputFileSpec& spec, const std::string& text, const std::string& fix) {
+  SourceLoc where;
+  where.file = spec.path;
+  throw InputError(where, "", text, fix);
+}
+[[noreturn]] void refuse(const InputFileSpec& spec, const std::string& problem, const std::string& fix) {
+  refuse_text(spec, "the " + spec.what + " " + problem, fix);
+}
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+/// Reads `in` to its end, refusing more than spec.max_bytes.
+std::string read_bounded(std::istream& in, const InputFileSpec& spec) {
+  std::string text;
+  char buffer[1 << 16];
+  while (in) {
+    in.read(buffer, sizeof buffer);
+    const auto got = static_cast<size_t>(in.gcount());
+    if (text.size() + got > spec.max_bytes)
+      refuse(spec, "is larger than " + mib(spec.max_bytes), "give a " + spec.what + " of at most " + mib(spec.max_bytes));
+    text.append(buffer, got);
+  }
+  if (in.bad()) refuse(spec, "could not be read", spec.fix);
+  return text;
+}
+
+}  // namespace
+
+std::string read_input_file(const InputFileSpec& spec) {
+  if (spec.allow_stdin && spec.path == "-") return read_bounded(std::cin, spec);
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(spec.path, ec);
+  if (ec || !std::filesystem::exists(st)) refuse_text(spec, "cannot open the " + spec.what, spec.fix);
+  if (std::filesystem::is_directory(st)) refuse(spec, "is a directory", spec.fix);
+  if (!std::filesystem::is_regular_file(st))
+    refuse(spec, "is not a regular file (a FIFO, device or socket)", "give a regular file" +
+                     std::string(spec.allow_stdin ? ", or '-' to read standard input" : ""));
+  const auto size = std::filesystem::file_size(spec.path, ec);
+  if (!ec && size > spec.max_bytes)
+    refuse(spec, "is larger than " + mib(spec.max_bytes), "give a " + spec.what + " of at most " + mib(spec.max_bytes));
+  std::ifstream in(spec.path, std::ios::binary);
+  if (!in) refuse_text(spec, "cannot open the " + spec.what, spec.fix);
+  return read_bounded(in, spec);
+}
+
+}  // namespace hcpsim
