@@ -131,6 +131,7 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
   // Errors inside the calibration file name that file (keys keep their cluster.gpu.* paths).
   const std::string scenario_file = r.file();
   r.set_file(path.string());
+  r.set_echo_contents(false);
   const std::string cp = "cluster.gpu";
   const YAML::Node g = root["gpu"];
   r.check_map(g, cp, {"name", "peak_bf16_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s", "attn_fwd_efficiency",
@@ -143,6 +144,7 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
   for (const char* key : {"attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table", "attn_bwd_table"})
     if (g[key]) gpu.attn_wave_quantization = false;
   r.set_file(scenario_file);
+  r.set_echo_contents(true);
   std::string what = path.string();
   if (root["source"] && root["source"].IsScalar()) what += " (fitted from " + root["source"].as<std::string>() + ")";
   gpu.calibration = "calibrated: " + what;

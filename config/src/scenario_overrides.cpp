@@ -31,6 +31,8 @@ Override parse_override(const std::string& text, const SourceLoc& where) {
   o.key = text.substr(0, eq);
   if (const auto alias = kBridgeOverrideAliases.find(o.key); alias != kBridgeOverrideAliases.end()) o.key = alias->second;
   const std::string value_text = text.substr(eq + 1);
+  if (o.key.front() == '.' || o.key.back() == '.' || o.key.find("..") != std::string::npos)
+    throw InputError(where, o.key, "empty component in key path", "write dotted keys such as parallel.context_parallel_size");
   std::stringstream ss(o.key);
   std::string part;
   while (std::getline(ss, part, '.')) {

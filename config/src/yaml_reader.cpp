@@ -86,9 +86,19 @@ SourceLoc YamlReader::loc(const YAML::Node& n, const std::string& path) const {
     if (dot == std::string::npos) break;
     k.resize(dot);
   }
+  // A key that only an override created (it has no place in the file) points at that override.
+  const bool in_file = n.IsDefined() && n.Mark().line >= 0 && !n.Mark().is_null();
+  if (!in_file && !path.empty()) {
+    const auto below = overridden_.lower_bound(path + ".");
+    if (below != overridden_.end() && below->first.rfind(path + ".", 0) == 0) {
+      SourceLoc l;
+      l.override_text = below->second;
+      return l;
+    }
+  }
   SourceLoc l;
   l.file = file_;
-  if (n.IsDefined() && n.Mark().line >= 0 && !n.Mark().is_null()) {
+  if (in_file) {
     l.line = n.Mark().line + 1;
     l.column = n.Mark().column + 1;
   }
@@ -106,7 +116,8 @@ void YamlReader::check_map(const YAML::Node& map, const std::string& path, const
     const std::string key = it->first.as<std::string>();
     const std::string full = join_path(path, key);
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-      throw InputError(loc(it->first, full), full, "unknown key '" + key + "'", unknown_key_fix(path, key, allowed));
+      throw InputError(loc(it->first, echo_ ? full : path), echo_ ? full : path, "unknown key " + shown(key),
+                       echo_ ? unknown_key_fix(path, key, allowed) : unknown_key_fix(path, "", allowed));
     record(it->first, full);
   }
 }
@@ -122,7 +133,7 @@ int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const 
     if (pos != text.size()) throw std::invalid_argument(text);
     return v;
   } catch (const std::exception&) {
-    fail(n, path, "expected an integer, got '" + text + "'", "write a whole number, e.g. '" + path + ": 8'");
+    fail(n, path, "expected an integer, got " + shown(text), "write a whole number, e.g. '" + path + ": 8'");
   }
 }
 
@@ -135,7 +146,7 @@ double YamlReader::get_double(const YAML::Node& n, const std::string& path) cons
     if (pos != text.size() || !std::isfinite(v)) throw std::invalid_argument(text);
     return v;
   } catch (const std::exception&) {
-    fail(n, path, "expected a number, got '" + text + "'", "write a number, e.g. '" + path + ": 1.5'");
+    fail(n, path, "expected a number, got " + shown(text), "write a number, e.g. '" + path + ": 1.5'");
   }
 }
 

@@ -90,9 +90,17 @@ class YamlReader {
   [[nodiscard]] const std::string& file() const { return file_; }
   /// Names `file` in the locations from now on (a calibration file read from inside the scenario).
   void set_file(std::string file) { file_ = std::move(file); }
+  /// false while reading a file the scenario includes (a calibration file, which may be any path the user can
+  /// read): errors then name the place but never quote the file's keys or values.
+  void set_echo_contents(bool echo) { echo_ = echo; }
+  /// `text` quoted for an error message, or a note that an included file's contents are not shown.
+  [[nodiscard]] std::string shown(const std::string& text) const {
+    return echo_ ? "'" + text + "'" : "(not shown: the file is included from the scenario)";
+  }
 
  private:
   std::string file_;
+  bool echo_ = true;
   std::map<std::string, std::string> overridden_;
   std::map<std::string, SourceLoc>& locations_;
 };

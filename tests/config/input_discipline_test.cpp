@@ -78,3 +78,36 @@ TEST_CASE("config: a key given twice is an error naming both places", "[config][
                               "cluster:\n  topology:\n    vertices:\n      - {name: g0, kind: gpu, name: g1}\n";
   CHECK(text_error(in_list).find("'cluster.topology.vertices[0].name' is given twice") != std::string::npos);
 }
+
+TEST_CASE("config: overrides are named in their own errors, and included files are never quoted", "[config][robustness]") {
+  auto override_error = [](const std::string& o) {
+    try {
+      (void)load_scenario_text(std::string(kScenario) + "cluster: {preset: dgx-h100}\n", "s.yaml", {o});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(override_error("model.seq_length.=5") ==
+        "override 'model.seq_length.=5': model.seq_length.: empty component in key path; fix: write dotted keys such "
+        "as parallel.context_parallel_size");
+  CHECK(override_error(".model.seq_length=5").find("empty component in key path") != std::string::npos);
+  CHECK(override_error("foo.bar=1").rfind("override 'foo.bar=1': foo: unknown key 'foo'", 0) == 0);
+  // A calibration file may be any readable path: its errors name the place, never its keys or values.
+  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_include_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "secret.yaml");
+    f << "gpu:\n  memory_GB: SECRET_TOKEN_abc123\n";
+    std::ofstream g(dir / "secret_key.yaml");
+    g << "gpu:\n  SECRET_KEY_xyz: 1\n";
+  }
+  for (const char* name : {"secret.yaml", "secret_key.yaml"}) {
+    const std::string e = override_error("cluster.gpu.calibration=" + (dir / name).string());
+    INFO(e);
+    CHECK(e.find((dir / name).string() + ":2:") != std::string::npos);
+    CHECK(e.find("(not shown: the file is included from the scenario)") != std::string::npos);
+    CHECK(e.find("SECRET") == std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
