@@ -174,7 +174,7 @@ bool update_file(const Outcome& o) {
   std::string head = text.substr(0, pos);
   if (!head.empty() && head.back() != '\n') head.push_back('\n');
   const std::string out = head + expect_block(o, old);
-  write_output_file(o.path, out, "scenario with updated goldens", "--update");
+  rewrite_input_file(o.path, out, "scenario with updated goldens", "--update");
   return true;
 }
 

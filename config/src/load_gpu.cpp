@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "hcpsim/core/input_file.hpp"
 #include "scenario_sections.hpp"
 
 namespace hcpsim {
@@ -128,6 +129,7 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
   if (!root.IsMap() || !root["gpu"] || !root["gpu"].IsMap())
     r.fail(n, P, "calibration file '" + path.string() + "' has no 'gpu:' section",
            "regenerate it with 'hcpsim calibrate'");
+  note_input_file(path.string());  // no output of this command may replace it
   // Errors inside the calibration file name that file (keys keep their cluster.gpu.* paths).
   const std::string scenario_file = r.file();
   r.set_file(path.string());

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <system_error>
 
 #include "hcpsim/core/error.hpp"
@@ -18,6 +19,15 @@ namespace {
 }
 [[noreturn]] void refuse(const InputFileSpec& spec, const std::string& problem, const std::string& fix) {
   refuse_text(spec, "the " + spec.what + " " + problem, fix);
+}
+
+std::mutex& inputs_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<std::string>& inputs() {
+  static std::vector<std::string> v;
+  return v;
 }
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
@@ -53,7 +63,20 @@ std::string read_input_file(const InputFileSpec& spec) {
     refuse(spec, "is larger than " + mib(spec.max_bytes), "give a " + spec.what + " of at most " + mib(spec.max_bytes));
   std::ifstream in(spec.path, std::ios::binary);
   if (!in) refuse_text(spec, "cannot open the " + spec.what, spec.fix);
+  note_input_file(spec.path);
   return read_bounded(in, spec);
+}
+
+void note_input_file(const std::string& path) {
+  const std::lock_guard<std::mutex> lock(inputs_mutex());
+  for (const std::string& p : inputs())
+    if (p == path) return;
+  inputs().push_back(path);
+}
+
+std::vector<std::string> input_files_read() {
+  const std::lock_guard<std::mutex> lock(inputs_mutex());
+  return inputs();
 }
 
 }  // namespace hcpsim

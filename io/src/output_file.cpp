@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/input_file.hpp"
 
 namespace hcpsim {
 
@@ -145,7 +146,9 @@ OutputTarget classify_output(const std::string& path) {
   return t;
 }
 
-std::string create_output_temp(const std::string& path, const std::string& what, const std::string& key) {
+namespace {
+
+std::string create_temp(const std::string& path, const std::string& what, const std::string& key) {
   std::string tmpl = path + ".XXXXXX";
   // mkstemp creates the file exclusively (O_CREAT | O_EXCL, mode 0600): a name planted by someone else, a symlink
   // included, is never opened, and two runs writing the same output never share a temporary.
@@ -163,8 +166,27 @@ std::string create_output_temp(const std::string& path, const std::string& what,
   return tmpl;
 }
 
-void write_output_file(const std::string& path, const std::string& text, const std::string& what,
-                       const std::string& key) {
+}  // namespace
+
+std::string create_output_temp(const std::string& path, const std::string& what, const std::string& key) {
+  refuse_if_input(path, what, key);
+  return create_temp(path, what, key);
+}
+
+void refuse_if_input(const std::string& path, const std::string& what, const std::string& key) {
+  for (const std::string& input : input_files_read()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(path, input, ec) && !ec)
+      throw InputError(located_at(path), key, "will not write " + what + " to '" + path + "': it is this command's input '" +
+                                                  input + "'",
+                       "write the " + what + " to another path");
+  }
+}
+
+namespace {
+
+void write_output(const std::string& path, const std::string& text, const std::string& what, const std::string& key,
+                  bool may_replace_input) {
   const OutputTarget t = classify_output(path);
   if (t.kind == OutputKind::refused)
     throw InputError(located_at(path), key, "will not write " + what + " to '" + path + "': " + t.reason,
@@ -173,7 +195,8 @@ void write_output_file(const std::string& path, const std::string& text, const s
     write_in_place(t, t.path, text, what, key);
     return;
   }
-  const std::string tmp = create_output_temp(t.path, what, key);
+  if (!may_replace_input) refuse_if_input(path, what, key);
+  const std::string tmp = create_temp(t.path, what, key);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
   bool ok = fd >= 0 && write_all(fd, text);
   int e = errno;
@@ -190,6 +213,18 @@ void write_output_file(const std::string& path, const std::string& text, const s
     throw InputError(located_at(path), key, "cannot write " + what + " '" + tmp + "': " + std::strerror(e), kWriteFix);
   }
   commit_output_file(tmp, t.path, what, key);
+}
+
+}  // namespace
+
+void write_output_file(const std::string& path, const std::string& text, const std::string& what,
+                       const std::string& key) {
+  write_output(path, text, what, key, false);
+}
+
+void rewrite_input_file(const std::string& path, const std::string& text, const std::string& what,
+                        const std::string& key) {
+  write_output(path, text, what, key, true);
 }
 
 void commit_output_file(const std::string& temp_path, const std::string& path, const std::string& what,

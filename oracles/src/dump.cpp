@@ -12,6 +12,7 @@
 #include <hdf5.h>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/input_file.hpp"
 #include "hcpsim/io/output_file.hpp"
 
 namespace hcpsim {
@@ -341,6 +342,7 @@ void read_attributes(hid_t file, DumpContents& c) {
 DumpContents read_dump(const std::string& path) {
   QuietErrors quiet;
   if (!std::filesystem::exists(path)) io_fail(path, "no such file", "check the path");
+  note_input_file(path);  // no output of this command may replace it
   if (H5Fis_hdf5(path.c_str()) <= 0)
     io_fail(path, "not an HDF5 file (or truncated)", "pass a dump written by 'hcpsim verify --dump' or the README recipe");
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);

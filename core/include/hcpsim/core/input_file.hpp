@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hcpsim {
 
@@ -30,5 +31,12 @@ struct InputFileSpec {
 ///   file (a FIFO, a device, a socket), cannot be opened, or holds more than spec.max_bytes (standard input is
 ///   read up to the limit and refused beyond it).
 std::string read_input_file(const InputFileSpec& spec);
+
+/// Records `path` as an input of this process (read_input_file records every file it reads; readers that open a
+/// file themselves, such as the HDF5 dump reader, call this), so that no output is written over it.
+void note_input_file(const std::string& path);
+
+/// The input files recorded so far, in the order first read. Used only to refuse outputs (never printed).
+std::vector<std::string> input_files_read();
 
 }  // namespace hcpsim

@@ -27,19 +27,31 @@ struct OutputTarget {
 /// Classifies `path` (lstat, then stat through a symlink). Never throws.
 OutputTarget classify_output(const std::string& path);
 
+/// Refuses to write over one of this process's inputs (core/input_file.hpp input_files_read: the same file by
+/// device and inode, through any path or link). create_output_temp and write_output_file call it.
+/// @throws InputError at `path` (key `key`) naming the input.
+void refuse_if_input(const std::string& path, const std::string& what, const std::string& key = "");
+
 /// Creates an empty, uniquely named temporary file next to `path` (`path` + ".XXXXXX", exclusively, permissions
 /// 0666 less the umask) and registers it for removal on SIGINT / SIGTERM. For writers with their own file API
 /// (HDF5): write it, then commit_output_file, or discard_output_temp on failure.
-/// @throws InputError located at `path`, with the OS reason, when it cannot be created.
+/// @throws InputError located at `path`, with the OS reason, when it cannot be created, or when `path` is one of
+///   the command's inputs (refuse_if_input).
 std::string create_output_temp(const std::string& path, const std::string& what, const std::string& key = "");
 
 /// Writes `text` to `path` as the header describes.
 /// @param what  what the file is, for the message ("trace", "summary", "JUnit file", ...).
 /// @param key   the command-line option that named the file ("--trace"), or empty.
 /// @throws InputError located at `path`, with the OS reason and a fix, if the path is refused, the temporary file
-///   cannot be created, written, fsynced or closed (it is removed), or cannot be renamed onto `path`.
+///   cannot be created, written, fsynced or closed (it is removed), or cannot be renamed onto `path`, or when `path`
+///   is one of the command's inputs (refuse_if_input).
 void write_output_file(const std::string& path, const std::string& text, const std::string& what,
                        const std::string& key = "");
+
+/// write_output_file for the one output that replaces the command's own input on request (`replay --update`
+/// rewriting a scenario's goldens): the same temporary-then-rename semantics, without refuse_if_input.
+void rewrite_input_file(const std::string& path, const std::string& text, const std::string& what,
+                        const std::string& key = "");
 
 /// Renames a completed temporary file (from create_output_temp) onto `path` (through a symlink to its target).
 /// @throws InputError located at `path` if `path` is not absent or a regular file, or the rename fails;
