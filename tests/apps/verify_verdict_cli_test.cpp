@@ -50,6 +50,12 @@ TEST_CASE("apps: fp32 adversarial [1,2] S 256 on the correct schedule is precisi
   REQUIRE(run["precision"]["baseline_factor"].get<double>() == 16.0);
   REQUIRE(run["precision"]["logit_range"].get<double>() == Approx(115.9).epsilon(1e-3));
   REQUIRE(run["tensors"][2]["rel_l2_err"].get<double>() == Approx(6.062e-5).epsilon(1e-3));
+  // before, the naive merge also exited 1 here for the same rounding-level dq; now it fails by overflow
+  const auto naive = run_hcpsim(kAdversarial12 + "oracle.dtype=fp32 --inject naive_lse_merge");
+  INFO(naive.output);
+  REQUIRE(naive.exit_code == 1);
+  REQUIRE(naive.output.find("softmax_lse  [1, 256, 4, 1]                 nan         nan         nan") !=
+          std::string::npos);
   fs::remove_all(dir);
 }
 
