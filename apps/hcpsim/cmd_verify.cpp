@@ -76,7 +76,12 @@ class VerifyRunner {
   /// GPU measurements for the first comm type of a per-layer list.
   void verify(CpCommType t);
 
+  /// No comm type failed (each passed or was precision_limited): exit 0.
   [[nodiscard]] bool all_pass() const { return all_pass_; }
+  /// "fail" if one failed, else "precision_limited" if one was, else "pass".
+  [[nodiscard]] std::string result() const {
+    return !all_pass_ ? "fail" : (any_precision_limited_ ? "precision_limited" : "pass");
+  }
   [[nodiscard]] const nlohmann::json& runs() const { return json_runs_; }
 
  private:
@@ -87,7 +92,7 @@ class VerifyRunner {
   const VerifySetup& setup_;
   const VerifyArgs& args_;
   std::shared_ptr<GpuRunRecord> gpu_record_;  ///< the measurements of the latest GPU run
-  bool dumped_ = false, measured_written_ = false, all_pass_ = true;
+  bool dumped_ = false, measured_written_ = false, all_pass_ = true, any_precision_limited_ = false;
   nlohmann::json json_runs_ = nlohmann::json::array();
 };
 
@@ -199,7 +204,8 @@ void VerifyRunner::verify(CpCommType t) {
     json_runs_.back()["device"] = gpu_device_name(*gpu_record_);
   }
   write_dump_once(t, layout, sel, run);
-  all_pass_ = all_pass_ && v.pass;
+  all_pass_ = all_pass_ && v.verdict != VerifyVerdict::fail;
+  any_precision_limited_ = any_precision_limited_ || v.verdict == VerifyVerdict::precision_limited;
 }
 
 int cmd_verify(const Common& c, const VerifyArgs& args) {
@@ -223,7 +229,8 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
   if (!args.json_path.empty()) {
     nlohmann::json j;
     j["scenario"] = s.name;
-    j["pass"] = runner.all_pass();
+    j["pass"] = runner.result() == "pass";
+    j["result"] = runner.result();
     j["runs"] = runner.runs();
     write_output_file(args.json_path, j.dump(2) + "\n", "JSON summary", "--json");
   }

@@ -11,9 +11,10 @@
 namespace hcpsim::app {
 
 /// What `verify` produced for replay: the verdict, the relative L2 error per tensor ("out", "lse", "dq", "dk",
-/// "dv") and a digest of every output value (for --twice).
+/// "dv"; NaN for a tensor with non-finite entries) and a digest of every output value (for --twice).
 struct ReplayVerify {
   bool pass = false;
+  std::string result = "fail";  ///< "pass" | "precision_limited" | "fail" (VerifyReport::verdict)
   std::map<std::string, double> rel_l2;
   std::string digest;
 };

@@ -50,6 +50,7 @@ ReplayVerify replay_verify(const Scenario& s, int threads) {
   const VerifyRun run = verify_schedule_run(sched, opt);
   ReplayVerify out;
   out.pass = run.report.pass;
+  out.result = to_string(run.report.verdict);
   for (const auto& e : run.report.tensors) out.rel_l2[e.tensor == "softmax_lse" ? "lse" : e.tensor] = e.rel_l2_err;
   uint64_t h = kFnvOffsetBasis;
   for (const HostTensor* t2 : {&run.hcp.out, &run.hcp.softmax_lse, &run.hcp.dq, &run.hcp.dk, &run.hcp.dv})

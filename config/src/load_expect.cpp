@@ -1,4 +1,6 @@
 // The `expect:` section: the goldens a scenario states for validate, verify and simulate.
+#include <limits>
+
 #include "scenario_sections.hpp"
 
 namespace hcpsim {
@@ -18,8 +20,9 @@ void read_expect(YamlReader& r, const YAML::Node& m, ExpectSpec& e) {
     r.check_map(v, P + ".verify", {"result", "max_rel_l2"});
     if (v["result"]) {
       const std::string result = r.get_string(v["result"], P + ".verify.result");
-      if (result != "pass" && result != "fail")
-        r.fail(v["result"], P + ".verify.result", "unknown result '" + result + "'", "use pass or fail");
+      if (result != "pass" && result != "precision_limited" && result != "fail")
+        r.fail(v["result"], P + ".verify.result", "unknown result '" + result + "'",
+               "use pass, precision_limited or fail");
       e.verify_result = result;
     }
     if (v["max_rel_l2"]) {
@@ -27,8 +30,12 @@ void read_expect(YamlReader& r, const YAML::Node& m, ExpectSpec& e) {
       r.check_map(v["max_rel_l2"], key, {"out", "lse", "dq", "dk", "dv"});
       for (auto it = v["max_rel_l2"].begin(); it != v["max_rel_l2"].end(); ++it) {
         const std::string name = it->first.as<std::string>();
-        const double bound = r.get_double(it->second, key + "." + name);
-        if (bound < 0) r.fail(it->second, key + "." + name, "must be >= 0", "give an upper bound on the relative L2 error");
+        const bool nan = it->second.IsScalar() && it->second.Scalar() == ".nan";
+        const double bound = nan ? std::numeric_limits<double>::quiet_NaN() : r.get_double(it->second, key + "." + name);
+        // .nan states that the tensor has non-finite entries (its relative L2 error is not a number)
+        if (bound < 0)
+          r.fail(it->second, key + "." + name, "must be >= 0 or .nan",
+                 "give an upper bound on the relative L2 error, or .nan for a tensor with non-finite entries");
         e.verify_max_rel_l2[name] = bound;
       }
     }

@@ -269,7 +269,10 @@ void emit_expect(YAML::Emitter& e, const ExpectSpec& x) {
     if (x.verify_result) put_str(e, "result", *x.verify_result);
     if (!x.verify_max_rel_l2.empty()) {
       begin_section(e, "max_rel_l2");
-      for (const auto& [tensor, bound] : x.verify_max_rel_l2) put_num(e, tensor.c_str(), bound);
+      for (const auto& [tensor, bound] : x.verify_max_rel_l2) {  // NaN: the tensor must be non-finite (.nan)
+        if (std::isnan(bound)) put_str(e, tensor.c_str(), ".nan");
+        else put_num(e, tensor.c_str(), bound);
+      }
       e << YAML::EndMap;
     }
     e << YAML::EndMap;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/semantics.hpp"
@@ -52,6 +53,22 @@ void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwd
                            state.threads, state.dtype);
 }
 
+namespace {
+
+/// The naive merge of an fp64 run: log(exp(a) + exp(b)) rounded as fp64, leaving fp32's range where the fp32
+/// softmax_lse form does (a sum of exponentials above FLT_MAX gives +inf, one below the smallest fp32 subnormal
+/// gives −inf). The fault is the overflow, not fp32 rounding: computed in fp32 it would also fail an fp64 run on
+/// benign inputs, through rounding alone.
+double naive_merge_fp64(double a, double b) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const double sum = std::exp(a) + std::exp(b);
+  if (sum > static_cast<double>(std::numeric_limits<float>::max())) return kInf;
+  if (sum < static_cast<double>(std::numeric_limits<float>::denorm_min())) return std::isnan(sum) ? sum : -kInf;
+  return std::log(sum);
+}
+
+}  // namespace
+
 void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& op, const std::string& where) {
   HCPSIM_ASSERT(op.dst != op.src, where + ": lse_merge dst == src");
   HostTensor& dst = live_buffer(st, op.dst, "lse_merge dst");
@@ -68,7 +85,8 @@ void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& 
         double& l = dst(b, op.dst_rows.begin + r, h, 0);
         const double li = src(b, r, h, 0);
         if (op.naive) {
-          l = semantics::lse_merge_naive(static_cast<float>(l), static_cast<float>(li));
+          l = state.dtype == Dtype::fp64 ? naive_merge_fp64(l, li)
+                                         : semantics::lse_merge_naive(static_cast<float>(l), static_cast<float>(li));
         } else if (state.dtype == Dtype::fp64) {
           l = semantics::lse_merge(l, li);
         } else {

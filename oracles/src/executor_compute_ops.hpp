@@ -17,7 +17,8 @@ void run_attn_fwd_block(const ExecutorState& state, RankState& st, const AttnFwd
 /// or another gradient, buffers not live or rows outside their buffers.
 void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwdBlockOp& op, const std::string& where);
 
-/// LseMergeOp: dst rows ← merge(dst, src) in fp32 (fp64 runs: float64; naive: the overflowing fp32 form).
+/// LseMergeOp: dst rows ← merge(dst, src) in fp32 (fp64 runs: float64; naive: the overflowing fp32 form, in fp64
+/// runs rounded as fp64 but with fp32's range).
 void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& op, const std::string& where);
 
 /// OutCorrectionOp: dst rows ← (dst +) src · exp(src_lse − lse); a row whose src_lse is −inf contributes 0.

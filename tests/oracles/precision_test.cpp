@@ -147,9 +147,10 @@ TEST_CASE("oracles: every must-fail fault injector is detected on causal a2a+p2p
     for (FaultKind k : all_fault_kinds()) {
       if (!fault_must_fail(k)) continue;
       const std::string dist = k == FaultKind::naive_lse_merge ? "adversarial" : "clamped_normal";
-      // naive_lse_merge merges in fp32 whatever the run's dtype; it is checked in an fp64 run because with logits
+      // naive_lse_merge overflows fp32's range at every precision; it is checked in an fp64 run because with logits
       // near ±110 the fp32 dq of the *correct* schedule is ill-conditioned (its error follows the fp32 rounding of
-      // L ≈ 110, one ulp = 7.6e-6, and the extra roundings of the LSE merge put it ~10x above the non-CP baseline).
+      // L ≈ 110, one ulp = 7.6e-6, and the extra roundings of the LSE merge put it several times above the non-CP
+      // baseline: precision_limited, precision_verdict_test.cpp).
       const Dtype dt = k == FaultKind::naive_lse_merge ? Dtype::fp64 : Dtype::fp32;
       // the untouched schedule passes on the same inputs
       const VerifyReport ok = run(good, dt, dist);

@@ -12,25 +12,63 @@ std::string element_text(const TensorError& e) {
                      e.worst_index[3]);
 }
 
+namespace {
+
+/// A metric cell: "nan" when the tensor has non-finite entries (the metric is not a number), else {:.3e}.
+std::string metric_cell(const TensorError& e, double value) {
+  return e.finite ? fmt::format("{:.3e}", value) : std::string("nan");
+}
+
+std::string result_cell(const TensorError& e) {
+  if (e.pass) return "pass";
+  if (!e.finite) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    return fmt::format("FAIL ({} non-finite of {})", e.nonfinite, n);
+  }
+  return e.rel_l2_err <= e.precision_bound ? "over tolerance (precision)" : "FAIL";
+}
+
+}  // namespace
+
 void print_table(const VerifyReport& v) {
   fmt::print("  {:<12} {:<22} {:>11} {:>11} {:>11} {:>11} {:>10}  {}\n", "tensor", "shape", "max_abs_err",
              "max_rel_err", "rel_l2_err", "baseline", "tolerance", "result");
   for (const auto& e : v.tensors) {
-    fmt::print("  {:<12} {:<22} {:>11.3e} {:>11.3e} {:>11.3e} {:>11.3e} {:>10.2e}  {}\n", e.tensor, join(e.shape),
-               e.max_abs_err, e.max_rel_err, e.rel_l2_err, e.baseline_rel_l2_err, e.tolerance,
-               e.pass ? "pass" : (e.finite ? "FAIL" : "FAIL (non-finite)"));
+    fmt::print("  {:<12} {:<22} {:>11} {:>11} {:>11} {:>11.3e} {:>10.2e}  {}\n", e.tensor, join(e.shape),
+               metric_cell(e, e.max_abs_err), metric_cell(e, e.max_rel_err), metric_cell(e, e.rel_l2_err),
+               e.baseline_rel_l2_err, e.tolerance, result_cell(e));
   }
 }
 
 void print_result(const VerifyReport& v, Dtype dtype) {
-  if (v.pass) {
+  if (v.verdict == VerifyVerdict::pass) {
     fmt::print("  result: PASS (HCP equals full attention within the {} error model)\n", to_string(dtype));
+  } else if (v.verdict == VerifyVerdict::precision_limited) {
+    fmt::print("  result: PRECISION_LIMITED: the schedule is exact (fp64 run of the same schedule: rel_l2_err "
+               "{:.3e} <= {:.0e}); these inputs exceed {} (logit range max|softmax_lse| {:.4g}{}):\n",
+               v.fp64_schedule_rel_l2, kFp64RelL2Tolerance, to_string(dtype), v.logit_range,
+               lse_error_dominates(v.dtype, v.logit_range)
+                   ? fmt::format(" > ln(FLT_MAX) {:.2f}: the fp32 softmax_lse error dominates, bound {:g} x "
+                                 "baseline = {:g} x (1 + log2 P)",
+                                 kFp32ExpOverflowLogit, precision_baseline_factor(v.dtype, v.logit_range, v.p2p_size),
+                                 kLsePrecisionFactor)
+                   : fmt::format("; the non-CP baseline exceeds the capped tolerance, bound {:g} x baseline",
+                                 kBaselineFactor));
+    for (const TensorError& e : v.tensors) {
+      if (e.pass) continue;
+      fmt::print("    {}: rel_l2_err {:.3e} = {:.2f} x the {} non-CP baseline {:.3e} (tolerance {:.2e}, precision "
+                 "bound {:.2e})\n",
+                 e.tensor, e.rel_l2_err, e.baseline_rel_l2_err > 0 ? e.rel_l2_err / e.baseline_rel_l2_err : 0.0,
+                 to_string(dtype), e.baseline_rel_l2_err, e.tolerance, e.precision_bound);
+    }
   } else {
     const TensorError& w = v.tensors[static_cast<size_t>(v.worst_tensor)];
-    fmt::print("  result: FAIL: worst tensor {} (rel_l2_err {:.3e} vs tolerance {:.2e}{}), cp_rank {}, element {}: "
+    fmt::print("  result: FAIL: worst tensor {} (rel_l2_err {} vs tolerance {:.2e}{}), cp_rank {}, element {}: "
                "got {:.17g}, reference {:.17g}\n",
-               w.tensor, w.rel_l2_err, w.tolerance, w.finite ? "" : fmt::format(", {} non-finite", w.nonfinite),
-               w.worst_cp_rank, element_text(w), w.worst_value, w.worst_reference);
+               w.tensor, metric_cell(w, w.rel_l2_err), w.tolerance,
+               w.finite ? "" : fmt::format(", {} non-finite", w.nonfinite), w.worst_cp_rank, element_text(w),
+               w.worst_value, w.worst_reference);
   }
 }
 
@@ -46,6 +84,14 @@ nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
   j["heads_q"] = v.shape.heads_q;
   j["heads_kv"] = v.shape.heads_kv;
   j["pass"] = v.pass;
+  j["result"] = to_string(v.verdict);
+  if (v.verdict == VerifyVerdict::precision_limited) {
+    j["precision"] = {{"logit_range", v.logit_range},
+                      {"fp64_schedule_rel_l2_err", v.fp64_schedule_rel_l2},
+                      {"fp64_tolerance", kFp64RelL2Tolerance},
+                      {"lse_error_dominates", lse_error_dominates(v.dtype, v.logit_range)},
+                      {"baseline_factor", precision_baseline_factor(v.dtype, v.logit_range, v.p2p_size)}};
+  }
   nlohmann::json ts = nlohmann::json::array();
   for (const auto& e : v.tensors) {
     nlohmann::json t;
@@ -57,7 +103,7 @@ nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
     t["baseline_rel_l2_err"] = e.baseline_rel_l2_err;
     t["rounding_rel_l2_err"] = e.rounding_rel_l2_err;
     t["tolerance"] = e.tolerance;
-    t["nonfinite"] = e.nonfinite;
+    t["nonfinite"] = e.nonfinite;  // the metrics above are null (NaN) when it is > 0
     t["pass"] = e.pass;
     t["worst_index"] = e.worst_index;
     t["worst_cp_rank"] = e.worst_cp_rank;

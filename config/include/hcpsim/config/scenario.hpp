@@ -138,8 +138,9 @@ struct OracleSpec {
 struct ExpectSpec {
   std::optional<int> validate_exit_code;
   std::optional<std::string> validate_error;  ///< substring of the expected error message
-  std::optional<std::string> verify_result;   ///< "pass" | "fail"
-  /// Upper bounds on the relative L2 error per tensor ("out", "lse", "dq", "dk", "dv").
+  std::optional<std::string> verify_result;   ///< "pass" | "precision_limited" | "fail"
+  /// Upper bounds on the relative L2 error per tensor ("out", "lse", "dq", "dk", "dv"); NaN (.nan) states that the
+  /// tensor has non-finite entries.
   std::map<std::string, double> verify_max_rel_l2;
   /// Exact simulator goldens (integer picoseconds, bytes, counts) by field name, e.g. "forward_ps".
   std::map<std::string, int64_t> simulate;

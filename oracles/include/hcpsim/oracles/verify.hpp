@@ -45,6 +45,40 @@ inline constexpr double kBaselineFactor = 2.0;
 /// @param baseline_rel_l2  err of the non-CP computation in `dtype`; @param rounding_rel_l2 err of round(ref).
 double emulated_tolerance(Dtype dtype, double baseline_rel_l2, double rounding_rel_l2, bool gqa);
 
+/// ln(FLT_MAX) ≈ 88.72: logits above it cannot be exponentiated in fp32, so a correct kernel represents such rows
+/// only through the shift by softmax_lse, and every probability exp(S − L) then carries the fp32 error of L
+/// (half an ulp of |L| per rounding, ≥ 3.8e-6 absolute for 64 ≤ |L| < 128). docs/algorithm.md §10.1.
+inline constexpr double kFp32ExpOverflowLogit = 88.72283905206835;
+
+/// Multiplier, per (1 + log₂ P) for a p2p ring of P, on the same-precision non-CP baseline error that bounds a
+/// precision-limited error when the fp32 LSE error dominates (lse_error_dominates): m = 8·(1 + log₂ P). Why: the CP
+/// schedule rounds a row's fp32 L P times (its block, then P − 1 LSE merges) where the non-CP kernel rounds it once,
+/// and dq, whose dS = P∘(dP − D) cancels almost completely for near-one-hot softmax rows, amplifies that error of
+/// exp(S − L). Measured on the adversarial distribution in fp32 (5 seeds, dk 16-128, S 256-1024), dq / baseline
+/// ≤ 8.5 at P = 2, 10.6 at P = 4, 15.2 at P = 8, 17.1 at P = 16: ≤ 4.25·(1 + log₂ P); 8 is about twice that
+/// (docs/algorithm.md §10.1). A schedule error, O(1), is caught by the fp64 rerun whatever the bound.
+inline constexpr double kLsePrecisionFactor = 8.0;
+
+/// The baseline multiplier of a precision-limited bound (TensorError::precision_bound) for a run in `dtype` at this
+/// logit range on a p2p ring of `p2p_size`: kLsePrecisionFactor·(1 + log₂ p2p_size) when lse_error_dominates, else
+/// kBaselineFactor.
+double precision_baseline_factor(Dtype dtype, double logit_range, int64_t p2p_size);
+
+/// Whether the fp32 error of softmax_lse dominates a `dtype` run at this logit range (max |L|): the logits exceed
+/// fp32 exp's range (logit_range > kFp32ExpOverflowLogit) and that error, u_fp32·logit_range, is at least the
+/// format's own unit roundoff (precision.hpp unit_roundoff). True for fp32 beyond 88.72; false for bf16 (u = 2⁻⁸)
+/// below |L| = 2⁻⁸/2⁻²⁴ = 65536 and fp16 (u = 2⁻¹¹) below 8192, where the format's rounding dominates and only
+/// TE's cap can sit below the baseline; never for fp64.
+bool lse_error_dominates(Dtype dtype, double logit_range);
+
+/// The verdict of a verification: every tensor within tolerance; or the error exceeds the tolerance only where
+/// these inputs exceed the run's precision (the schedule is exact in fp64 and the error is explained by the
+/// non-CP baseline, see classify_precision); or a CP-attributable failure.
+enum class VerifyVerdict { pass, precision_limited, fail };
+
+/// "pass", "precision_limited", "fail".
+std::string to_string(VerifyVerdict v);
+
 /// Error of one tensor against its reference.
 struct TensorError {
   std::string tensor;          ///< "out", "softmax_lse", "dq", "dk", "dv"
@@ -63,9 +97,16 @@ struct TensorError {
   double rel_l2_err = 0;       ///< ‖x − ref‖₂ / ‖ref‖₂ over compared entries
   double ref_l2_norm = 0;      ///< ‖ref‖₂ over compared entries
   double tolerance = 0;        ///< bound on rel_l2_err
+  /// Bound on rel_l2_err under which a failing tensor is precision-limited rather than CP-attributable:
+  /// m · baseline_rel_l2_err + rounding_rel_l2_err, m = precision_baseline_factor (kBaselineFactor, the uncapped
+  /// tolerance, unless the fp32 LSE error dominates); 0 for fp64 runs, which have no precision excuse.
+  double precision_bound = 0;
   int64_t compared = 0;        ///< entries with a finite reference (included in the norms)
   int64_t nonfinite = 0;       ///< entries that are NaN/±inf where they must not be, or whose −inf does not match
-  bool finite = false;         ///< nonfinite == 0 and the shapes match
+  /// nonfinite == 0 and the shapes match. When nonfinite > 0, max_abs_err, max_rel_err and rel_l2_err are NaN:
+  /// the norm of a difference with a non-finite entry is not a number, and printing the finite part alone (0 when
+  /// every entry is NaN) would read as a match.
+  bool finite = false;
   bool pass = false;           ///< finite && ref_l2_norm > 0 (no vacuous pass) && rel_l2_err ≤ tolerance
 };
 
@@ -81,6 +122,13 @@ struct VerifyReport {
   AttentionShape shape;
   ExecutionStats stats;  ///< of the executor run
   Dtype dtype = Dtype::fp64;  ///< precision of the run
+  /// pass (every tensor passes), precision_limited (see classify_precision) or fail.
+  VerifyVerdict verdict = VerifyVerdict::fail;
+  /// Evidence of a precision_limited verdict (also filled for a fail it considered): max |softmax_lse| of the
+  /// fp64 reference over finite rows (the inputs' logit range, natural-log units), and the largest rel_l2_err of
+  /// the same schedule executed in fp64 by the CPU executor on the same inputs (−1: not run).
+  double logit_range = 0;
+  double fp64_schedule_rel_l2 = -1;
   /// Index in `tensors` of the worst tensor: the failing one with the largest rel_l2_err / tolerance
   /// (non-finite first), or the largest ratio overall when all pass; −1 when empty.
   int64_t worst_tensor = -1;
@@ -129,9 +177,18 @@ VerifyReport verify_schedule(const Schedule& schedule, uint64_t seed, const std:
 /// Like the 4-argument overload, at options.dtype: inputs rounded to dtype, fp64 reference from those rounded
 /// inputs, the same-precision non-CP baseline (reference_attention at dtype), the executor at dtype, and
 /// per-tensor tolerances from emulated_tolerance (kFp64RelL2Tolerance for fp64). Sets worst_* fields, including
-/// the CP rank that owns the worst element.
+/// the CP rank that owns the worst element, and the verdict (classify_precision; a non-fp64 run that fails with
+/// finite tensors also runs the schedule in fp64 on the CPU executor for the evidence).
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution, before any work.
 VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& options);
+
+/// Sets report.verdict and each tensor's precision_bound from report.tensors (pass, tolerance, baseline and
+/// rounding errors), report.dtype, report.p2p_size, `logit_range` and `fp64_schedule_rel_l2` (both stored in the report). The rule
+/// (docs/algorithm.md §10.1): pass when every tensor passes; precision_limited when the run is not fp64, every
+/// tensor is finite, the schedule run in fp64 on the same inputs is within kFp64RelL2Tolerance on every tensor
+/// (0 ≤ fp64_schedule_rel_l2 ≤ 1e-10: no block, mask, merge or message is wrong), and every failing tensor has
+/// rel_l2_err ≤ precision_bound; fail otherwise.
+void classify_precision(VerifyReport& report, double logit_range, double fp64_schedule_rel_l2);
 
 /// Executes a schedule on some backend (the CPU executor, the GPU backend, a host replay of the GPU plan) and
 /// returns the gathered global outputs and counters (ExecutionResult). Must be deterministic for given inputs.
