@@ -156,6 +156,8 @@ AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, cons
                                                AttentionBackend backend, const AttentionCall& call) {
   AttentionKernelChoice base = resolve_attention_kernel(gpu_name, te_version, backend);
   if (call.cp_size <= 1) return base;  // without CP UnfusedDotProductAttention can always run
+  // Masks: TE's CP filter rejects causal_bottom_right and causal cross-attention (max_seqlen_q != max_seqlen_kv)
+  // for both backends; hcpsim's masks (causal, no_mask) are self-attention with top-left causality and pass it.
   // Source: utils.py: UnfusedDotProductAttention "does not support context parallelism"; FlashAttention and
   // FusedAttention run fp16/bf16 only.
   Verdict fused = fused_verdict(gpu_name, call), flash = flash_verdict(call);

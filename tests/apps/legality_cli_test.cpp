@@ -159,3 +159,12 @@ TEST_CASE("apps: check-log flags throughput far below the model's prediction, wi
                       "a configuration other than the one modelled") != std::string::npos);
   CHECK(r.output.find("far below (limits: median at least 0.55x, every iteration at most 1.5x)") != std::string::npos);
 }
+
+TEST_CASE("apps: simulate names partial recompute and its activation accounting", "[apps][legality]") {
+  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml training.recompute_granularity=full "
+                            "training.recompute_method=block training.recompute_num_layers=4");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("recompute full (block, first 4 layers of each model chunk)") != std::string::npos);
+  CHECK(r.output.find("(4 saved layer inputs + 12 whole layers, x 1 micro-batches in flight, + ") != std::string::npos);
+}

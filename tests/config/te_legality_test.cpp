@@ -144,6 +144,10 @@ TEST_CASE("config: head-divisibility errors blame the head count that does not d
   CHECK(msg.rfind("override 'model.num_query_groups=3': model.num_query_groups: heads per TP rank "
                   "(num_attention_heads/TP = 12, num_query_groups/TP = 3) must both be divisible by the a2a size A = 2",
                   0) == 0);
+  // The issue's input: 12 q / 3 KV heads at [2, 2] (CP 4): num_query_groups=3 is named, not num_attention_heads=12.
+  CHECK(error_of(kOdd, {"model.num_attention_heads=12", "model.num_query_groups=3", "parallel.context_parallel_size=4",
+                        "parallel.hierarchical_context_parallel_sizes=[2,2]"})
+            .rfind("override 'model.num_query_groups=3': model.num_query_groups: heads per TP rank", 0) == 0);
   // A = 3 would leave 3 KV heads per rank, odd for TE's FusedAttention, in sbhd: no split validates.
   CHECK(msg.find("; fix: choose A dividing 3 (and 12), or use p2p (no [A, P] with A*P = 6 validates with these "
                  "heads)") != std::string::npos);
