@@ -214,9 +214,13 @@ std::string compare_with_model(const MegatronLog& log, const Scenario* model_sce
                  : std::string("megatron_full_attention convention, the larger: the log's iteration times do not "
                                "identify its convention");
   const auto f = check_throughput_vs_model(log, value);
+  const auto low = check_throughput_below_model(log, value);
   for (const auto& x : f) findings.push_back(x);
-  return fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limit {:.2g}x)", value, which,
-                     f.empty() ? "consistent" : "exceeded", kThroughputModelFactor);
+  for (const auto& x : low) findings.push_back(x);
+  return fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limits: median at least {:.2g}x, every iteration "
+                     "at most {:.2g}x)",
+                     value, which, !f.empty() ? "exceeded" : !low.empty() ? "far below" : "consistent",
+                     kThroughputModelLowFactor, kThroughputModelFactor);
 }
 
 /// What the log states: its world-size line, its arguments block and its throughput reports.

@@ -24,7 +24,30 @@ struct ImportOptions {
   std::string output;                  ///< empty: stdout
   std::string cluster = "dgx-h100";
   int64_t nodes = 0;                   ///< 0: from the launcher (or the nodes TP*CP*PP needs)
+  bool allow_unmodelled = false;       ///< import MoE / MLA / ... launches anyway, noting it in the scenario
 };
+
+/// Refuses model-changing settings hcpsim cannot simulate (MegatronConfig::unmodelled) unless allowed.
+/// @throws InputError at the first such flag's line, naming all of them.
+void check_unmodelled(const MegatronConfig& cfg, bool allowed) {
+  if (cfg.unmodelled.empty()) return;
+  std::string list;
+  for (const auto& u : cfg.unmodelled) list += (list.empty() ? "" : ", ") + u;
+  if (allowed) {
+    fmt::print(stderr, "note: not modelled (--allow-unmodelled): {}; simulated as a dense model\n", list);
+    return;
+  }
+  SourceLoc l;
+  l.file = cfg.source_path == "-" ? "<stdin>" : cfg.source_path;
+  std::string first = cfg.unmodelled.front().substr(0, cfg.unmodelled.front().find_first_of(" :"));
+  std::string name = first.rfind("model.", 0) == 0 ? first.substr(6) : first.substr(first.find_first_not_of('-'));
+  for (char& ch : name) ch = ch == '-' ? '_' : ch;
+  if (const auto it = cfg.lines.find(name); it != cfg.lines.end()) l.line = it->second;
+  throw InputError(l, "", "model-changing settings hcpsim does not simulate (MoE, multi-latent attention, ...): " +
+                              list + "; the scenario would describe a different, dense model",
+                   "remove them, or pass --allow-unmodelled to import anyway (the scenario then names them in a "
+                   "comment)");
+}
 
 /// Reads a whole file, or stdin for "-". @throws InputError if it cannot be read.
 std::string read_input(const std::string& path) {
@@ -49,6 +72,7 @@ int run_import(const ImportOptions& o, bool bridge) {
   MegatronConfig cfg = bridge ? parse_bridge_config(text, o.input)
                               : interpret_megatron_args(split_megatron_command_line(text, o.input, &unresolved),
                                                         o.input);
+  check_unmodelled(cfg, o.allow_unmodelled);
   if (o.nodes > 0) {
     cfg.nnodes = o.nodes;
     if (!cfg.nproc_per_node) cfg.nproc_per_node = preset->gpus_per_node;
@@ -91,6 +115,9 @@ void add_import_options(CLI::App* cmd, ImportOptions& o, const char* what) {
   cmd->add_option("--cluster", o.cluster, "cluster preset: dgx-h100 (default), dgx-h200, dgx-a100, dgx-b200");
   cmd->add_option("--nodes", o.nodes, "node count, when the input does not say it (a Bridge config never does)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-unmodelled", o.allow_unmodelled,
+                "import settings hcpsim cannot simulate (MoE, MLA, MTP, hybrid Mamba) as a dense model, noting them "
+                "in the scenario");
 }
 
 }  // namespace

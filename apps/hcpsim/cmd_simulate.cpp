@@ -55,16 +55,28 @@ void print_time_breakdown(const sim::SimResult& r) {
   }
 }
 
+/// ", block, 4 layers per model chunk" for partial recompute (recompute_method block or recompute_num_layers set),
+/// "" otherwise (full recompute of every layer, one input saved per layer, as before those keys).
+std::string partial_recompute_text(const Scenario& s) {
+  const TrainingConfig& t = s.training;
+  if (t.recompute_granularity != RecomputeGranularity::full) return "";
+  if (t.recompute_method == RecomputeMethod::block)
+    return t.recompute_num_layers ? fmt::format(" (block, first {} layers of each model chunk)", *t.recompute_num_layers)
+                                  : std::string(" (block, every layer)");
+  return t.recompute_num_layers ? fmt::format(" (uniform, groups of {} layers)", *t.recompute_num_layers) : "";
+}
+
 /// The whole-step section of `simulate` (sim/step.hpp).
 void print_step(const Scenario& s, const sim::StepResult& st) {
   const auto& p = s.parallel;
   const auto& mb = st.memory;
   fmt::print("\nwhole training step: {} [A={}, P={}], TP {} x CP {} x DP {} x PP {} = {} GPUs, global batch {} "
-             "({} micro-batches of {}), recompute {}{}{}\n",
+             "({} micro-batches of {}), recompute {}{}{}{}\n",
              to_string(st.cp_comm_type), st.a2a_size, st.p2p_size, p.tensor_model_parallel_size,
              p.context_parallel_size, st.data_parallel_size, p.pipeline_model_parallel_size, st.world_size,
              st.global_batch_size, st.num_microbatches, s.model.micro_batch_size,
-             to_string(s.training.recompute_granularity), p.sequence_parallel ? ", sequence parallel" : "",
+             to_string(s.training.recompute_granularity), partial_recompute_text(s),
+             p.sequence_parallel ? ", sequence parallel" : "",
              s.training.fp8 ? ", FP8 GEMMs" : "");
   fmt::print("  calibration: {}\n", s.cluster.gpu.calibration);
   fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
@@ -113,13 +125,21 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
                                             : std::string(),
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
-  fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight{})  logits + loss {}\n",
-             gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
-             mb.in_flight_microbatches,
-             mb.recompute_working_bytes > 0
-                 ? fmt::format(" + {} for the layer being recomputed", gb(mb.recompute_working_bytes))
-                 : std::string(),
-             gb(mb.output_layer_activations_bytes));
+  if (partial_recompute_text(s).empty()) {
+    fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight{})  logits + loss {}\n",
+               gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
+               mb.in_flight_microbatches,
+               mb.recompute_working_bytes > 0
+                   ? fmt::format(" + {} for the layer being recomputed", gb(mb.recompute_working_bytes))
+                   : std::string(),
+               gb(mb.output_layer_activations_bytes));
+  } else {
+    const RecomputePlan plan = recompute_plan(s, mb.stage_layers);
+    fmt::print("    activations {} ({} saved layer inputs + {} whole layers, x {:.3g} micro-batches in flight, + {} "
+               "for the {} layers being recomputed)  logits + loss {}\n",
+               gb(mb.activations_bytes), plan.saved_inputs, plan.full_layers, mb.in_flight_microbatches,
+               gb(mb.recompute_working_bytes), plan.working_layers, gb(mb.output_layer_activations_bytes));
+  }
   fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",
              gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));
 }

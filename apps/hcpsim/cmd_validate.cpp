@@ -36,6 +36,8 @@ int cmd_validate(const Common& c, bool show_schedule) {
       print_schedule(sched);
     }
   }
+  for (const auto& [t, choice] : report.attention_backends)
+    fmt::print("  attention backend ({}): {} ({})\n", to_string(t), to_string(choice.kernel), choice.reason);
   print_warnings(report);
   fmt::print("\nvalid: {}\n", s.name);
   return kExitOk;

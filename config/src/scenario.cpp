@@ -27,6 +27,8 @@ std::string to_string(RecomputeGranularity g) {
   return "none";
 }
 
+std::string to_string(RecomputeMethod m) { return m == RecomputeMethod::block ? "block" : "uniform"; }
+
 std::vector<CpCommType> ParallelConfig::distinct_cp_comm_types() const {
   std::vector<CpCommType> out;
   for (CpCommType t : cp_comm_type)

@@ -240,6 +240,9 @@ void emit_cluster(YAML::Emitter& e, const ClusterSpec& c) {
 void emit_training(YAML::Emitter& e, const TrainingConfig& t) {
   begin_section(e, "training");
   put_str(e, "recompute_granularity", to_string(t.recompute_granularity));
+  // Only when they differ from the default (uniform groups of one layer), so older effective YAML stays the same.
+  if (t.recompute_method != RecomputeMethod::uniform) put_str(e, "recompute_method", to_string(t.recompute_method));
+  if (t.recompute_num_layers) put_int(e, "recompute_num_layers", *t.recompute_num_layers);
   put_bool(e, "fp8", t.fp8);
   put_unit(e, "framework_overhead_GB", t.framework_overhead_bytes, kGiga);
   e << YAML::EndMap;

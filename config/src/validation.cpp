@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/cp_variant_config.hpp"
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/cp_layout.hpp"
@@ -56,7 +57,7 @@ constexpr double kMaxAttentionFlops = 1e21;
 
 class Validator {
  public:
-  Validator(const Scenario& s, ValidationScope scope) : s_(s), scope_(scope) {}
+  Validator(const Scenario& s, ValidationScope scope, bool suggest = true) : s_(s), scope_(scope), suggest_(suggest) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem, const std::string& fix) const {
     throw InputError(s_.loc(key), key, problem, fix);
@@ -69,6 +70,17 @@ class Validator {
     for (const auto& k : keys) {
       const SourceLoc l = s_.loc(k);
       if (!l.override_text.empty()) throw InputError(l, key, problem, fix);
+    }
+    fail(key, problem, fix);
+  }
+
+  /// Like fail_between(), but the first overridden key of `keys` is also the key named (the override that broke
+  /// the rule); without an override, `key` at its location.
+  [[noreturn]] void blame(const std::string& key, const std::vector<std::string>& keys, const std::string& problem,
+                          const std::string& fix) const {
+    for (const auto& k : keys) {
+      const SourceLoc l = s_.loc(k);
+      if (!l.override_text.empty()) throw InputError(l, k, problem, fix);
     }
     fail(key, problem, fix);
   }
@@ -124,16 +136,31 @@ class Validator {
            "use qkv_format: bshd or sbhd");
   }
 
-  /// A legal split to suggest: the largest a2a size A < cp that divides cp and the KV heads per TP rank and keeps
-  /// TP·A inside one node (a2a on NVLink, ring across groups), as the Megatron-Bridge HCP guide recommends.
+  /// A legal split to suggest: the largest a2a size A < cp dividing cp for which the whole scenario validates with
+  /// [A, cp/A] (the same rules, TE's backend filters included), preferring TP·A inside one node (a2a on NVLink,
+  /// ring across groups, as the Megatron-Bridge HCP guide recommends). "" when no A ≥ 2 validates.
   std::string suggest_sizes() const {
+    if (!suggest_) return "";
     const int64_t cp = s_.parallel.context_parallel_size, tp = s_.parallel.tensor_model_parallel_size;
-    const int64_t hkv = s_.model.num_query_groups / std::max<int64_t>(tp, 1);
-    for (int64_t a = cp - 1; a >= 2; --a)
-      if (cp % a == 0 && hkv % a == 0 && tp * a <= s_.cluster.gpus_per_node)
-        return ", e.g. [" + str(a) + ", " + str(cp / a) + "] (a2a over " + str(a) +
-               " GPUs of a node, p2p ring over " + str(cp / a) + " groups)";
+    for (const bool in_node : {true, false})
+      for (int64_t a = cp - 1; a >= 2; --a) {
+        if (cp % a != 0 || (tp * a <= s_.cluster.gpus_per_node) != in_node || !sizes_validate(a, cp / a)) continue;
+        return ", e.g. [" + str(a) + ", " + str(cp / a) + "] (a2a over " + str(a) + " GPUs" +
+               (in_node ? " of a node" : "") + ", p2p ring over " + str(cp / a) + " groups)";
+      }
     return "";
+  }
+
+  /// The scenario with hierarchical sizes [a, p] (cp_comm_type a2a+p2p where it named another type) validates.
+  bool sizes_validate(int64_t a, int64_t p) const {
+    Scenario t = s_;
+    t.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{a, p};
+    try {
+      (void)Validator(t, scope_, false).run();
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
   }
 
   /// The parallel-config rules, in the order their errors are reported.
@@ -146,6 +173,7 @@ class Validator {
     for (CpCommType t : s_.parallel.distinct_cp_comm_types()) {
       check_a2a_head_split(t);
       check_cp_type_support(t, te);
+      check_te_backend(t);
     }
     check_step_layout();
     add_parallel_warnings();
@@ -214,8 +242,8 @@ class Validator {
     if (prod != cp)
       fail_between(sizes_key, {sizes_key, "parallel.context_parallel_size"},
            str((*sizes)[0]) + "*" + str((*sizes)[1]) + " = " + str(prod) + " != context_parallel_size " + str(cp),
-           "choose [A, P] with A*P = " + str(cp) + " (e.g. [" + str(cp >= 2 ? cp / 2 : 1) + ", " +
-               str(cp >= 2 ? 2 : 1) + "]), or change context_parallel_size to " + str(prod));
+           "choose [A, P] with A*P = " + str(cp) + suggest_sizes() + ", or change context_parallel_size to " +
+               str(prod));
     if (p.use_decentralized_pg)
       fail("parallel.use_decentralized_pg",
            "decentralized process groups do not support hierarchical_context_parallel_sizes (Megatron-Bridge raises "
@@ -260,10 +288,50 @@ class Validator {
                           ", num_query_groups/TP = " + str(hkv_tp) + ") must both be divisible by " +
                           row.a2a_size_what + " = " + str(a) + " (Ulysses scatters heads)";
     if (hkv_tp == 1) problem += "; with one KV head per TP rank (MQA) no a2a size >= 2 is possible";
-    fail_between(key,
-                 {key, "model.num_attention_heads", "model.num_query_groups", "parallel.tensor_model_parallel_size",
-                  "parallel.context_parallel_size"},
-                 problem, row.head_split_fix(h_tp, hkv_tp));
+    // The head count that is not divisible is the culprit (num_query_groups 3 at A = 2, not heads 12).
+    const bool kv_culprit = hkv_tp % a != 0;
+    const char* culprit = kv_culprit ? "model.num_query_groups" : "model.num_attention_heads";
+    std::string fix = row.head_split_fix(h_tp, hkv_tp);
+    if (row.a2a_size_key == "parallel.hierarchical_context_parallel_sizes" && suggest_) {
+      const std::string sizes = suggest_sizes();
+      fix += sizes.empty() ? " (no [A, P] with A*P = " + str(cp) + " validates with these heads)"
+                           : " (" + sizes.substr(2) + ")";
+    }
+    blame(key, {culprit, key, "parallel.tensor_model_parallel_size", "parallel.context_parallel_size"}, problem, fix);
+  }
+
+  /// TE's attention backend filters (resolve_attention_kernel): some backend must be left for `t`, or TE raises
+  /// "No dot product attention backend is available". Records the backend that would run.
+  void check_te_backend(CpCommType t) {
+    const AttentionKernelChoice choice = resolve_attention_kernel(s_, t);
+    if (!choice.available) {
+      std::string why;
+      for (const auto& d : choice.disabled) why += (why.empty() ? "" : "; ") + d;
+      blame(choice.culprit_key, {choice.culprit_key, "model.qkv_format", "model.num_attention_heads",
+                                 "model.num_query_groups", "parallel.tensor_model_parallel_size",
+                                 "model.attention_backend"},
+            "no Transformer Engine attention backend can run cp_comm_type " + to_string(t) + " (" + why +
+                "): TE raises \"No dot product attention backend is available for the provided inputs\"",
+            te_backend_fix(t));
+    }
+    report_.attention_backends.emplace_back(t, choice);
+  }
+
+  /// What makes a backend available again for `t`, from the rules that fired.
+  std::string te_backend_fix(CpCommType t) const {
+    const ModelConfig& m = s_.model;
+    const int64_t tp = s_.parallel.tensor_model_parallel_size;
+    std::vector<std::string> ways;
+    if ((m.num_attention_heads / tp) % 2 != 0 || (m.num_query_groups / tp) % 2 != 0)
+      ways.push_back("even head counts per TP rank for FusedAttention (e.g. num_attention_heads " +
+                     str(2 * m.num_attention_heads) + ", num_query_groups " + str(2 * m.num_query_groups) + ")");
+    if (m.qkv_format == QkvFormat::sbhd) ways.push_back("qkv_format: bshd for FlashAttention");
+    if (t != CpCommType::p2p) ways.push_back("cp_comm_type p2p");
+    if (m.params_dtype != Dtype::bf16 && m.params_dtype != Dtype::fp16) ways.push_back("params_dtype: bf16");
+    if (m.attention_backend != AttentionBackend::auto_select) ways.push_back("attention_backend: auto");
+    std::string fix = "use ";
+    for (size_t i = 0; i < ways.size(); ++i) fix += (i == 0 ? "" : i + 1 == ways.size() ? ", or " : ", ") + ways[i];
+    return ways.empty() ? "change the head dims to multiples of 8 of at most 128" : fix;
   }
 
   /// What TE supports with cp_comm_type `t`: sliding windows, attention bias, and the first TE release (`te`,
@@ -306,7 +374,8 @@ class Validator {
              "the interleaved schedule needs pipeline_model_parallel_size > 1, got " + str(pp),
              "remove virtual_pipeline_model_parallel_size or set pipeline_model_parallel_size >= 2");
     }
-    (void)pipeline_split(s_);  // throws naming the key and the fix
+    const std::vector<int64_t> stage_layers = pipeline_split(s_).stage_layers;  // throws naming the key and the fix
+    check_recompute(*std::max_element(stage_layers.begin(), stage_layers.end()));
     // Source: Megatron-LM arguments.py: "Tensor parallel communication/GEMM overlap can happen only when sequence
     // parallelism is enabled".
     if (p.tp_comm_overlap && !(p.sequence_parallel && tp > 1))
@@ -318,6 +387,30 @@ class Validator {
                    "ffn_hidden_size " + str(m.ffn_hidden()) + " is not divisible by tensor_model_parallel_size " +
                        str(tp) + " (the MLP's column-parallel GEMM splits it)",
                    "use a tensor_model_parallel_size dividing " + str(m.ffn_hidden()));
+  }
+
+  /// Partial recompute: recompute_method / recompute_num_layers only with full granularity, and N within one
+  /// model chunk. Source: Megatron-LM arguments.py ("recompute method is not yet supported for selective
+  /// recomputing granularity"), transformer_config.py (recompute_num_layers between 1 and the layers per
+  /// pipeline rank; 0 is legal for block).
+  void check_recompute(int64_t max_stage_layers) const {
+    const TrainingConfig& t = s_.training;
+    const bool partial = t.recompute_method != RecomputeMethod::uniform || t.recompute_num_layers.has_value();
+    if (partial && t.recompute_granularity != RecomputeGranularity::full)
+      fail(t.recompute_num_layers ? "training.recompute_num_layers" : "training.recompute_method",
+           "recompute_method / recompute_num_layers apply to recompute_granularity full only, but it is " +
+               to_string(t.recompute_granularity) + " (Megatron asserts recompute_method is None otherwise)",
+           "set training.recompute_granularity: full, or remove recompute_method and recompute_num_layers");
+    if (!t.recompute_num_layers) return;
+    const int64_t n = *t.recompute_num_layers;
+    const int64_t v = s_.parallel.virtual_pipeline_model_parallel_size.value_or(1);
+    const int64_t chunk = (max_stage_layers + v - 1) / v;
+    const int64_t lo = t.recompute_method == RecomputeMethod::block ? 0 : 1;
+    if (n < lo || n > chunk)
+      fail("training.recompute_num_layers",
+           str(n) + " is outside " + str(lo) + " .. " + str(chunk) + " (the layers of one model chunk of a pipeline "
+               "stage; Megatron's transformer_block.py counts recompute_num_layers per chunk)",
+           "use a value from " + str(lo) + " to " + str(chunk));
   }
 
   /// Legal settings that Megatron or TE quietly turn into something else.
@@ -344,6 +437,15 @@ class Validator {
     const ClusterSpec& c = s_.cluster;
     positive("cluster.nodes", c.nodes);
     positive("cluster.gpus_per_node", c.gpus_per_node, 1024);
+    // The simulator's generated topology gives each GPU a NIC: nics_per_node must divide gpus_per_node (a preset
+    // sets 8; overriding gpus_per_node alone breaks it).
+    if (c.topology.vertices.empty() && c.nics_per_node > 0 && c.gpus_per_node % c.nics_per_node != 0)
+      blame("cluster.nics_per_node", {"cluster.gpus_per_node", "cluster.nics_per_node", "cluster.preset"},
+            "gpus_per_node " + str(c.gpus_per_node) + " is not a multiple of nics_per_node " + str(c.nics_per_node) +
+                (c.preset.empty() ? "" : " (set by preset " + c.preset + ")") +
+                ": the simulator's topology gives each NIC gpus_per_node / nics_per_node GPUs",
+            "set cluster.nics_per_node to a divisor of " + str(c.gpus_per_node) + " (e.g. cluster.nics_per_node=" +
+                str(c.gpus_per_node) + "), or keep gpus_per_node a multiple of " + str(c.nics_per_node));
     const int64_t world = c.world_size();  // ≤ 2^30
     // Each factor ≤ 2^20, so the product of three fits in int64.
     const int64_t model_ranks = p.tensor_model_parallel_size * p.context_parallel_size * p.pipeline_model_parallel_size;
@@ -405,6 +507,7 @@ class Validator {
 
   const Scenario& s_;
   ValidationScope scope_;
+  bool suggest_ = true;  ///< false inside suggest_sizes' own validations
   ValidationReport report_;
 };
 

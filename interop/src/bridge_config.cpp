@@ -258,8 +258,20 @@ class BridgeReader {
     } else if (k == "bf16" || k == "fp16") {
       (k == "bf16" ? bf16_ : fp16_) = as_bool(v, key);
       mark(k, v);
-    } else if (k == "recompute_method" || k == "recompute_num_layers") {
-      // read (uniform recomputation is what the model assumes); nothing to write
+    } else if (k == "recompute_method") {
+      mark(k, v);
+      if (!is_null(v)) {
+        const std::string m = scalar_text(v);
+        if (m != "uniform" && m != "block")
+          throw InputError(loc(v), key, "unknown recompute method '" + m + "'", "use uniform, block or null");
+        c_.recompute_method = m;
+      }
+    } else if (k == "recompute_num_layers") {
+      mark(k, v);
+      if (!is_null(v)) c_.recompute_num_layers = as_int(v, key);
+    } else if (interop::unmodelled_setting(k, scalar_text(v), true)) {
+      // A Bridge dump prints every TransformerConfig field, so only the switches that turn a feature on count.
+      c_.unmodelled.push_back(key + ": " + scalar_text(v));
     } else {
       return false;
     }

@@ -67,6 +67,7 @@ class ArgInterpreter {
     read_parallel();
     read_training();
     read_launch();
+    read_unmodelled();
     if (!log_) {
       for (const auto& a : order_) {
         std::string name = a.name == "fp8" ? std::string("fp8_format") : a.name;
@@ -87,6 +88,23 @@ class ArgInterpreter {
   }
 
  private:
+  /// Model-changing settings hcpsim does not simulate (interop::unmodelled_setting), marked read so they are
+  /// listed once, as unmodelled rather than ignored.
+  void read_unmodelled() {
+    for (const auto& [name, a] : last_) {
+      if (used_.count(name) || !interop::unmodelled_setting(name, joined(a), log_)) continue;
+      (void)get(name);
+    }
+    for (const auto& a : order_) {
+      const auto it = last_.find(a.name);
+      if (it == last_.end() || it->second.line != a.line || it->second.flag != a.flag) continue;
+      if (!interop::unmodelled_setting(a.name, joined(a), log_)) continue;
+      std::string text = a.flag;
+      for (const auto& v : a.values) text += " " + v;
+      cfg_.unmodelled.push_back(text);
+    }
+  }
+
   bool is_none(const MegatronArg& a) const { return a.values.size() == 1 && a.values[0] == "None"; }
 
   const MegatronArg* get(const std::string& name) {
@@ -305,10 +323,14 @@ class ArgInterpreter {
       cfg_.lines["recompute_granularity"] = cfg_.lines["recompute_activations"];
       cfg_.columns["recompute_granularity"] = cfg_.columns["recompute_activations"];
     }
+    // Source: Megatron-LM arguments.py --recompute-method {uniform, block}, --recompute-num-layers.
     if (auto m = get_word("recompute_method")) {
-      if (cfg_.recompute_granularity == "full" && *m != "uniform")
-        cfg_.notes.push_back("recompute_method " + *m + ": the model recomputes every layer of a stage (uniform)");
+      const MegatronArg& a = *get("recompute_method");
+      if (*m != "uniform" && *m != "block")
+        throw InputError(where(a), a.flag, "unknown recompute method '" + *m + "'", "use uniform or block");
+      cfg_.recompute_method = *m;
     }
+    cfg_.recompute_num_layers = get_int("recompute_num_layers");
     if (auto f = get_word("fp8_format")) cfg_.fp8 = true;
   }
 
@@ -333,6 +355,12 @@ class ArgInterpreter {
     };
     cfg_.nnodes = as_count(nnodes);
     cfg_.nproc_per_node = as_count(nproc);
+    // torchrun's --nnodes defaults to 1 (torch.distributed.run: "--nnodes ... default 1"): a launcher line that
+    // gives --nproc_per_node without --nnodes runs on one node.
+    if (!log_ && !cfg_.nnodes && cfg_.nproc_per_node) {
+      cfg_.nnodes = 1;
+      cfg_.notes.push_back("no --nnodes: one node, torchrun's default");
+    }
     if (cfg_.nnodes && cfg_.nproc_per_node) cfg_.world_size = *cfg_.nnodes * *cfg_.nproc_per_node;
     if (log_) cfg_.world_size = get_int("world_size");
   }

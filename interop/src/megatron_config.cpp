@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <filesystem>
+#include <set>
 
 #include "input_names.hpp"
 
@@ -77,6 +78,26 @@ std::string scenario_name_of(const std::string& path, const std::string& fallbac
   for (char& c : stem)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
   return stem.empty() ? fallback : stem;
+}
+
+bool unmodelled_setting(const std::string& name, const std::string& value, bool printed_defaults) {
+  static const std::set<std::string> turns_on = {"num_experts", "num_moe_experts", "multi_latent_attention",
+                                                 "q_lora_rank", "mtp_num_layers", "hybrid_override_pattern",
+                                                 "hybrid_attention_ratio", "hybrid_mlp_ratio", "moe_layer_freq",
+                                                 "expert_model_parallel_size"};
+  // Only meaningful with the feature on, and printed with defaults by logs and Bridge dumps.
+  static const std::set<std::string> tunables = {"kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
+                                                 "v_head_dim", "expert_tensor_parallel_size"};
+  const bool named = turns_on.count(name) > 0 ||
+                     (!printed_defaults && (tunables.count(name) > 0 || name.rfind("moe_", 0) == 0));
+  if (!named) return false;
+  static const std::set<std::string> unset = {"None", "none", "null", "~", "False", "false", "0", "0.0", "[]"};
+  if (unset.count(value) > 0) return false;
+  // A parallel size of 1 is no expert parallelism; in a printed block moe_layer_freq 1 is the default.
+  if ((name == "expert_model_parallel_size" || name == "expert_tensor_parallel_size" || name == "moe_layer_freq") &&
+      (value == "1" || (printed_defaults && name == "moe_layer_freq")))
+    return false;
+  return true;
 }
 
 }  // namespace interop

@@ -357,4 +357,33 @@ std::vector<LogFinding> check_throughput_vs_model(const MegatronLog& log,
   return out;
 }
 
+std::vector<LogFinding> check_throughput_below_model(const MegatronLog& log,
+                                                     std::optional<double> predicted_tflops_per_gpu,
+                                                     double low_factor) {
+  std::vector<LogFinding> out;
+  if (!predicted_tflops_per_gpu || *predicted_tflops_per_gpu <= 0 || log.throughput.empty()) return out;
+  const size_t skip = log.throughput.size() > 1 ? 1 : 0;  // the first report includes the warm-up
+  std::vector<double> v;
+  for (size_t i = skip; i < log.throughput.size(); ++i) v.push_back(log.throughput[i].tflops_per_gpu);
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  const double limit = low_factor * *predicted_tflops_per_gpu;
+  if (median >= limit) return out;
+  const ThroughputReport* first = nullptr;
+  for (size_t i = skip; i < log.throughput.size() && !first; ++i)
+    if (log.throughput[i].tflops_per_gpu < limit) first = &log.throughput[i];
+  char factor_text[32];
+  std::snprintf(factor_text, sizeof factor_text, "%.2g", low_factor);
+  const double percent = 100.0 * median / *predicted_tflops_per_gpu;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.0f%%", percent);
+  out.push_back({first->line, "median reported throughput per GPU " + fmt1(median) + " TFLOP/s (" +
+                                  std::to_string(n) + " reporting iterations" + (skip ? ", the first left out" : "") +
+                                  ") is " + pct + " of the whole-step model's " + fmt1(*predicted_tflops_per_gpu) +
+                                  " TFLOP/s, below " + factor_text +
+                                  "x: a slow node or link, or a configuration other than the one modelled"});
+  return out;
+}
+
 }  // namespace hcpsim

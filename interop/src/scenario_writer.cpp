@@ -151,6 +151,8 @@ void write_parallel(YamlWriter& w, const MegatronConfig& c, const std::optional<
 void write_training(YamlWriter& w, const MegatronConfig& c) {
   w.section("training");
   w.entry("recompute_granularity", yaml_scalar(c.recompute_granularity));
+  if (c.recompute_method) w.entry("recompute_method", yaml_scalar(*c.recompute_method));
+  if (c.recompute_num_layers) w.entry("recompute_num_layers", std::to_string(*c.recompute_num_layers));
   w.entry("fp8", yaml_bool(c.fp8));
   w.top();
 }
@@ -164,6 +166,7 @@ void write_cluster(YamlWriter& w, const MegatronConfig& c, const ScenarioWriteOp
   std::string nodes_why;
   if (c.nnodes) {
     nodes = *c.nnodes;
+    if (!c.lines.count("nnodes")) nodes_why = "no --nnodes: torchrun's default, one node";
     if (c.nproc_per_node && *c.nproc_per_node != gpn) gpus_per_node = c.nproc_per_node;
   } else if (c.world_size) {
     nodes = (*c.world_size + gpn - 1) / gpn;
@@ -186,6 +189,12 @@ std::string scenario_yaml_of(const MegatronConfig& c, const ScenarioWriteOptions
   YamlWriter w(c);
   w.comment("Imported by `" + (opt.generator.empty() ? std::string("hcpsim import") : opt.generator) + "` from " +
             interop::display(c.source_path) + ". Comments name the Megatron argument and line behind each value.");
+  if (!c.unmodelled.empty()) {
+    // Written only with --allow-unmodelled: the scenario simulates the dense, standard-attention part only.
+    w.comment("NOT MODELLED (imported with --allow-unmodelled): hcpsim simulates this as a dense model with");
+    w.comment("standard attention, without these settings:");
+    for (const auto& u : c.unmodelled) w.comment("  " + u);
+  }
   w.raw("schema_version: 1");
   w.raw("name: " + yaml_scalar(c.name));
   write_model(w, c, sizes);

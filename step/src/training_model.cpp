@@ -106,6 +106,33 @@ double activation_bytes_per_layer(const Scenario& s) {
   return attention + mlp;
 }
 
+RecomputePlan recompute_plan(const Scenario& s, int64_t stage_layers) {
+  RecomputePlan r;
+  const TrainingConfig& t = s.training;
+  if (t.recompute_granularity != RecomputeGranularity::full) {
+    r.full_layers = stage_layers;
+    return r;
+  }
+  const int64_t v = std::max<int64_t>(1, s.parallel.virtual_pipeline_model_parallel_size.value_or(1));
+  const bool block = t.recompute_method == RecomputeMethod::block;
+  for (int64_t j = 0; j < v; ++j) {
+    const int64_t c = stage_layers / v + (j < stage_layers % v ? 1 : 0);
+    if (block) {
+      const int64_t n = std::min(c, t.recompute_num_layers.value_or(c));
+      r.recomputed_layers += n;
+      r.saved_inputs += n;
+      r.full_layers += c - n;
+      if (n > 0) r.working_layers = 1;
+    } else {
+      const int64_t n = std::max<int64_t>(1, t.recompute_num_layers.value_or(1));
+      r.recomputed_layers += c;
+      r.saved_inputs += (c + n - 1) / n;
+      r.working_layers = std::max(r.working_layers, std::min(n, c));
+    }
+  }
+  return r;
+}
+
 MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, int64_t num_microbatches,
                                double cp_attention_buffer_bytes) {
   const ModelConfig& m = s.model;
@@ -131,12 +158,13 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
   const double shards =
       p.use_distributed_optimizer ? static_cast<double>(data_parallel_size * p.context_parallel_size) : 1.0;
   const double per_layer = activation_bytes_per_layer(s);
-  double recompute_bytes = 0;  // full recompute keeps the full activations of the layer being recomputed
+  double full_layer = per_layer;  // a layer's activations without recompute
   if (s.training.recompute_granularity == RecomputeGranularity::full) {
     Scenario none = s;
     none.training.recompute_granularity = RecomputeGranularity::none;
-    recompute_bytes = activation_bytes_per_layer(none);
+    full_layer = activation_bytes_per_layer(none);
   }
+  const double saved_input = s.training.recompute_granularity == RecomputeGranularity::full ? per_layer : 0.0;
   // One pipeline stage's memory: `params` parameters, activations of `in_flight` micro-batches, and the logits
   // when the stage holds the output layer.
   auto stage = [&](int64_t k, double extra_params, double in_flight, bool holds_logits) {
@@ -144,6 +172,10 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
     mb.pipeline_stage = k;
     mb.stage_layers = stage_layers[static_cast<size_t>(k)];
     const auto layers = static_cast<double>(mb.stage_layers);
+    const RecomputePlan plan = recompute_plan(s, mb.stage_layers);
+    const double stored = static_cast<double>(plan.saved_inputs) * saved_input +
+                          static_cast<double>(plan.full_layers) * full_layer;
+    const double recompute_bytes = static_cast<double>(plan.working_layers) * full_layer;
     const double params = layers * layer_params + extra_params;
     mb.parameters_per_gpu = params;
     mb.weights_bytes = params * dtype_size_bytes(m.params_dtype);
@@ -153,7 +185,7 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
     mb.optimizer_bytes = params * kOptimizerBytesPerParam / shards;
     mb.activations_per_layer_bytes = per_layer;
     mb.in_flight_microbatches = in_flight;
-    mb.activations_bytes = per_layer * layers * in_flight + recompute_bytes;
+    mb.activations_bytes = stored * in_flight + recompute_bytes;
     mb.recompute_working_bytes = recompute_bytes;
     mb.output_layer_activations_bytes = holds_logits ? logits * (dtype_size_bytes(m.params_dtype) + kFp32Bytes) : 0.0;
     mb.cp_attention_buffers_bytes = cp_attention_buffer_bytes;

@@ -53,6 +53,23 @@ int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_
   r.layer = simulate(layer, s.cluster, topology, layer_rank_gpus(s, data_parallel_size), options);
   r.layer_forward_ps = r.layer.forward_ps;
   r.layer_backward_ps = r.layer.total_ps - r.layer.forward_ps;
+  r.layer_backward_no_recompute_ps = r.layer_backward_ps;
+  r.layer_no_recompute_flops = r.layer.phase_flops(Phase::forward) + r.layer.phase_flops(Phase::backward);
+  for (int64_t k : r.stage_layers) r.stage_recomputed_layers.push_back(recompute_plan(s, k).recomputed_layers);
+  bool partial = false;
+  for (size_t k = 0; k < r.stage_layers.size(); ++k)
+    partial = partial || (r.stage_recomputed_layers[k] > 0 && r.stage_recomputed_layers[k] < r.stage_layers[k]);
+  if (partial) {
+    // Block recompute: the layers not recomputed run the backward of a layer without recompute.
+    Scenario none = s;
+    none.training.recompute_granularity = RecomputeGranularity::none;
+    none.training.recompute_num_layers.reset();
+    none.training.recompute_method = RecomputeMethod::uniform;
+    const SimResult plain = simulate(build_layer_schedule(none, cp_comm_type), s.cluster, topology,
+                                     layer_rank_gpus(s, data_parallel_size), options);
+    r.layer_backward_no_recompute_ps = plain.total_ps - plain.forward_ps;
+    r.layer_no_recompute_flops = plain.phase_flops(Phase::forward) + plain.phase_flops(Phase::backward);
+  }
   int64_t transient = 0;
   for (const RankStats& rs : r.layer.ranks) {
     r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, rs.exposed_comm_ps);
@@ -108,7 +125,13 @@ void set_pipeline_time(const Scenario& s, const ParallelSizes& sizes, StepResult
   TimePs slowest = 0;
   const auto stages = static_cast<int64_t>(r.stage_layers.size());
   for (int64_t i = 0; i < stages; ++i) {
-    const TimePs layers = r.stage_layers[static_cast<size_t>(i)] * (r.layer_forward_ps + r.layer_backward_ps);
+    const auto k = static_cast<size_t>(i);
+    const int64_t rec = r.stage_recomputed_layers[k], plain = r.stage_layers[k] - rec;
+    // Recomputed layers pay the backward with the forward rerun; the others (block recompute) the plain one.
+    const TimePs layers = rec > 0 && plain > 0
+                              ? rec * (r.layer_forward_ps + r.layer_backward_ps) +
+                                    plain * (r.layer_forward_ps + r.layer_backward_no_recompute_ps)
+                              : r.stage_layers[k] * (r.layer_forward_ps + r.layer_backward_ps);
     const TimePs output = i == stages - 1 ? r.output_layer_forward_ps + r.output_layer_backward_ps : 0;
     slowest = std::max(slowest, layers + output);
   }
@@ -168,7 +191,16 @@ void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
   const double layer_flops = (r.layer.phase_flops(Phase::forward) + r.layer.phase_flops(Phase::backward)) /
                              static_cast<double>(s.parallel.tensor_model_parallel_size * s.parallel.context_parallel_size);
   const double L = static_cast<double>(r.layers_per_stage);
-  r.executed_flops_per_gpu = static_cast<double>(r.num_microbatches) * (L * layer_flops + 3 * logits_flops);
+  // The fullest stage; with block recompute its layers not recomputed execute the plain layer's FLOPs.
+  const auto worst = static_cast<size_t>(
+      std::max_element(r.stage_layers.begin(), r.stage_layers.end()) - r.stage_layers.begin());
+  const int64_t rec = r.stage_recomputed_layers.empty() ? 0 : r.stage_recomputed_layers[worst];
+  double layers_flops = L * layer_flops;
+  if (rec > 0 && rec < r.layers_per_stage)
+    layers_flops = static_cast<double>(rec) * layer_flops +
+                   static_cast<double>(r.layers_per_stage - rec) * r.layer_no_recompute_flops /
+                       static_cast<double>(s.parallel.tensor_model_parallel_size * s.parallel.context_parallel_size);
+  r.executed_flops_per_gpu = static_cast<double>(r.num_microbatches) * (layers_flops + 3 * logits_flops);
 }
 
 }  // namespace

@@ -65,8 +65,10 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                 "remove hierarchical_context_parallel_sizes");
   require_error({"model.seq_length=8196"}, "model.seq_length", "not divisible by 2*context_parallel_size = 8",
                 "pad the sequence to a multiple of 8, e.g. 8200");
-  require_error({"model.num_query_groups=1"}, sizes, "one KV head per TP rank (MQA)", "choose A dividing 1");
-  require_error({"model.num_query_groups=3", "model.num_attention_heads=24"}, sizes,
+  // The head count that does not divide is named (the override that set it), not the sizes.
+  require_error({"model.num_query_groups=1"}, "model.num_query_groups", "one KV head per TP rank (MQA)",
+                "choose A dividing 1");
+  require_error({"model.num_query_groups=3", "model.num_attention_heads=24"}, "model.num_query_groups",
                 "must both be divisible by the a2a size A = 2", "choose A dividing 3");
   require_error({"parallel.cp_comm_type=a2a", "parallel.hierarchical_context_parallel_sizes=null",
                  "parallel.context_parallel_size=16", "cluster.nodes=2", "model.seq_length=8192"},
@@ -123,7 +125,7 @@ TEST_CASE("core: a rule broken by an override names that override, whichever key
                     "2*2 = 4 != context_parallel_size 8",
                     0) == 0);
   msg = error_of({"model.num_query_groups=1"});
-  REQUIRE(msg.rfind("override 'model.num_query_groups=1': parallel.hierarchical_context_parallel_sizes:", 0) == 0);
+  REQUIRE(msg.rfind("override 'model.num_query_groups=1': model.num_query_groups:", 0) == 0);
   // Without an override the file position of the reported key is used.
   msg = error_of({});
   REQUIRE(msg.empty());

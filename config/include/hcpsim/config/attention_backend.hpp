@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/core/types.hpp"
 
 namespace hcpsim {
 
@@ -32,6 +33,29 @@ std::string to_string(AttentionKernel k);
 struct AttentionKernelChoice {
   AttentionKernel kernel = AttentionKernel::cudnn_fused_attention;
   std::string reason;
+  /// False when TE's filters leave no backend: TE raises "No dot product attention backend is available for the
+  /// provided inputs" (or attn_forward_func_with_cp asserts); `kernel` is then meaningless.
+  bool available = true;
+  /// Why TE's filters disabled a backend, one entry per disabled backend ("FusedAttention: ..."), in filter order.
+  std::vector<std::string> disabled;
+  /// The scenario key that breaks the first rule in `disabled` (e.g. "model.num_query_groups"), "" if none.
+  std::string culprit_key;
+};
+
+/// What TE's backend filters look at for one DotProductAttention call under context parallelism. Head counts are
+/// per TP rank (TE sees query_layer.shape[-2]), before the a2a scatter.
+struct AttentionCall {
+  CpCommType cp_comm_type = CpCommType::p2p;
+  int64_t cp_size = 1;                ///< context_parallel_size (context parallelism when > 1)
+  QkvFormat qkv_format = QkvFormat::sbhd;
+  int64_t num_heads = 1;              ///< query heads per TP rank
+  int64_t num_gqa_groups = 1;         ///< KV heads per TP rank
+  int64_t head_dim_qk = 64;
+  int64_t head_dim_v = 64;
+  AttnMaskType attn_mask_type = AttnMaskType::causal;
+  Dtype qkv_dtype = Dtype::bf16;      ///< the activations' dtype (model.params_dtype)
+  bool sliding_window = false;
+  bool attention_bias = false;
 };
 
 /// The kernel TE would run for `backend` on the GPU named `gpu_name` (a preset GpuSpec::name: "H100…", "H200…",
@@ -45,12 +69,32 @@ struct AttentionKernelChoice {
 ///   installed, as TE recommends on Hopper), else FlashAttention-2 (TE disables FA3 on compute capability ≠ 9.0);
 /// - fused: cuDNN fused attention.
 /// A GPU hcpsim does not know resolves by the same rules as sm90 for auto; its efficiencies come from cluster.gpu.
-/// This is the one place where TE's backend legality rules (head dims, masks, formats, determinism) are to be added.
 /// @throws nothing; a malformed te_version counts as absent (validation reports it).
 AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, const std::optional<std::string>& te_version,
                                                AttentionBackend backend);
-/// The same for a loaded scenario (its cluster.gpu.name, parallel.te_version and model.attention_backend).
+/// The same, after TE's backend-availability filters for `call` (Source: TransformerEngine
+/// transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, "Filter: Context
+/// parallelism", "Filter: Head dimension", the dtype filter; context_parallel.py attn_forward_func_with_cp's
+/// asserts). With context parallelism:
+/// - UnfusedDotProductAttention does not support CP, so only FusedAttention or FlashAttention can run;
+/// - both need fp16/bf16 activations;
+/// - FusedAttention is disabled for a2a / a2a+p2p when num_heads or num_gqa_groups (per TP rank) is odd, and
+///   for sliding windows with p2p / a2a+p2p; FusedAttention head dims: multiples of 8, at most 256 (cuDNN on sm90+;
+///   128 on sm80);
+/// - FlashAttention with CP rejects qkv_format sbhd (attn_forward_func_with_cp asserts "Context parallelism does
+///   not support FlashAttention backend with qkv_format = 'sbhd'"); FlashAttention-2 head dims: padded to a
+///   multiple of 8, at most 256; FlashAttention-3: head_dim_qk at most 256;
+/// - `backend` fused / flash leaves only that backend. auto picks as the overload above among those left.
+/// `available` is false when none is left; `disabled` says why each was filtered, `culprit_key` names the key.
+AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, const std::optional<std::string>& te_version,
+                                               AttentionBackend backend, const AttentionCall& call);
+/// The same for a loaded scenario (its cluster.gpu.name, parallel.te_version and model.attention_backend), without
+/// the legality filters (the kernel whose efficiency tables the simulator uses).
 AttentionKernelChoice resolve_attention_kernel(const Scenario& scenario);
+/// The scenario's AttentionCall for the layers with cp_comm_type `type` (heads per TP rank, params_dtype, ...).
+AttentionCall attention_call(const Scenario& scenario, CpCommType type);
+/// resolve_attention_kernel with the legality filters for the layers with cp_comm_type `type`.
+AttentionKernelChoice resolve_attention_kernel(const Scenario& scenario, CpCommType type);
 
 /// Forward and backward efficiency tables of `kernel` on the GPU named `gpu_name` (grids over head dim {64, 128,
 /// 256} × q_rows × kv_rows {512 … 16384} × causal, in table_efficiency's form), or empty tables for a GPU without

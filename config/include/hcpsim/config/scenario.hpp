@@ -107,12 +107,26 @@ struct ParallelConfig {
 enum class RecomputeGranularity { none, selective, full };
 std::string to_string(RecomputeGranularity g);
 
+/// Megatron --recompute-method, with --recompute-granularity full. Source: Megatron-LM
+/// megatron/core/transformer/transformer_block.py _checkpointed_forward: uniform = the layers of a model chunk in
+/// groups of recompute_num_layers, each group's input saved and the whole group rerun in backward; block = the
+/// first recompute_num_layers layers of each model chunk (pipeline stage) rerun one by one, the rest keep their
+/// activations.
+enum class RecomputeMethod { uniform, block };
+std::string to_string(RecomputeMethod m);
+
 /// Training-step knobs of the whole-step model (section `training:`).
 struct TrainingConfig {
   /// none: keep every activation; selective: recompute core attention (Megatron's selective recompute,
-  /// what FlashAttention/TE does anyway); full: store only each layer's input and rerun its forward in backward
-  /// (Megatron --recompute-method uniform over all layers of a stage).
+  /// what FlashAttention/TE does anyway); full: recompute whole layers as recompute_method and
+  /// recompute_num_layers say (default uniform over groups of one layer: every layer's input saved).
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
+  /// Megatron --recompute-method (full granularity only).
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  /// Megatron --recompute-num-layers: the group size (uniform) or the recomputed layers per chunk (block); at
+  /// least 1 (uniform) or 0 (block), at most the layers of one model chunk. Absent: 1 (uniform), every layer of
+  /// the chunk (block).
+  std::optional<int64_t> recompute_num_layers;
   /// Transformer Engine FP8 (Megatron --fp8-format): the linear layers' GEMMs run at the GPU's FP8 peak;
   /// attention, weights and optimizer states stay as without FP8.
   bool fp8 = false;

@@ -3,6 +3,7 @@
 /// Source: docs/algorithm.md §8 (TE attn_forward_func_with_cp, Megatron arguments.py, Bridge config.py).
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hcpsim/config/scenario.hpp"
@@ -19,6 +20,9 @@ enum class ValidationScope {
 struct ValidationReport {
   std::vector<std::string> warnings;
   int64_t data_parallel_size = 1;  ///< resolved DP (given, or filling the cluster; 1 for attention scope)
+  /// The TE attention backend that would run for each distinct cp_comm_type (resolve_attention_kernel with TE's
+  /// legality filters), in distinct_cp_comm_types() order.
+  std::vector<std::pair<CpCommType, AttentionKernelChoice>> attention_backends;
 };
 
 /// Checks every rule; raises on the first violation in a fixed order (model, parallel, cluster).

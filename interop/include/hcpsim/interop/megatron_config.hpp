@@ -70,6 +70,10 @@ struct MegatronConfig {
 
   // Training step.
   std::string recompute_granularity = "none";  ///< none | selective | full
+  /// --recompute-method uniform | block (Bridge model.recompute_method), with full granularity.
+  std::optional<std::string> recompute_method;
+  /// --recompute-num-layers (Bridge model.recompute_num_layers).
+  std::optional<int64_t> recompute_num_layers;
   bool fp8 = false;                             ///< --fp8-format set
 
   // Launch.
@@ -83,6 +87,10 @@ struct MegatronConfig {
   std::map<std::string, int> columns;
   /// Flags hcpsim does not model, as "--flag value" text, in input order (printed "ignored (not modelled): ...").
   std::vector<std::string> ignored;
+  /// Settings that change the model in ways hcpsim cannot simulate (MoE, MLA, multi-token prediction, hybrid
+  /// Mamba), as "--flag value" (or "model.key value") text in input order. The import refuses them unless
+  /// --allow-unmodelled is given; then the scenario records them in a comment (interop::unmodelled_setting).
+  std::vector<std::string> unmodelled;
   /// Facts the user should know (defaults applied, values taken from elsewhere, shell text not resolved).
   std::vector<std::string> notes;
 

@@ -93,6 +93,21 @@ struct MemoryBreakdown {
 /// docs).
 double activation_bytes_per_layer(const Scenario& scenario);
 
+/// What full recompute does on one pipeline stage of `stage_layers` layers split into V model chunks (V =
+/// virtual_pipeline_model_parallel_size, chunk j holding stage_layers / V layers, the first stage_layers % V one
+/// more), per micro-batch. Source: Megatron-LM megatron/core/transformer/transformer_block.py
+/// _checkpointed_forward: uniform = each chunk's layers in groups of N = recompute_num_layers, the group input
+/// saved and the whole group rerun in backward (its N layers' activations live at once); block = the first N
+/// layers of each chunk checkpointed one by one, the others keep their activations.
+struct RecomputePlan {
+  int64_t recomputed_layers = 0;  ///< layers whose forward runs again in backward
+  int64_t saved_inputs = 0;       ///< checkpoint inputs kept (t·h·e each, /TP with SP)
+  int64_t full_layers = 0;        ///< layers keeping all their activations
+  int64_t working_layers = 0;     ///< layers whose full activations are rebuilt at once during backward
+};
+/// none / selective: nothing recomputed (full_layers = stage_layers).
+RecomputePlan recompute_plan(const Scenario& scenario, int64_t stage_layers);
+
 /// Memory per GPU. @param data_parallel_size resolved DP; @param num_microbatches m = global batch / (b·DP);
 /// @param cp_attention_buffer_bytes transient attention buffers from the simulator (≥ 0).
 /// Stages hold pipeline_split(scenario) layers. In-flight micro-batches of stage k: PP − k, or with V model chunks
@@ -100,8 +115,9 @@ double activation_bytes_per_layer(const Scenario& scenario);
 /// chunk micro-batches; Korthikanti et al. 2022 §4.2.3), capped by m (Megatron caps the warm-up at m·V chunks).
 /// The first stage, the fullest middle stage (stage 1) and the last stage are evaluated; the worst is reported
 /// (MemoryBreakdown::pipeline_stage). training.fp8 adds TE's cached FP8 weight copies (weight and transpose, 2 B
-/// per linear weight). The logits are on the last stage only. Full recompute adds one layer's full activations (the layer being
-/// recomputed).
+/// per linear weight). The logits are on the last stage only. Full recompute (recompute_plan): saved inputs and
+/// the full activations of the layers not recomputed, per in-flight micro-batch, plus the full activations of the
+/// working layers (the group being recomputed) once.
 /// Source: Megatron-LM docs, distributed optimizer: 18 bytes / parameter without it (2 param + 4 grad + 12
 /// optimizer) and 6 + 12/d with it; the optimizer shards over DP·CP (docs/architecture.md "Numbers we stand on").
 /// @throws InputError without model.vocab_size.

@@ -49,6 +49,11 @@ struct StepResult {
   TimePs layer_forward_ps = 0;         ///< layer.forward_ps
   TimePs layer_backward_ps = 0;        ///< layer.total_ps − layer.forward_ps (recompute included)
   TimePs layer_exposed_comm_ps = 0;    ///< max over ranks of RankStats::exposed_comm_ps of the layer
+  /// Backward of a layer that is not recomputed (recompute_method block leaves some): the layer simulated without
+  /// recompute; equals layer_backward_ps when every layer (or none) is recomputed.
+  TimePs layer_backward_no_recompute_ps = 0;
+  std::vector<int64_t> stage_recomputed_layers;  ///< per stage: layers whose forward reruns (recompute_plan)
+  double layer_no_recompute_flops = 0;  ///< FLOPs of the layer without recompute, all TP·CP ranks (block recompute)
   TimePs output_layer_forward_ps = 0;  ///< logits GEMM + loss + embedding lookup, cost model
   TimePs output_layer_backward_ps = 0;
   TimePs pp_message_ps = 0;            ///< one activation message between stages (0 when PP = 1)
