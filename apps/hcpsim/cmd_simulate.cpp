@@ -11,6 +11,8 @@
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/io/chrome_trace.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/simulator.hpp"
@@ -137,6 +139,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
              cl.gpu.attn_fwd_table.empty() ? "; no efficiency table: the scalar attn_fwd_efficiency is used" : "");
   print_warnings(report);
   const int64_t layers = s.model.num_layers;
+  const Provenance provenance = scenario_provenance(s, c.overrides);
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
@@ -209,11 +212,15 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     }
     const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
     if (!out.trace.empty()) {
-      sim::write_chrome_trace(out.trace + suffix, r);
+      TraceTimeline timeline = sim::trace_timeline(r);
+      timeline.provenance = provenance;
+      write_chrome_trace(out.trace + suffix, timeline);
       fmt::print("  wrote Chrome trace {}\n", out.trace + suffix);
     }
     if (!out.summary.empty()) {
-      sim::write_summary_json(out.summary + suffix, r, step ? &*step : nullptr, cl.gpu.calibration);
+      write_output_file(out.summary + suffix,
+                        with_provenance(sim::summary_json(r, step ? &*step : nullptr, cl.gpu.calibration), provenance),
+                        "summary");
       fmt::print("  wrote summary {}\n", out.summary + suffix);
     }
     if (!out.links.empty()) {

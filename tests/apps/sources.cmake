@@ -4,4 +4,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/step_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/collective_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/import_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compare_cli_test.cpp
 )

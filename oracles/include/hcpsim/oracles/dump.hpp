@@ -40,11 +40,16 @@ struct DumpContents {
 /// @throws InputError (key "--dump") when the file cannot be created or written.
 void write_dump(const std::string& path, const DumpContents& contents, const std::vector<std::string>& omit = {});
 
+/// The output tensors of a dump by the names `compare --tensors` takes: out, softmax_lse, dq, dk, dv (the
+/// datasets of softmax_lse are named "lse").
+const std::vector<std::string>& dump_tensor_names();
+
 /// Reads a dump. /metrics and /meta attributes are optional (a user's own file may lack them); every
-/// dataset of /inputs, /reference and /hcp is required and must have a consistent shape.
+/// dataset of /inputs is required, and of /reference and /hcp those of `tensors` (names of dump_tensor_names; empty:
+/// all five), all with a consistent shape. Tensors not selected are left empty.
 /// @throws InputError (located at the file path, empty key) for a file that is not HDF5, is truncated, lacks a dataset, or has
 ///   a dataset of the wrong rank or shape, naming the dataset and the fix.
-DumpContents read_dump(const std::string& path);
+DumpContents read_dump(const std::string& path, const std::vector<std::string>& tensors = {});
 
 /// Result of comparing dump `b` against dump `a`.
 struct DumpComparison {
@@ -61,9 +66,12 @@ struct DumpComparison {
 double default_compare_tolerance(Dtype dtype);
 
 /// Compares b:/hcp with a:/hcp elementwise like torch.allclose (|b − a| ≤ atol + rtol·|a|, NaN/inf mismatch =
-/// violation) and reports the error table. Inputs must be identical.
-/// @throws InputError when the dumps' inputs or shapes differ (they are not the same problem).
+/// violation) and reports the error table, for the tensors named in `tensors` (empty: all five, in the order of
+/// dump_tensor_names). Inputs must be identical.
+/// @throws InputError when the dumps' inputs differ (they are not the same problem), or when the compared tensors
+///   of `a` hold no element at all (a comparison of nothing is no verdict).
 DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, double rtol, double atol,
-                             const std::string& a_path, const std::string& b_path);
+                             const std::string& a_path, const std::string& b_path,
+                             const std::vector<std::string>& tensors = {});
 
 }  // namespace hcpsim
