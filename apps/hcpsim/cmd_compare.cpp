@@ -35,9 +35,9 @@ std::vector<std::string> selected_tensors(const std::vector<std::string>& given)
   return out;
 }
 
-/// One /meta provenance value as text, "(absent)" when the file has none.
+/// One /meta provenance value as text, "(absent)" when the file has none, "-" when it is empty.
 std::string meta_value(const DumpContents& d, const std::string& key) {
-  if (const auto it = d.meta_text.find(key); it != d.meta_text.end()) return it->second;
+  if (const auto it = d.meta_text.find(key); it != d.meta_text.end()) return it->second.empty() ? "-" : it->second;
   if (const auto it = d.meta_number.find(key); it != d.meta_number.end()) return fmt::format("{}", it->second);
   return "(absent)";
 }

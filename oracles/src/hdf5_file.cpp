@@ -22,7 +22,10 @@ void write_file(const std::string& path, const std::string& what, const std::str
   {
     Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     H5Pset_obj_track_times(fcpl.get(), false);  // the root group
-    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose);
+    // The 1.8 file format: the oldest with dense attribute storage (/meta, Writer::group), read by every h5py.
+    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
+    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
     if (!file.ok()) {
       discard_output_temp(tmp);
       throw InputError(SourceLoc{}, option, "cannot create '" + tmp + "'", "check that the directory exists");

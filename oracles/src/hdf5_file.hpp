@@ -62,17 +62,22 @@ class Writer {
     gcpl_ = H5Pcreate(H5P_GROUP_CREATE);
     dcpl_ = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_obj_track_times(gcpl_, false);
+    meta_gcpl_ = H5Pcopy(gcpl_);
+    // Dense attribute storage: a compact attribute must fit 64 KiB, and the effective scenario YAML of a preset
+    // with its efficiency tables is already ~45 KB.
+    H5Pset_attr_phase_change(meta_gcpl_, 0, 0);
     H5Pset_obj_track_times(dcpl_, false);
   }
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
   ~Writer() {
     H5Pclose(gcpl_);
+    H5Pclose(meta_gcpl_);
     H5Pclose(dcpl_);
   }
 
   hid_t group(const std::string& name) {
-    const hid_t g = H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, gcpl_, H5P_DEFAULT);
+    const hid_t g = H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, name == "/meta" ? meta_gcpl_ : gcpl_, H5P_DEFAULT);
     check(g >= 0, "create group " + name);
     groups_.push_back(g);
     return g;
@@ -159,7 +164,7 @@ class Writer {
  private:
   std::string path_;
   hid_t file_;
-  hid_t gcpl_ = -1, dcpl_ = -1;
+  hid_t gcpl_ = -1, meta_gcpl_ = -1, dcpl_ = -1;
   std::vector<hid_t> groups_;
 };
 

@@ -243,3 +243,22 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
   REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: a dump stores an effective scenario larger than an HDF5 compact attribute (64 KiB)", "[apps]") {
+  const fs::path dir = fresh_dir("hcpsim_provenance_large");
+  std::string yaml = slurp(std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  const std::string long_name(70000, 'x');
+  yaml.replace(yaml.find("name: llama32_1b_cp4_a2a_p2p"), 28, "name: " + long_name);
+  const fs::path scenario = dir / "large.yaml";
+  std::ofstream(scenario) << yaml;
+  const std::string a = (dir / "a.h5").string(), b = (dir / "b.h5").string();
+  for (const std::string& d : {a, b}) {
+    const auto r = run_hcpsim("verify " + scenario.string() + " model.seq_length=64 --dump " + d);
+    REQUIRE(r.exit_code == 0);
+  }
+  const hcpsim::DumpContents c = hcpsim::read_dump(a);
+  REQUIRE(c.meta_text.at("scenario_yaml").size() > 70000);
+  REQUIRE(c.meta_text.at("scenario_yaml").find("name: " + long_name + "\n") != std::string::npos);
+  REQUIRE(slurp(a) == slurp(b));  // still byte-identical run to run
+  fs::remove_all(dir);
+}

@@ -2,16 +2,18 @@
 /// HDF5 dumps of a verification run, and their comparison (`hcpsim verify --dump`, `hcpsim compare`).
 ///
 /// Layout (documented for users in the README, "HDF5 dump layout"):
-///   /meta       attributes: scenario_yaml, seed, dtype, backend, hcpsim_version, x86_level, attn_mask_type,
-///               qkv_format, cp_comm_type, a2a_size, p2p_size, softmax_scale, causal
+///   /meta       attributes: scenario_yaml (the effective scenario), scenario_digest, overrides (a JSON array),
+///               seed, hcpsim_version, compiler, x86_level, cuda (provenance, io/provenance.hpp); dtype, backend,
+///               attn_mask_type, qkv_format, cp_comm_type, a2a_size, p2p_size, softmax_scale, causal,
+///               input_distribution, inject (the run); dense attribute storage, so any scenario size fits
 ///   /inputs     q, k, v, do              [b, s, h, d] (bshd)
 ///   /reference  out, lse, dq, dk, dv     float64; lse is [b, h, s]
 ///   /hcp        out, lse, dq, dk, dv     the run's gathered results, global sequence order
 ///   /metrics    one group per tensor with attributes max_abs_err, max_rel_err, rel_l2_err, tolerance, pass
 /// Value types: float64 for fp64 runs and for /reference; float32 otherwise (bf16/fp16 values widened exactly);
 /// lse datasets are float32 unless the run is fp64. With oracle.heads every dataset holds only the checked heads.
-/// Files are written to "<path>.tmp" and renamed on success; object time tracking is off, so the same run gives
-/// byte-identical files.
+/// Files are written to "<path>.tmp" and renamed on success, in the HDF5 1.8 file format; object time tracking is
+/// off, so the same run gives byte-identical files.
 
 #include <cstdint>
 #include <map>
