@@ -106,6 +106,11 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
   for (size_t i : selected) {
     const std::string r = std::string("/reference/") + kTensorNames[i];
     const std::string h = std::string("/hcp/") + kTensorNames[i];
+    for (const std::string& name : {r, h})
+      if (!hdf5::has_dataset(file.get(), name))
+        io_fail(path, "missing dataset " + name,
+                std::string("write it (the README's 'HDF5 dump layout', e.g. with h5py), or leave ") + kMetricNames[i] +
+                    " out of the comparison with compare --tensors (e.g. --tensors out,dq,dk,dv)");
     *output_slot(c.reference, i) = i == 1 ? read_lse(file.get(), path, r) : read_bshd(file.get(), path, r);
     *output_slot(c.hcp, i) = i == 1 ? read_lse(file.get(), path, h) : read_bshd(file.get(), path, h);
   }
