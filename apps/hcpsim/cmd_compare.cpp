@@ -77,7 +77,8 @@ int cmd_compare(const CompareArgs& args) {
              "({})\n",
              args.b_path, args.a_path, atol, rtol,
              args.rtol_given || args.atol_given ? std::string("command line")
-                                                : "default of A's dtype " + to_string(a.dtype));
+             : a.meta_text.count("dtype")       ? "default of A's dtype " + to_string(a.dtype)
+                                                : "default of fp64: A's /meta names no dtype");
   print_provenance_difference(a, b);
   fmt::print("  {:<12} {:<22} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "tensor", "shape", "max_abs_err",
              "max_rel_err", "rel_l2_err", "B_vs_ref", "violations", "result");

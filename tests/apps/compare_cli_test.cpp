@@ -79,6 +79,15 @@ TEST_CASE("apps: compare takes the tolerance from the reference file and refuses
   r = run_hcpsim("compare " + good + " " + bf16 + " --rtol 2e-3");
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.output.find("atol 2.00e-03, rtol 2.00e-03 (command line)") != std::string::npos);
+  // A reference without /meta dtype (a user's own file) is judged at fp64's tolerance, and the header says why.
+  hcpsim::DumpContents plain = hcpsim::read_dump(good);
+  plain.meta_text.erase("dtype");
+  const std::string no_dtype = (dir / "no_dtype.h5").string();
+  hcpsim::write_dump(no_dtype, plain);
+  r = run_hcpsim("compare " + no_dtype + " " + good);
+  REQUIRE(r.exit_code == 0);  // the same values
+  REQUIRE(r.output.find("atol 1.00e-10, rtol 1.00e-10 (default of fp64: A's /meta names no dtype)") !=
+          std::string::npos);
   // A dump whose tensors all have 0 elements compares nothing: refused, not PASS.
   hcpsim::DumpContents zero;
   zero.dtype = hcpsim::Dtype::fp32;
