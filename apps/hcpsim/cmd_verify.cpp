@@ -113,7 +113,7 @@ void VerifyRunner::write_measurements() {
   fmt::print("  {}\n", describe_gpu_run(*gpu_record_));
   if (measured_written_) return;  // the first comm type of a per-layer list, like --dump
   if (!args_.trace_path.empty()) {
-    write_gpu_trace(args_.trace_path, *gpu_record_);
+    write_gpu_trace(args_.trace_path, *gpu_record_, provenance_);
     fmt::print("  measured trace: {}\n", args_.trace_path);
   }
   if (!args_.ops_csv_path.empty()) {
