@@ -11,6 +11,7 @@
 #include "hcpsim/core/cp_variant.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/config/scenario_yaml.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 
 namespace hcpsim::app {
@@ -20,6 +21,10 @@ void add_scenario_args(CLI::App* cmd, Common& c) {
   cmd->add_option("overrides", c.overrides,
                   "Megatron-Bridge style overrides applied before validation, e.g. model.seq_length=131072 "
                   "\"parallel.hierarchical_context_parallel_sizes=[8,2]\"");
+}
+
+Provenance scenario_provenance(const Scenario& s, const std::vector<std::string>& overrides) {
+  return make_provenance(to_yaml(s), overrides, s.oracle.seed);
 }
 
 std::string human_bytes(double b) {

@@ -11,6 +11,7 @@
 #include "hcpsim/config/scenario.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/config/validation.hpp"
+#include "hcpsim/io/provenance.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 namespace hcpsim::app {
@@ -45,6 +46,9 @@ void print_warnings(const ValidationReport& r);
 void print_layout(const Scenario& s, CpCommType type, int64_t dp);
 /// Prints every rank's ops, one line each.
 void print_schedule(const Schedule& s);
+/// What produced a run of `s` (loaded with `overrides`): the build, config to_yaml(s) as the effective scenario,
+/// the overrides and oracle.seed.
+Provenance scenario_provenance(const Scenario& s, const std::vector<std::string>& overrides);
 /// The scenario's distinct comm types (every one has a schedule builder, all_gather included).
 std::vector<CpCommType> buildable_types(const Scenario& s);
 
@@ -61,5 +65,7 @@ CLI::App* add_calibrate_command(CLI::App& app, int& exit_code);
 CLI::App* add_plan_command(CLI::App& app, int& exit_code);
 CLI::App* add_diff_command(CLI::App& app, int& exit_code);
 CLI::App* add_collective_command(CLI::App& app, int& exit_code);
+CLI::App* add_shard_command(CLI::App& app, int& exit_code);
+CLI::App* add_gather_command(CLI::App& app, int& exit_code);
 
 }  // namespace hcpsim::app

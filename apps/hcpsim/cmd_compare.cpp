@@ -13,30 +13,73 @@ namespace {
 /// Options of `hcpsim compare`.
 struct CompareArgs {
   std::string a_path, b_path;
-  double rtol = 0;  ///< used when rtol_given; else default_compare_tolerance of the coarser dtype
+  double rtol = 0;  ///< used when rtol_given; else default_compare_tolerance of A's dtype
   double atol = 0;  ///< used when atol_given; else rtol
   bool rtol_given = false;
   bool atol_given = false;
+  std::vector<std::string> tensors;  ///< --tensors; empty: all five
 };
 
+/// The --tensors names as dump_tensor_names spells them ("lse" is accepted for softmax_lse).
+std::vector<std::string> selected_tensors(const std::vector<std::string>& given) {
+  std::vector<std::string> out;
+  const auto& names = dump_tensor_names();
+  for (std::string t : given) {
+    if (t == "lse") t = "softmax_lse";
+    if (std::find(names.begin(), names.end(), t) == names.end())
+      throw InputError(SourceLoc{}, "--tensors", fmt::format("unknown tensor '{}'", t),
+                       "name tensors of /hcp, comma separated: out, softmax_lse, dq, dk, dv (e.g. --tensors "
+                       "out,dq,dk,dv when your framework returns no softmax_lse)");
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
+/// One /meta provenance value as text, "(absent)" when the file has none, "-" when it is empty.
+std::string meta_value(const DumpContents& d, const std::string& key) {
+  if (const auto it = d.meta_text.find(key); it != d.meta_text.end()) return it->second.empty() ? "-" : it->second;
+  if (const auto it = d.meta_number.find(key); it != d.meta_number.end()) return fmt::format("{}", it->second);
+  return "(absent)";
+}
+
+/// Prints both files' provenance, one row per key, when any key differs (the scenario YAML by its digest).
+void print_provenance_difference(const DumpContents& a, const DumpContents& b) {
+  static const char* const keys[] = {"hcpsim_version", "compiler", "x86_level",   "cuda",  "backend",
+                                     "dtype",          "seed",     "cp_comm_type", "inject", "overrides",
+                                     "scenario_digest"};
+  bool differs = false;
+  for (const char* k : keys) differs = differs || meta_value(a, k) != meta_value(b, k);
+  if (!differs) return;
+  fmt::print("  provenance differs (/meta; * marks a difference):\n");
+  fmt::print("    {:<17} {:<34} {}\n", "", "A", "B");
+  for (const char* k : keys) {
+    const std::string va = meta_value(a, k), vb = meta_value(b, k);
+    fmt::print("  {} {:<17} {:<34} {}\n", va == vb ? ' ' : '*', k, va, vb);
+  }
+}
+
 int cmd_compare(const CompareArgs& args) {
-  const DumpContents a = read_dump(args.a_path);
-  const DumpContents b = read_dump(args.b_path);
-  // the coarser of the two dtypes decides the default tolerance
-  auto coarseness = [](Dtype d) { return d == Dtype::fp64 ? 0 : d == Dtype::fp32 ? 1 : d == Dtype::fp16 ? 2 : 3; };
-  const Dtype coarse = coarseness(a.dtype) >= coarseness(b.dtype) ? a.dtype : b.dtype;
+  const std::vector<std::string> tensors = selected_tensors(args.tensors);
+  const DumpContents a = read_dump(args.a_path, tensors);
+  const DumpContents b = read_dump(args.b_path, tensors);
   for (const auto& [value, given, option] :
        {std::tuple{args.rtol, args.rtol_given, "--rtol"}, std::tuple{args.atol, args.atol_given, "--atol"}}) {
     if (given && !(value >= 0 && std::isfinite(value)))
       throw InputError(SourceLoc{}, option, fmt::format("{} is not a tolerance", value),
-                       "pass a finite value >= 0, or leave it out for the dtype's default");
+                       "pass a finite value >= 0, or leave it out for the default of A's dtype");
   }
-  const double rtol = args.rtol_given ? args.rtol : default_compare_tolerance(coarse);
+  // The reference (A) decides the default tolerance: the file under test must not choose how strictly it is judged.
+  const double rtol = args.rtol_given ? args.rtol : default_compare_tolerance(a.dtype);
   // --atol defaults to --rtol when only --rtol is given, else to the dtype's default.
   const double atol = args.atol_given ? args.atol : rtol;
-  const DumpComparison r = compare_dumps(a, b, rtol, atol, args.a_path, args.b_path);
-  fmt::print("compare {} (B) against {} (A): /hcp elementwise |B - A| <= atol + rtol*|A|, atol {:.2e}, rtol {:.2e}\n",
-             args.b_path, args.a_path, atol, rtol);
+  const DumpComparison r = compare_dumps(a, b, rtol, atol, args.a_path, args.b_path, tensors);
+  fmt::print("compare {} (B) against {} (A): /hcp elementwise |B - A| <= atol + rtol*|A|, atol {:.2e}, rtol {:.2e} "
+             "({})\n",
+             args.b_path, args.a_path, atol, rtol,
+             args.rtol_given || args.atol_given ? std::string("command line")
+             : a.meta_text.count("dtype")       ? "default of A's dtype " + to_string(a.dtype)
+                                                : "default of fp64: A's /meta names no dtype");
+  print_provenance_difference(a, b);
   fmt::print("  {:<12} {:<22} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "tensor", "shape", "max_abs_err",
              "max_rel_err", "rel_l2_err", "B_vs_ref", "violations", "result");
   for (size_t i = 0; i < r.tensors.size(); ++i) {
@@ -65,12 +108,18 @@ int cmd_compare(const CompareArgs& args) {
 CLI::App* add_compare_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("compare", "compare two HDF5 dumps (hcpsim verify --dump, or your own tensors)");
   auto args = std::make_shared<CompareArgs>();
-  cmd->add_option("a", args->a_path, "first dump (its /hcp is the baseline, its /reference the fp64 truth)")
+  cmd->add_option("a", args->a_path,
+                  "reference dump (its /hcp is the baseline, its /reference the fp64 truth, its dtype the default "
+                  "tolerance)")
       ->required();
-  cmd->add_option("b", args->b_path, "second dump")->required();
-  cmd->add_option("--rtol", args->rtol, "relative tolerance (default by dtype: fp64 1e-10, fp32 1e-5, bf16 2.5e-2, "
-                                        "fp16 5e-3)");
+  cmd->add_option("b", args->b_path, "dump under test")->required();
+  cmd->add_option("--rtol", args->rtol, "relative tolerance (default by A's dtype: fp64 1e-10, fp32 1e-5, bf16 "
+                                        "2.5e-2, fp16 5e-3)");
   cmd->add_option("--atol", args->atol, "absolute tolerance (default: as rtol)");
+  cmd->add_option("--tensors", args->tensors,
+                  "compare only these tensors of /hcp (comma separated: out, softmax_lse, dq, dk, dv; default all); "
+                  "the others may be absent from both files")
+      ->delimiter(',');
   cmd->callback([&exit_code, args, cmd] {
     args->rtol_given = cmd->get_option("--rtol")->count() > 0;
     args->atol_given = cmd->get_option("--atol")->count() > 0;

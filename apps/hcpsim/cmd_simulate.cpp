@@ -11,6 +11,8 @@
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/io/chrome_trace.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/simulator.hpp"
@@ -144,6 +146,27 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));
 }
 
+/// Writes the --trace, --summary and --links files of one comm type (`suffix` tells comm types apart), the trace
+/// and the summary with the run's provenance.
+void write_outputs(const SimulateOutputs& out, const std::string& suffix, const sim::SimResult& r,
+                   const sim::StepResult* step, const std::string& calibration, const Provenance& provenance) {
+  if (!out.trace.empty()) {
+    TraceTimeline timeline = sim::trace_timeline(r);
+    timeline.provenance = provenance;
+    write_chrome_trace(out.trace + suffix, timeline);
+    fmt::print("  wrote Chrome trace {}\n", out.trace + suffix);
+  }
+  if (!out.summary.empty()) {
+    write_output_file(out.summary + suffix, with_provenance(sim::summary_json(r, step, calibration), provenance),
+                      "summary");
+    fmt::print("  wrote summary {}\n", out.summary + suffix);
+  }
+  if (!out.links.empty()) {
+    sim::write_links_csv(out.links + suffix, r);
+    fmt::print("  wrote link usage {}\n", out.links + suffix);
+  }
+}
+
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   const auto report = validate_scenario(s, ValidationScope::placement);
@@ -157,6 +180,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
              cl.gpu.attn_fwd_table.empty() ? "; no efficiency table: the scalar attn_fwd_efficiency is used" : "");
   print_warnings(report);
   const int64_t layers = s.model.num_layers;
+  const Provenance provenance = scenario_provenance(s, c.overrides);
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
@@ -227,19 +251,8 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
       fmt::print("\nwhole training step: not computed (model.vocab_size is not set; add it, e.g. "
                  "model.vocab_size=128256 for Llama 3, to get time per iteration, TFLOP/s per GPU and memory)\n");
     }
-    const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
-    if (!out.trace.empty()) {
-      sim::write_chrome_trace(out.trace + suffix, r);
-      fmt::print("  wrote Chrome trace {}\n", out.trace + suffix);
-    }
-    if (!out.summary.empty()) {
-      sim::write_summary_json(out.summary + suffix, r, step ? &*step : nullptr, cl.gpu.calibration);
-      fmt::print("  wrote summary {}\n", out.summary + suffix);
-    }
-    if (!out.links.empty()) {
-      sim::write_links_csv(out.links + suffix, r);
-      fmt::print("  wrote link usage {}\n", out.links + suffix);
-    }
+    write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
+                  provenance);
   }
   return kExitOk;
 }

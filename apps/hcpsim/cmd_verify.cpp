@@ -57,7 +57,8 @@ nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const
 /// One `verify` run over the scenario's comm types: the backend, and what has been written so far.
 class VerifyRunner {
  public:
-  VerifyRunner(const VerifySetup& setup, const VerifyArgs& args) : setup_(setup), args_(args) {}
+  VerifyRunner(const VerifySetup& setup, const VerifyArgs& args, const Provenance& provenance)
+      : setup_(setup), args_(args), provenance_(provenance) {}
 
   /// The backend that executes schedules, at precision `d` (the bf16_accumulation report runs another dtype).
   ScheduleRunner runner_for(Dtype d) {
@@ -91,6 +92,7 @@ class VerifyRunner {
 
   const VerifySetup& setup_;
   const VerifyArgs& args_;
+  const Provenance& provenance_;  ///< the effective scenario, with --dtype and --inject in its oracle block
   std::shared_ptr<GpuRunRecord> gpu_record_;  ///< the measurements of the latest GPU run
   bool dumped_ = false, measured_written_ = false, all_pass_ = true, any_precision_limited_ = false;
   nlohmann::json json_runs_ = nlohmann::json::array();
@@ -116,7 +118,7 @@ void VerifyRunner::write_measurements() {
   fmt::print("  {}\n", describe_gpu_run(*gpu_record_));
   if (measured_written_) return;  // the first comm type of a per-layer list, like --dump
   if (!args_.trace_path.empty()) {
-    write_gpu_trace(args_.trace_path, *gpu_record_);
+    write_gpu_trace(args_.trace_path, *gpu_record_, provenance_);
     fmt::print("  measured trace: {}\n", args_.trace_path);
   }
   if (!args_.ops_csv_path.empty()) {
@@ -137,11 +139,16 @@ void VerifyRunner::write_dump_once(CpCommType t, const CpLayout& layout, const H
   d.reference = run.reference;
   d.hcp = run.hcp;
   d.metrics = run.report.tensors;
-  d.meta_text = {{"scenario_yaml", read_text(s.source_path)},
+  const Provenance& p = provenance_;
+  d.meta_text = {{"scenario_yaml", p.scenario_yaml},
+                 {"scenario_digest", p.scenario_digest},
+                 {"overrides", nlohmann::json(p.overrides).dump()},  // a JSON array of strings
                  {"dtype", to_string(setup_.dtype)},
                  {"backend", args_.backend},
-                 {"hcpsim_version", hcpsim_version()},
-                 {"x86_level", build_x86_level()},
+                 {"hcpsim_version", p.hcpsim_version},
+                 {"compiler", p.compiler},
+                 {"x86_level", p.x86_level},
+                 {"cuda", p.cuda ? "on" : "off"},
                  {"attn_mask_type", to_string(s.model.attn_mask_type)},
                  {"qkv_format", to_string(s.model.qkv_format)},
                  {"cp_comm_type", to_string(t)},
@@ -224,7 +231,13 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
   check_output_path(args.dump_path, "--dump");
   print_header(s);
   print_warnings(setup.report);
-  VerifyRunner runner(setup, args);
+  // The effective scenario: the file after the overrides, with the --dtype and --inject the run used, so running
+  // verify on it alone reproduces the run.
+  Scenario effective = s;
+  effective.oracle.dtype = setup.dtype;
+  if (setup.fault) effective.oracle.inject = to_string(*setup.fault);
+  const Provenance provenance = scenario_provenance(effective, c.overrides);
+  VerifyRunner runner(setup, args, provenance);
   for (CpCommType t : types) runner.verify(t);
   if (!args.json_path.empty()) {
     nlohmann::json j;
@@ -232,7 +245,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
     j["pass"] = runner.result() == "pass";
     j["result"] = runner.result();
     j["runs"] = runner.runs();
-    write_output_file(args.json_path, j.dump(2) + "\n", "JSON summary", "--json");
+    write_output_file(args.json_path, with_provenance(j.dump(), provenance), "JSON summary", "--json");
   }
   return runner.all_pass() ? kExitOk : kExitFailed;
 }

@@ -19,6 +19,8 @@ int run(int argc, char** argv) {
   add_verify_command(app, exit_code);
   add_simulate_command(app, exit_code);
   add_compare_command(app, exit_code);
+  add_shard_command(app, exit_code);
+  add_gather_command(app, exit_code);
   add_replay_command(app, exit_code);
   add_import_command(app, exit_code);
   add_check_log_command(app, exit_code);

@@ -60,8 +60,10 @@ std::string describe_gpu_run(const GpuRunRecord& record) {
                      r.tensor_core_blocks, r.clear_blocks);
 }
 
-void write_gpu_trace(const std::string& path, const GpuRunRecord& record) {
-  write_chrome_trace(path, gpu::measured_timeline(record.run));
+void write_gpu_trace(const std::string& path, const GpuRunRecord& record, const Provenance& provenance) {
+  TraceTimeline timeline = gpu::measured_timeline(record.run);
+  timeline.provenance = provenance;
+  write_chrome_trace(path, timeline);
 }
 
 void write_gpu_ops_csv(const std::string& path, const GpuRunRecord& record) {

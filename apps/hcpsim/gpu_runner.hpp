@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "hcpsim/io/provenance.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 namespace hcpsim::app {
@@ -35,8 +36,9 @@ ScheduleRunner make_gpu_runner(const GpuVerifyOptions& options, std::shared_ptr<
 std::string describe_gpu_run(const GpuRunRecord& record);
 
 /// Writes the measured timeline as a Chrome trace laid out like the simulator's (gpu::measured_timeline: one thread
-/// per rank and stream; single-device runs show each virtual rank as its own GPU) — temporary file, then rename.
-void write_gpu_trace(const std::string& path, const GpuRunRecord& record);
+/// per rank and stream; single-device runs show each virtual rank as its own GPU), with `provenance` as its
+/// "otherData" — temporary file, then rename.
+void write_gpu_trace(const std::string& path, const GpuRunRecord& record, const Provenance& provenance);
 
 /// Writes the per-op CSV that `hcpsim calibrate` reads (gpu::measured_ops_csv).
 void write_gpu_ops_csv(const std::string& path, const GpuRunRecord& record);

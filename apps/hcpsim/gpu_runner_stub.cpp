@@ -20,7 +20,7 @@ bool gpu_backend_built() { return false; }
 void require_gpu(const GpuVerifyOptions&) { no_gpu_backend(); }
 ScheduleRunner make_gpu_runner(const GpuVerifyOptions&, std::shared_ptr<GpuRunRecord>&) { no_gpu_backend(); }
 std::string describe_gpu_run(const GpuRunRecord&) { no_gpu_backend(); }
-void write_gpu_trace(const std::string&, const GpuRunRecord&) { no_gpu_backend(); }
+void write_gpu_trace(const std::string&, const GpuRunRecord&, const Provenance&) { no_gpu_backend(); }
 void write_gpu_ops_csv(const std::string&, const GpuRunRecord&) { no_gpu_backend(); }
 std::string gpu_backend_name(const GpuRunRecord&) { no_gpu_backend(); }
 std::string gpu_device_name(const GpuRunRecord&) { no_gpu_backend(); }

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include <fmt/core.h>
@@ -138,11 +137,6 @@ void check_output_path(const std::string& path, const char* option) {
   if (!dir.empty() && !std::filesystem::is_directory(dir))
     throw InputError(SourceLoc{}, option, "directory '" + dir.string() + "' does not exist",
                      "create it first or choose another path");
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 std::string injector_list() {

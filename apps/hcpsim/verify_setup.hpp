@@ -60,9 +60,6 @@ void check_reference(const DumpContents& d, const std::string& path, const Atten
 /// @throws InputError naming `option`.
 void check_output_path(const std::string& path, const char* option);
 
-/// The whole content of `path` ("" when it cannot be read): the scenario text stored in dumps.
-std::string read_text(const std::string& path);
-
 /// One line per fault injector: name and description.
 std::string injector_list();
 

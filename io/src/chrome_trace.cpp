@@ -49,6 +49,7 @@ std::string chrome_trace_json(const TraceTimeline& timeline) {
                           {"args", std::move(args)}});
   }
   Json trace{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)}};
+  if (timeline.provenance) trace["otherData"] = Json::parse(provenance_json(*timeline.provenance));
   return trace.dump(1) + "\n";
 }
 

@@ -6,11 +6,13 @@
 /// Source: Google, "Trace Event Format" (complete events ph "X", metadata events ph "M", ts and dur in µs).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "hcpsim/core/schedule.hpp"
+#include "hcpsim/io/provenance.hpp"
 
 namespace hcpsim {
 
@@ -69,11 +71,13 @@ struct TraceTimeline {
   std::vector<TraceProcess> processes;
   std::vector<TraceThread> threads;
   std::vector<TraceSlice> slices;
+  /// What produced the trace; written as the trace's "otherData" (the format's metadata object) when set.
+  std::optional<Provenance> provenance;
 };
 
 /// {"displayTimeUnit": "ns", "traceEvents": [...]}: per process its process_name and process_sort_index events,
 /// then every thread_name event, then every slice ({name, cat, ph "X", pid, tid, ts, dur, args}), indented by one
-/// space per level and ended by a newline.
+/// space per level and ended by a newline; with a provenance, a last key "otherData" holds provenance_json.
 std::string chrome_trace_json(const TraceTimeline& timeline);
 
 /// Writes chrome_trace_json(timeline) to `path` through the output writer (temporary file, then rename).

@@ -2,16 +2,18 @@
 /// HDF5 dumps of a verification run, and their comparison (`hcpsim verify --dump`, `hcpsim compare`).
 ///
 /// Layout (documented for users in the README, "HDF5 dump layout"):
-///   /meta       attributes: scenario_yaml, seed, dtype, backend, hcpsim_version, x86_level, attn_mask_type,
-///               qkv_format, cp_comm_type, a2a_size, p2p_size, softmax_scale, causal
+///   /meta       attributes: scenario_yaml (the effective scenario), scenario_digest, overrides (a JSON array),
+///               seed, hcpsim_version, compiler, x86_level, cuda (provenance, io/provenance.hpp); dtype, backend,
+///               attn_mask_type, qkv_format, cp_comm_type, a2a_size, p2p_size, softmax_scale, causal,
+///               input_distribution, inject (the run); dense attribute storage, so any scenario size fits
 ///   /inputs     q, k, v, do              [b, s, h, d] (bshd)
 ///   /reference  out, lse, dq, dk, dv     float64; lse is [b, h, s]
 ///   /hcp        out, lse, dq, dk, dv     the run's gathered results, global sequence order
 ///   /metrics    one group per tensor with attributes max_abs_err, max_rel_err, rel_l2_err, tolerance, pass
 /// Value types: float64 for fp64 runs and for /reference; float32 otherwise (bf16/fp16 values widened exactly);
 /// lse datasets are float32 unless the run is fp64. With oracle.heads every dataset holds only the checked heads.
-/// Files are written to "<path>.tmp" and renamed on success; object time tracking is off, so the same run gives
-/// byte-identical files.
+/// Files are written to "<path>.tmp" and renamed on success, in the HDF5 1.8 file format; object time tracking is
+/// off, so the same run gives byte-identical files.
 
 #include <cstdint>
 #include <map>
@@ -40,11 +42,16 @@ struct DumpContents {
 /// @throws InputError (key "--dump") when the file cannot be created or written.
 void write_dump(const std::string& path, const DumpContents& contents, const std::vector<std::string>& omit = {});
 
+/// The output tensors of a dump by the names `compare --tensors` takes: out, softmax_lse, dq, dk, dv (the
+/// datasets of softmax_lse are named "lse").
+const std::vector<std::string>& dump_tensor_names();
+
 /// Reads a dump. /metrics and /meta attributes are optional (a user's own file may lack them); every
-/// dataset of /inputs, /reference and /hcp is required and must have a consistent shape.
+/// dataset of /inputs is required, and of /reference and /hcp those of `tensors` (names of dump_tensor_names; empty:
+/// all five), all with a consistent shape. Tensors not selected are left empty.
 /// @throws InputError (located at the file path, empty key) for a file that is not HDF5, is truncated, lacks a dataset, or has
 ///   a dataset of the wrong rank or shape, naming the dataset and the fix.
-DumpContents read_dump(const std::string& path);
+DumpContents read_dump(const std::string& path, const std::vector<std::string>& tensors = {});
 
 /// Result of comparing dump `b` against dump `a`.
 struct DumpComparison {
@@ -61,9 +68,12 @@ struct DumpComparison {
 double default_compare_tolerance(Dtype dtype);
 
 /// Compares b:/hcp with a:/hcp elementwise like torch.allclose (|b − a| ≤ atol + rtol·|a|, NaN/inf mismatch =
-/// violation) and reports the error table. Inputs must be identical.
-/// @throws InputError when the dumps' inputs or shapes differ (they are not the same problem).
+/// violation) and reports the error table, for the tensors named in `tensors` (empty: all five, in the order of
+/// dump_tensor_names). Inputs must be identical.
+/// @throws InputError when the dumps' inputs differ (they are not the same problem), or when the compared tensors
+///   of `a` hold no element at all (a comparison of nothing is no verdict).
 DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, double rtol, double atol,
-                             const std::string& a_path, const std::string& b_path);
+                             const std::string& a_path, const std::string& b_path,
+                             const std::vector<std::string>& tensors = {});
 
 }  // namespace hcpsim

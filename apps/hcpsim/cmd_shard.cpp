@@ -1,0 +1,251 @@
+// `hcpsim shard` and `hcpsim gather`: a dump's inputs cut into one CP rank's pieces as the schedule lays them out,
+// and per-rank outputs put back into global tensors, so a user's framework can run one rank and be compared.
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "app_common.hpp"
+#include "hcpsim/core/fault_injection.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/oracles/dump.hpp"
+#include "hcpsim/oracles/rank_file.hpp"
+
+namespace hcpsim::app {
+namespace {
+
+struct ShardArgs {
+  std::string dump, output;
+  int64_t cp_rank = -1;
+  bool outputs = false;  ///< also write the dump's /hcp results of the rank as /outputs
+};
+
+struct GatherArgs {
+  std::string dump, output;
+  std::vector<std::string> ranks;
+};
+
+/// A /meta value the schedule needs; InputError naming it when the dump lacks it.
+double meta_number(const DumpContents& d, const std::string& path, const char* key) {
+  const auto it = d.meta_number.find(key);
+  if (it == d.meta_number.end())
+    throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("no /meta attribute {}", key),
+                     "shard and gather need a dump written by 'hcpsim verify --dump' (its /meta names the schedule)");
+  return it->second;
+}
+
+/// The schedule the dump was made with: its /meta cp_comm_type, a2a_size, p2p_size, causal, softmax_scale and
+/// inject, and the shapes of its tensors (oracle.heads already applied), as cmd_verify built it.
+Schedule dump_schedule(const DumpContents& d, const std::string& path) {
+  const auto type_it = d.meta_text.find("cp_comm_type");
+  const auto type = type_it == d.meta_text.end() ? std::nullopt : parse_cp_comm_type(type_it->second);
+  if (!type)
+    throw InputError(SourceLoc{path, 0, 0, {}}, "", "no valid /meta attribute cp_comm_type",
+                     "shard and gather need a dump written by 'hcpsim verify --dump'");
+  AttentionShape shape;
+  shape.batch = d.inputs.q.batch();
+  shape.seq_length = d.inputs.q.rows();
+  shape.heads_q = d.inputs.q.heads();
+  shape.heads_kv = d.inputs.k.heads();
+  shape.head_dim_qk = d.inputs.q.width();
+  shape.head_dim_v = d.inputs.v.width();
+  shape.causal = meta_number(d, path, "causal") != 0;
+  shape.softmax_scale = meta_number(d, path, "softmax_scale");
+  shape.dtype = d.dtype;
+  const auto A = static_cast<int64_t>(meta_number(d, path, "a2a_size"));
+  const auto P = static_cast<int64_t>(meta_number(d, path, "p2p_size"));
+  Schedule s = build_schedule(*type, CpLayout(A, P, shape.seq_length), shape);
+  const auto inject = d.meta_text.find("inject");
+  if (inject != d.meta_text.end() && !inject->second.empty()) {
+    if (const auto fault = parse_fault_kind(inject->second)) s = inject_fault(s, *fault);
+  }
+  return s;
+}
+
+/// The dataset name of a binding's tensor in rank files and dumps ("dout" is /inputs/do, softmax_lse is lse).
+std::string dataset_name(const std::string& tensor) {
+  return tensor == "dout" ? "do" : tensor == "softmax_lse" ? "lse" : tensor;
+}
+
+/// `global`'s rows bind.tokens and heads [head_begin, head_begin + heads) as a [b, rows, heads, width] tensor.
+RankTensor slice(const HostTensor& global, const IoBinding& bind, int64_t heads) {
+  RankTensor t;
+  t.name = dataset_name(bind.tensor);
+  t.tokens = bind.tokens;
+  t.head_begin = bind.head_begin;
+  const auto rows = static_cast<int64_t>(bind.tokens.size());
+  t.values = HostTensor(global.batch(), rows, heads, global.width());
+  for (int64_t b = 0; b < global.batch(); ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t w = 0; w < global.width(); ++w)
+          t.values(b, r, h, w) = global(b, bind.tokens[static_cast<size_t>(r)], bind.head_begin + h, w);
+  return t;
+}
+
+const HostTensor& global_tensor(const DumpContents& d, const std::string& tensor) {
+  const std::map<std::string, const HostTensor*> all = {
+      {"q", &d.inputs.q},  {"k", &d.inputs.k},   {"v", &d.inputs.v},           {"dout", &d.inputs.dout},
+      {"out", &d.hcp.out}, {"dq", &d.hcp.dq},    {"softmax_lse", &d.hcp.softmax_lse},
+      {"dk", &d.hcp.dk},   {"dv", &d.hcp.dv}};
+  return *all.at(tensor);
+}
+
+/// "0-31,224-255": a token list as ascending runs.
+std::string token_ranges(const std::vector<int64_t>& t) {
+  std::string out;
+  for (size_t i = 0; i < t.size();) {
+    size_t j = i;
+    while (j + 1 < t.size() && t[j + 1] == t[j] + 1) ++j;
+    out += fmt::format("{}{}-{}", out.empty() ? "" : ",", t[i], t[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+/// The /meta of a rank file: the rank, the schedule, and the dump's provenance.
+void fill_rank_meta(RankFile& f, const DumpContents& d, const Schedule& s, int64_t cp_rank) {
+  for (const char* k : {"cp_comm_type", "dtype", "hcpsim_version", "compiler", "x86_level", "cuda",
+                        "scenario_digest", "overrides"})
+    if (const auto it = d.meta_text.find(k); it != d.meta_text.end()) f.meta_text[k] = it->second;
+  for (const char* k : {"a2a_size", "p2p_size", "causal", "softmax_scale", "seed"})
+    if (const auto it = d.meta_number.find(k); it != d.meta_number.end()) f.meta_number[k] = it->second;
+  f.meta_number["cp_rank"] = static_cast<double>(cp_rank);
+  f.meta_number["cp_size"] = static_cast<double>(s.ranks.size());
+}
+
+int cmd_shard(const ShardArgs& a) {
+  const DumpContents d = read_dump(a.dump);
+  const Schedule s = dump_schedule(d, a.dump);
+  const auto cp = static_cast<int64_t>(s.ranks.size());
+  if (a.cp_rank < 0 || a.cp_rank >= cp)
+    throw InputError(SourceLoc{}, "--cp-rank", fmt::format("cp_rank {} is outside the dump's CP group", a.cp_rank),
+                     fmt::format("use 0 ... {} (the dump's {} [A={}, P={}] has {} CP ranks)", cp - 1,
+                                 to_string(s.cp_comm_type), s.a2a_size, s.p2p_size, cp));
+  const RankProgram& prog = s.ranks[static_cast<size_t>(a.cp_rank)];
+  RankFile f;
+  f.float64 = d.dtype == Dtype::fp64;
+  fill_rank_meta(f, d, s, a.cp_rank);
+  auto add = [&](const std::vector<IoBinding>& binds, std::vector<RankTensor>& to) {
+    for (const IoBinding& b : binds) {
+      RankTensor t = slice(global_tensor(d, b.tensor), b, prog.buffers[static_cast<size_t>(b.buffer)].heads);
+      if (std::any_of(to.begin(), to.end(), [&](const RankTensor& x) { return x.name == t.name; }))
+        throw InputError(SourceLoc{}, "--cp-rank", "the rank binds " + b.tensor + " in more than one piece",
+                         "shard supports schedules with one binding per tensor and rank");
+      to.push_back(std::move(t));
+    }
+  };
+  add(prog.inputs, f.inputs);
+  if (a.outputs) add(prog.outputs, f.outputs);
+  write_rank_file(a.output, f);
+  fmt::print("shard {} cp_rank {} of {} ({} [A={}, P={}]) -> {}\n", a.dump, a.cp_rank, cp, to_string(s.cp_comm_type),
+             s.a2a_size, s.p2p_size, a.output);
+  for (const auto* group : {&f.inputs, &f.outputs})
+    for (const RankTensor& t : *group)
+      fmt::print("  {:<8} {:<8} {:<18} heads {}-{}  tokens {}\n", group == &f.inputs ? "/inputs" : "/outputs", t.name,
+                 join({t.values.batch(), t.values.rows(), t.values.heads(), t.values.width()}), t.head_begin,
+                 t.head_begin + t.values.heads() - 1, token_ranges(t.tokens));
+  return kExitOk;
+}
+
+int cmd_gather(const GatherArgs& a) {
+  const DumpContents d = read_dump(a.dump);
+  const Schedule s = dump_schedule(d, a.dump);
+  DumpContents g;
+  g.dtype = d.dtype;
+  g.meta_text = d.meta_text;
+  g.meta_text["backend"] = "gather";
+  g.meta_number = d.meta_number;
+  g.inputs = d.inputs;
+  g.reference = d.reference;
+  // NaN until a rank writes it: a binding that covered no element would show as a non-finite FAIL in compare.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [to, from] : {std::pair{&g.hcp.out, &d.hcp.out}, std::pair{&g.hcp.softmax_lse, &d.hcp.softmax_lse},
+                                 std::pair{&g.hcp.dq, &d.hcp.dq}, std::pair{&g.hcp.dk, &d.hcp.dk},
+                                 std::pair{&g.hcp.dv, &d.hcp.dv}})
+    *to = HostTensor(from->batch(), from->rows(), from->heads(), from->width(), nan);
+  std::map<std::string, HostTensor*> targets = {{"out", &g.hcp.out}, {"lse", &g.hcp.softmax_lse}, {"dq", &g.hcp.dq},
+                                                {"dk", &g.hcp.dk},   {"dv", &g.hcp.dv}};
+  std::set<int64_t> seen;
+  int64_t with_lse = 0;
+  for (const std::string& path : a.ranks) {
+    const RankFile f = read_rank_file(path);
+    const auto cp_rank = static_cast<int64_t>(f.meta_number.at("cp_rank"));
+    if (cp_rank < 0 || cp_rank >= static_cast<int64_t>(s.ranks.size()) || !seen.insert(cp_rank).second)
+      throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("/meta cp_rank {} is outside the dump's {} CP ranks "
+                                                                  "or given twice", cp_rank, s.ranks.size()),
+                       "pass each rank file of 'hcpsim shard --cp-rank g' once");
+    const RankProgram& prog = s.ranks[static_cast<size_t>(cp_rank)];
+    for (const IoBinding& b : prog.outputs) {
+      const std::string name = dataset_name(b.tensor);
+      const auto it = std::find_if(f.outputs.begin(), f.outputs.end(), [&](const RankTensor& t) { return t.name == name; });
+      if (it == f.outputs.end()) {
+        if (name == "lse") continue;  // optional: TE's attention layer does not return it
+        throw InputError(SourceLoc{path, 0, 0, {}}, "", "missing dataset /outputs/" + name,
+                         fmt::format("write your framework's {} of cp_rank {} there, in the layout of /inputs "
+                                     "(rows /tokens/q, heads from head_begin)", name, cp_rank));
+      }
+      if (name == "lse") ++with_lse;
+      const BufferDecl& buf = prog.buffers[static_cast<size_t>(b.buffer)];
+      const std::vector<int64_t> want = {buf.batch, static_cast<int64_t>(b.tokens.size()), buf.heads, buf.width};
+      const HostTensor& v = it->values;
+      if (std::vector<int64_t>{v.batch(), v.rows(), v.heads(), v.width()} != want)
+        throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("/outputs/{} is {} but cp_rank {} holds {}", name,
+                                                                    join({v.batch(), v.rows(), v.heads(), v.width()}),
+                                                                    cp_rank, join(want)),
+                         name == "lse" ? "store softmax_lse as [b, h_local, s_local]"
+                                       : "store it as [b, s_local, h_local, d] like /inputs");
+      HostTensor& t = *targets.at(name);
+      for (int64_t bb = 0; bb < v.batch(); ++bb)
+        for (int64_t r = 0; r < v.rows(); ++r)
+          for (int64_t h = 0; h < v.heads(); ++h)
+            for (int64_t w = 0; w < v.width(); ++w)
+              t(bb, b.tokens[static_cast<size_t>(r)], b.head_begin + h, w) = v(bb, r, h, w);
+    }
+  }
+  if (seen.size() != s.ranks.size())
+    throw InputError(SourceLoc{}, "RANKFILES", fmt::format("{} of the dump's {} CP ranks given", seen.size(),
+                                                           s.ranks.size()),
+                     "pass one rank file per CP rank");
+  const bool lse = with_lse == static_cast<int64_t>(s.ranks.size());
+  if (with_lse != 0 && !lse)
+    throw InputError(SourceLoc{}, "RANKFILES", "only some rank files hold /outputs/lse",
+                     "write softmax_lse for every rank, or for none (then compare --tensors out,dq,dk,dv)");
+  write_dump(a.output, g, lse ? std::vector<std::string>{} : std::vector<std::string>{"/hcp/lse"});
+  fmt::print("gather {} rank files of {} ({} [A={}, P={}]) -> {} (/hcp: out, {}dq, dk, dv)\n", a.ranks.size(), a.dump,
+             to_string(s.cp_comm_type), s.a2a_size, s.p2p_size, a.output, lse ? "lse, " : "");
+  if (!lse) fmt::print("  no softmax_lse given: compare with --tensors out,dq,dk,dv\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+CLI::App* add_shard_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("shard", "write one CP rank's inputs of a dump in the schedule's layout (HDF5), "
+                                          "for your framework");
+  auto a = std::make_shared<ShardArgs>();
+  cmd->add_option("dump", a->dump, "a dump of 'hcpsim verify --dump'")->required();
+  cmd->add_option("--cp-rank", a->cp_rank, "the CP rank g (0 ... cp - 1)")->required();
+  cmd->add_option("-o,--output", a->output, "the rank file to write")->required();
+  cmd->add_flag("--outputs", a->outputs, "also write the dump's /hcp results of this rank as /outputs (what gather "
+                                         "reads; e.g. to check your loader)");
+  cmd->callback([&exit_code, a] { exit_code = cmd_shard(*a); });
+  return cmd;
+}
+
+CLI::App* add_gather_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("gather", "put per-rank /outputs back into global tensors: a dump for 'hcpsim "
+                                           "compare'");
+  auto a = std::make_shared<GatherArgs>();
+  cmd->add_option("dump", a->dump, "the dump the rank files were sharded from")->required();
+  cmd->add_option("rankfiles", a->ranks, "one rank file per CP rank, with /outputs out, dq, dk, dv (lse optional)")
+      ->required();
+  cmd->add_option("-o,--output", a->output, "the dump to write")->required();
+  cmd->callback([&exit_code, a] { exit_code = cmd_gather(*a); });
+  return cmd;
+}
+
+}  // namespace hcpsim::app
