@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "admission.hpp"
 #include "app_common.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
@@ -15,6 +16,7 @@ namespace {
 struct DiffArgs {
   std::string a;
   std::vector<std::string> rest;  ///< [B.yaml] [overrides…]
+  std::string max_memory;         ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
 
 std::string value_text(const sim::DiffRow& r, double v) {
@@ -42,6 +44,9 @@ int cmd_diff(const DiffArgs& args) {
   overrides.assign(args.rest.begin() + static_cast<std::ptrdiff_t>(first), args.rest.end());
   const Scenario sa = load_scenario(args.a);
   const Scenario sb = load_scenario(b_path, overrides);
+  const uint64_t max_memory = max_memory_limit(args.max_memory);
+  admit_simulation(sa, max_memory, "diff (scenario A)");  // before either is simulated
+  admit_simulation(sb, max_memory, "diff (scenario B)");
   const sim::PlanOption a = sim::evaluate_scenario(sa);
   const sim::PlanOption b = sim::evaluate_scenario(sb);
   fmt::print("diff A: {} ({}, {})\n", sa.name, args.a, a.label);
@@ -79,6 +84,7 @@ CLI::App* add_diff_command(CLI::App& app, int& exit_code) {
   cmd->add_option("A", a->a, "scenario A (YAML)")->required();
   cmd->add_option("B_or_overrides", a->rest,
                   "scenario B, or overrides applied to A to make B (a B file followed by overrides: they apply to B)");
+  add_max_memory_option(cmd, a->max_memory);
   cmd->callback([&exit_code, a] { exit_code = cmd_diff(*a); });
   return cmd;
 }

@@ -7,7 +7,9 @@
 #include <memory>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
+#include "admission.hpp"
 #include "app_common.hpp"
 #include "hcpsim/io/csv.hpp"
 #include "report/plan_chart.hpp"
@@ -29,6 +31,7 @@ struct PlanArgs {
   std::string csv;
   std::string svg;
   int threads = 0;
+  std::string max_memory;  ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
 
 std::vector<int64_t> parse_tp_list(const std::string& text) {
@@ -71,11 +74,21 @@ std::string csv_text(const sim::PlanResult& r) {
 }
 
 int cmd_plan(const PlanArgs& a) {
+  for (const auto& [value, option] : {std::pair{a.cp, "--cp"}, std::pair{a.gpus, "--gpus"}}) {
+    if (value > kMaxPlanGpus || value < 0)
+      throw InputError(SourceLoc{}, option, fmt::format("{} is outside 1..{}", value, kMaxPlanGpus),
+                       fmt::format("use {} {} or fewer (2^17, above the largest training clusters)", option,
+                                   kMaxPlanGpus));
+  }
+  if (a.threads < 0) throw InputError(SourceLoc{}, "--threads", "must be >= 0", "give a thread count, or 0 for all cores");
+  check_thread_count(a.threads, "--threads");
+  const uint64_t max_memory = max_memory_limit(a.max_memory);
   const Scenario s = load_scenario(a.common.scenario_path, a.common.overrides);
   validate_scenario(s, ValidationScope::placement);  // the scenario itself must be valid
+  const int64_t cp_max = a.cp != 0 ? a.cp : (a.gpus != 0 ? a.gpus : s.parallel.context_parallel_size);
+  admit_plan(s, cp_max, a.threads, max_memory, a.gpus != 0 ? "--gpus" : "--cp");
   sim::PlanRequest req;
   if (a.cp != 0) req.cp = a.cp;
-  if (a.threads < 0) throw InputError(SourceLoc{}, "--threads", "must be >= 0", "give a thread count, or 0 for all cores");
   req.threads = a.threads;
   if (a.gpus != 0) req.gpus = a.gpus;
   if (!a.tp.empty()) req.tp = parse_tp_list(a.tp);
@@ -128,6 +141,7 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--csv", a->csv, "write every option (ranked and ruled out) as CSV");
   cmd->add_option("--svg", a->svg, "write a grouped bar chart of the ranked options");
   cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
+  add_max_memory_option(cmd, a->max_memory);
   cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });
   return cmd;
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "admission.hpp"
 #include "app_common.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/io/output_file.hpp"
@@ -187,6 +188,7 @@ bool update_file(const Outcome& o) {
 int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, bool update, bool twice,
                int threads) {
   if (threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  check_thread_count(threads, "--threads");
   const auto files = collect(paths);
   if (files.empty()) throw InputError(SourceLoc{}, "", "no *.yaml scenario files found", "give a folder of scenarios");
   std::vector<Outcome> outcomes;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "admission.hpp"
 #include "app_common.hpp"
 #include "report/kernel_table.hpp"
 #include "hcpsim/config/attention_backend.hpp"
@@ -32,6 +33,7 @@ struct SimulateOutputs {
   std::string summary;
   std::string links;
   bool kernels = false;  ///< --kernels: the busiest CP rank's attention kernels with their shapes and times
+  std::string max_memory;  ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
 
 int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
@@ -168,8 +170,10 @@ void write_outputs(const SimulateOutputs& out, const std::string& suffix, const 
 }
 
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
+  const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   const auto report = validate_scenario(s, ValidationScope::placement);
+  admit_simulation(s, max_memory, "simulate", !out.trace.empty());  // before any schedule is built
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
@@ -269,6 +273,7 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--links", out->links, "write per-link bytes and busy time as CSV");
   cmd->add_flag("--kernels", out->kernels,
                 "list the busiest CP rank's attention kernels, merges and copies with their block shapes and times");
+  add_max_memory_option(cmd, out->max_memory);
   cmd->callback([&exit_code, common, out] { exit_code = cmd_simulate(*common, *out); });
   return cmd;
 }

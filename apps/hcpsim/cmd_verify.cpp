@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "admission.hpp"
 #include "app_common.hpp"
 #include "gpu_runner.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
@@ -282,6 +283,7 @@ CLI::App* add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", args->trace_path, "GPU backend: write the measured timeline as a Chrome trace");
   cmd->add_option("--ops-csv", args->ops_csv_path,
                   "GPU backend: write the measured per-op CSV (input of 'hcpsim calibrate')");
+  add_max_memory_option(cmd, args->max_memory);
   cmd->callback([&exit_code, common, args] {
     if (common->scenario_path.empty() && args->inject != "list")
       throw InputError(SourceLoc{}, "scenario", "missing scenario file", "run 'hcpsim verify SCENARIO.yaml'");

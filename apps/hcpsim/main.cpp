@@ -5,14 +5,34 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <system_error>
 
 #include "app_common.hpp"
 #include "commands.hpp"
 #include "hcpsim/core/error.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+/// Set when main() returns: an exit() before that came from a library, e.g. libgomp ends the process with exit(1)
+/// when it cannot start an OpenMP thread ("libgomp: Thread creation failed: ..." on stderr). That is not a
+/// verification failure (exit 1) but an internal error with its reason: exit 4.
+bool main_returned = false;
+
+void exit_guard() {
+  if (main_returned) return;
+  std::fflush(nullptr);
+  std::fputs("internal error: the process was ended from inside a library (the message above says why, e.g. an "
+             "OpenMP thread that could not start); fix: use fewer --threads or free memory\n",
+             stderr);
+  _exit(hcpsim::app::kExitInternal);
+}
+
+int run_main(int argc, char** argv) {
   try {
     return hcpsim::app::run(argc, argv);
   } catch (const hcpsim::InputError& e) {
@@ -24,8 +44,20 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "error: out of memory; fix: shorten model.seq_length or use fewer heads for the oracle\n");
     return hcpsim::app::kExitInternal;
+  } catch (const std::system_error& e) {  // std::thread could not start one (EAGAIN: the thread limit)
+    fmt::print(stderr, "internal error: could not start a thread: {}; fix: use fewer --threads\n", e.what());
+    return hcpsim::app::kExitInternal;
   } catch (const std::exception& e) {
     fmt::print(stderr, "internal error: {}\n", e.what());
     return hcpsim::app::kExitInternal;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::atexit(exit_guard);
+  const int code = run_main(argc, argv);
+  main_returned = true;
+  return code;
 }

@@ -6,6 +6,7 @@
 
 #include <fmt/core.h>
 
+#include "admission.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/gpu/host_replay.hpp"
 #include "hcpsim/oracles/verify.hpp"
@@ -56,6 +57,8 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
   if (args.backend != "cpu" && args.backend != "gpu")
     throw InputError(SourceLoc{}, "--backend", "unknown backend '" + args.backend + "'", "use --backend cpu or gpu");
   if (args.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  check_thread_count(args.threads, "--threads");
+  const uint64_t max_memory = max_memory_limit(args.max_memory);
   Dtype& dtype = v.dtype;
   dtype = s.oracle.dtype;
   if (!args.dtype.empty()) {
@@ -73,6 +76,7 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
                        "use one of the names printed by 'hcpsim verify --inject list'");
   }
   v.report = validate_scenario(s, ValidationScope::attention);
+  admit_verify(s, dtype, args.threads, max_memory);  // before any tensor or dump is read
   v.on_gpu = args.backend == "gpu";
   const bool on_gpu = v.on_gpu;
   check_backend_options(s, args, dtype);

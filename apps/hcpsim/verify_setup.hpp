@@ -27,6 +27,7 @@ struct VerifyArgs {
   std::string reference_path;  ///< a dump whose inputs and fp64 reference replace the generated ones
   std::string trace_path;      ///< GPU backend: measured Chrome trace
   std::string ops_csv_path;    ///< GPU backend: measured per-op CSV (hcpsim calibrate input)
+  std::string max_memory;      ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
 
 /// The inputs and reference of a `--reference` dump, checked against the run.

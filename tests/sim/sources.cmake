@@ -8,5 +8,6 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/trace_writer_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/network_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/symmetry_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/simulation_cost_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention_simulation_test.cpp
 )

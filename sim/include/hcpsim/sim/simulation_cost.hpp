@@ -1,0 +1,42 @@
+#pragma once
+/// Closed-form cost of simulating one attention layer, computed from the scenario's shape before any schedule is
+/// built (admission control, docs/robustness.md "Admission control"). Every quantity is a double so that an absurd
+/// scenario (context_parallel_size 2^40) estimates without overflow.
+
+#include <cstdint>
+
+#include "hcpsim/config/scenario.hpp"
+#include "hcpsim/core/types.hpp"
+
+namespace hcpsim::sim {
+
+/// Estimated cost of one `simulate` of one comm type (all of it an upper-bound style estimate, see the formulas).
+struct SimulationCost {
+  double ops = 0;      ///< schedule ops of all CP ranks, forward and backward
+  double events = 0;   ///< discrete events of the full (unreduced) simulation
+  double bytes = 0;    ///< peak resident bytes: the schedule, the simulator's per-op state and the token lists
+  double seconds = 0;  ///< wall time of the full simulation on one core, order of magnitude
+};
+
+/// Ops of one CP rank's attention schedule (forward and backward) for a2a size `a2a` and ring size `p2p`, counted
+/// from the builders' structure: each ring step adds a fixed set of ops (send/recv, the block kernel, LSE merge,
+/// output correction, dKV accumulation and their allocs and frees), each a2a adds its collectives and copies:
+///   p2p (P ≥ 2): 23·P + 23;   a2a+p2p: 23·P + 47;   a2a (A ≥ 2): 52;   all_gather: 57;   A = P = 1: 28.
+/// The busiest rank of a causal schedule has exactly this many (tests/sim/simulation_cost_test.cpp); A·P times it
+/// bounds the whole schedule from above, within 5% (P = 2 unmasked: 138 vs 132).
+double schedule_ops_per_rank(CpCommType cp_comm_type, int64_t a2a, int64_t p2p);
+
+/// The cost of simulating `cp_comm_type` on an [a2a, p2p] layout of a `seq_length` sequence, `timeline` when every
+/// op's timeline entry is kept (--trace):
+///   ops = A·P·schedule_ops_per_rank, events = 1.25·ops,
+///   bytes = (400, timeline 5000)·ops + 96·seq_length + 16 MiB, seconds = (3e-6, timeline 3e-5)·ops
+/// (measured constants rounded up, docs/robustness.md "Admission control": an upper bound within 1.5x of the
+/// measured peak RSS on p2p rings of 16 to 256 ranks).
+SimulationCost estimate_simulation_cost(CpCommType cp_comm_type, int64_t a2a, int64_t p2p, int64_t seq_length,
+                                        bool timeline = false);
+
+/// The largest cost over the scenario's comm types (simulate runs them one after another, so the peak is the
+/// largest one, not the sum). The layout comes from parallel.* without building anything.
+SimulationCost estimate_simulation_cost(const Scenario& scenario, bool timeline = false);
+
+}  // namespace hcpsim::sim

@@ -1,0 +1,62 @@
+#include "hcpsim/sim/simulation_cost.hpp"
+
+#include <algorithm>
+
+#include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+
+namespace hcpsim::sim {
+
+namespace {
+
+// Measured on the Release build (docs/robustness.md "Admission control" lists the runs): peak RSS of `simulate`
+// per schedule op (the Op itself, 176 bytes, its label, deps and payload vectors, and the simulator's per-op
+// state); with a timeline (--trace) each op also keeps its entries and the trace document, ~12x more; per
+// sequence token (every rank's IoBindings list one int64 per row of its 9 tensors, and the step model); and the
+// process's fixed part (binary, scenario, topology). Each constant rounds its measurement up by 25-35%.
+constexpr double kBytesPerOp = 400;
+constexpr double kBytesPerOpTimeline = 5000;
+constexpr double kBytesPerToken = 96;
+constexpr double kBaseBytes = 16.0 * 1024 * 1024;
+constexpr double kEventsPerOp = 1.25;
+constexpr double kSecondsPerOp = 3e-6;
+constexpr double kSecondsPerOpTimeline = 3e-5;
+
+}  // namespace
+
+double schedule_ops_per_rank(CpCommType cp_comm_type, int64_t a2a, int64_t p2p) {
+  const double P = static_cast<double>(p2p);
+  switch (cp_comm_type) {
+    case CpCommType::all_gather: return 57;
+    case CpCommType::a2a: return a2a >= 2 ? 52 : 28;
+    case CpCommType::p2p: return p2p >= 2 ? 23 * P + 23 : 28;
+    case CpCommType::a2a_p2p:
+      if (a2a < 2) return p2p >= 2 ? 23 * P + 23 : 28;  // degenerates to p2p
+      return p2p >= 2 ? 23 * P + 47 : 52;               // degenerates to a2a
+  }
+  return 23 * P + 47;
+}
+
+SimulationCost estimate_simulation_cost(CpCommType cp_comm_type, int64_t a2a, int64_t p2p, int64_t seq_length,
+                                        bool timeline) {
+  SimulationCost c;
+  c.ops = static_cast<double>(a2a) * static_cast<double>(p2p) * schedule_ops_per_rank(cp_comm_type, a2a, p2p);
+  c.events = kEventsPerOp * c.ops;
+  c.bytes = (timeline ? kBytesPerOpTimeline : kBytesPerOp) * c.ops + kBytesPerToken * static_cast<double>(seq_length) +
+            kBaseBytes;
+  c.seconds = (timeline ? kSecondsPerOpTimeline : kSecondsPerOp) * c.ops;
+  return c;
+}
+
+SimulationCost estimate_simulation_cost(const Scenario& scenario, bool timeline) {
+  SimulationCost worst;
+  for (CpCommType t : scenario.parallel.distinct_cp_comm_types()) {
+    const CpLayout layout = cp_layout_for(scenario, t);
+    const SimulationCost c =
+        estimate_simulation_cost(t, layout.a2a_size(), layout.p2p_size(), scenario.model.seq_length, timeline);
+    if (c.bytes > worst.bytes) worst = c;
+  }
+  return worst;
+}
+
+}  // namespace hcpsim::sim
