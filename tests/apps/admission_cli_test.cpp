@@ -191,3 +191,18 @@ TEST_CASE("admission: --threads is bounded by the machine and plan --gpus/--cp b
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 1.0);
   }
 }
+
+TEST_CASE("admission: an OpenMP thread that cannot start is exit 4 with libgomp's reason", "[apps][admission]") {
+#if defined(__SANITIZE_ADDRESS__)
+  SUCCEED("ASan reserves more address space than the limit below allows");
+#else
+  // A 2 GiB OpenMP stack under a 500 MB address-space limit: libgomp cannot create the second thread and ends the
+  // process with exit(1), which used to read as "verification failed".
+  const auto r = hcpsim::test::run_command("(ulimit -v 500000; OMP_STACKSIZE=2G '" + std::string(HCPSIM_BINARY) +
+                                           "' verify " + kScenario + " model.seq_length=256 --threads 2)");
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(r.output.find("libgomp: Thread creation failed") != std::string::npos);
+  CHECK(r.output.find("internal error: the process was ended from inside a library") != std::string::npos);
+#endif
+}
