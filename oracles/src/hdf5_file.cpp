@@ -31,16 +31,25 @@ void write_file(const std::string& path, const std::string& what, const std::str
       discard_output_temp(tmp);
       throw InputError(SourceLoc{}, option, "cannot create '" + tmp + "'", "check that the directory exists");
     }
+    // On a failed write (a full disk) the library still flushes metadata when the file is closed; a failed close
+    // leaves the file in its table and the library crashes at exit. Truncating our own temporary first frees its
+    // space, so the close succeeds, and the temporary is removed after it.
+    auto abandon = [&] {
+      std::error_code ec;
+      std::filesystem::resize_file(tmp, 0, ec);
+      file.reset();
+      discard_output_temp(tmp);
+    };
     try {
       Writer w(path, file.get());
       body(w);
       w.close_groups();
     } catch (...) {
-      discard_output_temp(tmp);
+      abandon();
       throw;
     }
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
-      discard_output_temp(tmp);
+      abandon();
       io_fail(path, "HDF5 flush failed", "check free space");
     }
   }

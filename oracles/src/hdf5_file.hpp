@@ -34,6 +34,12 @@ class Handle {
   }
   [[nodiscard]] hid_t get() const { return id_; }
   [[nodiscard]] bool ok() const { return id_ >= 0; }
+  /// Closes the handle now (nothing happens at destruction); returns the close's status.
+  herr_t reset() {
+    const herr_t st = id_ >= 0 ? close_(id_) : 0;
+    id_ = -1;
+    return st;
+  }
 
  private:
   hid_t id_;

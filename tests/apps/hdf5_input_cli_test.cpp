@@ -1,6 +1,7 @@
 // Hostile HDF5 inputs (docs/robustness.md "HDF5 inputs"): each crafted file here is made with the HDF5 C API from a
 // dump the binary wrote, and every command reading it must exit 2 naming the file and the refusal, without reading
 // anything outside it.
+#include <algorithm>
 #include <csignal>
 #include <functional>
 #include <filesystem>
@@ -209,4 +210,33 @@ TEST_CASE("oracles: a reader child killed by a signal becomes an InputError nami
   // A probe that returns or throws is a clean outcome: the caller reads the file itself.
   REQUIRE_NOTHROW(hcpsim::probe_in_child("x.h5", [] {}));
   REQUIRE_NOTHROW(hcpsim::probe_in_child("x.h5", [] { throw std::runtime_error("ordinary"); }));
+}
+
+TEST_CASE("apps: verify --dump on a full file system exits 2, keeps the old file and leaves no temporary",
+          "[apps][hdf5]") {
+  // A failed write used to leave HDF5 handles open, and the library crashed at exit (signal 11 after the right
+  // error). Needs a small private tmpfs, so root; skipped (with a warning) elsewhere.
+  const std::string mnt = (work_dir() / "full_fs").string();
+  fs::create_directories(mnt);
+  if (hcpsim::test::run_command("mount -t tmpfs -o size=256k tmpfs '" + mnt + "'").exit_code != 0) {
+    WARN("cannot mount a tmpfs here (not root): the full-disk case is not run");
+    return;
+  }
+  hcpsim::test::run_command("dd if=/dev/zero of='" + mnt + "/filler' bs=1k count=100");
+  const std::string dump = mnt + "/d.h5";
+  std::ofstream(dump) << "previous dump\n";
+  const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 --dump " + dump);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(mnt)) names.push_back(e.path().filename().string());
+  std::ifstream in(dump);
+  std::string first_line;
+  std::getline(in, first_line);
+  in.close();
+  hcpsim::test::run_command("umount '" + mnt + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("HDF5 error while writing") != std::string::npos);
+  REQUIRE(first_line == "previous dump");
+  std::sort(names.begin(), names.end());
+  REQUIRE(names == std::vector<std::string>{"d.h5", "filler"});
 }
