@@ -240,3 +240,26 @@ TEST_CASE("apps: verify --dump on a full file system exits 2, keeps the old file
   std::sort(names.begin(), names.end());
   REQUIRE(names == std::vector<std::string>{"d.h5", "filler"});
 }
+
+TEST_CASE("apps: gather refuses a rank file whose output is an external link", "[apps][hdf5]") {
+  std::string ranks;
+  for (int g = 0; g < 4; ++g) {
+    const std::string rank = (work_dir() / ("rank" + std::to_string(g) + ".h5")).string();
+    const auto r = run_hcpsim("shard " + good_dump() + " --cp-rank " + std::to_string(g) + " --outputs -o " + rank);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    ranks += " " + rank;
+  }
+  const std::string rank0 = (work_dir() / "rank0.h5").string();
+  const hid_t file = H5Fopen(rank0.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  REQUIRE(H5Ldelete(file, "/outputs/out", H5P_DEFAULT) >= 0);
+  REQUIRE(H5Lcreate_external(good_dump().c_str(), "/hcp/out", file, "/outputs/out", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+  REQUIRE(H5Fclose(file) >= 0);
+  const auto r = run_hcpsim("gather " + good_dump() + ranks + " -o " + (work_dir() / "gathered.h5").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find(rank0) != std::string::npos);
+  REQUIRE(r.output.find("external link /outputs/out") != std::string::npos);
+  REQUIRE_FALSE(fs::exists(work_dir() / "gathered.h5"));
+}
