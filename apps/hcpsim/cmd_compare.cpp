@@ -6,6 +6,7 @@
 
 #include "app_common.hpp"
 #include "hcpsim/oracles/dump.hpp"
+#include "hcpsim/oracles/isolated_read.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -60,8 +61,8 @@ void print_provenance_difference(const DumpContents& a, const DumpContents& b) {
 
 int cmd_compare(const CompareArgs& args) {
   const std::vector<std::string> tensors = selected_tensors(args.tensors);
-  const DumpContents a = read_dump(args.a_path, tensors);
-  const DumpContents b = read_dump(args.b_path, tensors);
+  const DumpContents a = read_dump_isolated(args.a_path, tensors);
+  const DumpContents b = read_dump_isolated(args.b_path, tensors);
   for (const auto& [value, given, option] :
        {std::tuple{args.rtol, args.rtol_given, "--rtol"}, std::tuple{args.atol, args.atol_given, "--atol"}}) {
     if (given && !(value >= 0 && std::isfinite(value)))

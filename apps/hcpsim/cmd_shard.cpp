@@ -12,6 +12,7 @@
 #include "hcpsim/core/fault_injection.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/oracles/dump.hpp"
+#include "hcpsim/oracles/isolated_read.hpp"
 #include "hcpsim/oracles/rank_file.hpp"
 
 namespace hcpsim::app {
@@ -118,7 +119,7 @@ void fill_rank_meta(RankFile& f, const DumpContents& d, const Schedule& s, int64
 }
 
 int cmd_shard(const ShardArgs& a) {
-  const DumpContents d = read_dump(a.dump);
+  const DumpContents d = read_dump_isolated(a.dump);
   const Schedule s = dump_schedule(d, a.dump);
   const auto cp = static_cast<int64_t>(s.ranks.size());
   if (a.cp_rank < 0 || a.cp_rank >= cp)
@@ -152,7 +153,7 @@ int cmd_shard(const ShardArgs& a) {
 }
 
 int cmd_gather(const GatherArgs& a) {
-  const DumpContents d = read_dump(a.dump);
+  const DumpContents d = read_dump_isolated(a.dump);
   const Schedule s = dump_schedule(d, a.dump);
   DumpContents g;
   g.dtype = d.dtype;
@@ -172,7 +173,7 @@ int cmd_gather(const GatherArgs& a) {
   std::set<int64_t> seen;
   int64_t with_lse = 0;
   for (const std::string& path : a.ranks) {
-    const RankFile f = read_rank_file(path);
+    const RankFile f = read_rank_file_isolated(path);
     const auto cp_rank = static_cast<int64_t>(f.meta_number.at("cp_rank"));
     if (cp_rank < 0 || cp_rank >= static_cast<int64_t>(s.ranks.size()) || !seen.insert(cp_rank).second)
       throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("/meta cp_rank {} is outside the dump's {} CP ranks "

@@ -9,6 +9,7 @@
 #include "admission.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/gpu/host_replay.hpp"
+#include "hcpsim/oracles/isolated_read.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 namespace hcpsim::app {
@@ -83,7 +84,7 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
   check_output_path(args.trace_path, "--trace");
   check_output_path(args.ops_csv_path, "--ops-csv");
   if (!args.reference_path.empty()) {
-    v.reference.dump = read_dump(args.reference_path);
+    v.reference.dump = read_dump_isolated(args.reference_path);
     v.reference.loaded = true;
   }
   GpuVerifyOptions& gpu_options = v.gpu_options;

@@ -74,8 +74,8 @@ constexpr const char* kMetaTextNames[] = {"scenario_yaml",  "scenario_digest", "
                                           "cuda",           "attn_mask_type",  "qkv_format",     "cp_comm_type",
                                           "input_distribution", "inject", "gpu_backend", "device"};
 constexpr const char* kMetaNumberNames[] = {"seed", "a2a_size", "p2p_size", "causal", "softmax_scale"};
-void read_attributes(hid_t file, DumpContents& c) {
-  hdf5::read_meta(file, kMetaTextNames, kMetaNumberNames, c.meta_text, c.meta_number);
+void read_attributes(hid_t file, const std::string& path, DumpContents& c) {
+  hdf5::read_meta(file, path, kMetaTextNames, kMetaNumberNames, c.meta_text, c.meta_number);
 }
 
 std::vector<size_t> tensor_indices(const std::vector<std::string>& tensors) {
@@ -98,7 +98,7 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
   hdf5::QuietErrors quiet;
   Handle file(hdf5::open_file(path, "dump", "pass a dump written by 'hcpsim verify --dump' or the README recipe"), H5Fclose);
   DumpContents c;
-  read_attributes(file.get(), c);
+  read_attributes(file.get(), path, c);
   c.inputs.q = read_bshd(file.get(), path, "/inputs/q");
   c.inputs.k = read_bshd(file.get(), path, "/inputs/k");
   c.inputs.v = read_bshd(file.get(), path, "/inputs/v");
@@ -107,7 +107,7 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
     const std::string r = std::string("/reference/") + kTensorNames[i];
     const std::string h = std::string("/hcp/") + kTensorNames[i];
     for (const std::string& name : {r, h})
-      if (!hdf5::has_dataset(file.get(), name))
+      if (!hdf5::has_dataset(file.get(), path, name))
         io_fail(path, "missing dataset " + name,
                 std::string("write it (the README's 'HDF5 dump layout', e.g. with h5py), or leave ") + kMetricNames[i] +
                     " out of the comparison with compare --tensors (e.g. --tensors out,dq,dk,dv)");
@@ -136,16 +136,11 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
   }
   for (const char* m : kMetricNames) {
     const std::string g = std::string("/metrics/") + m;
-    if (H5Lexists(file.get(), "/metrics", H5P_DEFAULT) <= 0 || H5Lexists(file.get(), g.c_str(), H5P_DEFAULT) <= 0)
-      continue;
+    if (!hdf5::has_dataset(file.get(), path, g)) continue;
     TensorError e;
     e.tensor = m;
     Handle grp(H5Gopen2(file.get(), g.c_str(), H5P_DEFAULT), H5Gclose);
-    auto get = [&](const char* an, double& v) {
-      if (H5Aexists(grp.get(), an) <= 0) return;
-      Handle a(H5Aopen(grp.get(), an, H5P_DEFAULT), H5Aclose);
-      H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v);
-    };
+    auto get = [&](const char* an, double& v) { hdf5::read_number_attribute(grp.get(), an, v); };
     double pass = 0;
     get("max_abs_err", e.max_abs_err);
     get("max_rel_err", e.max_rel_err);

@@ -31,16 +31,25 @@ void write_file(const std::string& path, const std::string& what, const std::str
       discard_output_temp(tmp);
       throw InputError(SourceLoc{}, option, "cannot create '" + tmp + "'", "check that the directory exists");
     }
+    // On a failed write (a full disk) the library still flushes metadata when the file is closed; a failed close
+    // leaves the file in its table and the library crashes at exit. Truncating our own temporary first frees its
+    // space, so the close succeeds, and the temporary is removed after it.
+    auto abandon = [&] {
+      std::error_code ec;
+      std::filesystem::resize_file(tmp, 0, ec);
+      file.reset();
+      discard_output_temp(tmp);
+    };
     try {
       Writer w(path, file.get());
       body(w);
       w.close_groups();
     } catch (...) {
-      discard_output_temp(tmp);
+      abandon();
       throw;
     }
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) {
-      discard_output_temp(tmp);
+      abandon();
       io_fail(path, "HDF5 flush failed", "check free space");
     }
   }
@@ -56,25 +65,78 @@ hid_t open_file(const std::string& path, const std::string& what, const std::str
   return file;
 }
 
-bool has_dataset(hid_t file, const std::string& name) {
-  const std::string group = name.substr(0, name.rfind('/'));
-  return (group.empty() || H5Lexists(file, group.c_str(), H5P_DEFAULT) > 0) &&
-         H5Lexists(file, name.c_str(), H5P_DEFAULT) > 0;
+bool has_dataset(hid_t file, const std::string& path, const std::string& name) {
+  // Component by component: H5Lexists on "/a/b" would already follow a soft or external link at "/a".
+  for (size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
+    const std::string prefix = name.substr(0, slash);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    H5L_info_t info{};
+    if (H5Lget_info(file, prefix.c_str(), &info, H5P_DEFAULT) < 0) return false;
+    if (info.type != H5L_TYPE_HARD)
+      io_fail(path, std::string(info.type == H5L_TYPE_EXTERNAL ? "external" : "soft") + " link " + prefix +
+                        ": hcpsim follows only hard links, so that nothing outside the file is read",
+              "store the object itself in the file (h5py: copy it in instead of linking)");
+    if (slash == std::string::npos) return true;
+  }
 }
+
+namespace {
 
 /// Largest dataset read_dump accepts: 2^34 elements (128 GiB as doubles), far beyond any oracle run.
 constexpr hsize_t kMaxDatasetElements = hsize_t{1} << 34;
 
-/// Reads dataset `name` (absolute) as doubles with its dims; throws InputError naming it when absent.
+/// Size of the file at `path` in bytes; the bound of every declared size in it.
+hsize_t file_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  if (ec) io_fail(path, "cannot read the size of the file (" + ec.message() + ")", "check the path");
+  return static_cast<hsize_t>(n);
+}
+
+/// Refuses a dataset whose data would come from outside the file, through a filter, or from fill values.
+void check_storage(hid_t ds, const std::string& path, const std::string& name, hsize_t n) {
+  Handle type(H5Dget_type(ds), H5Tclose);
+  Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
+  if (!type.ok() || !dcpl.ok()) io_fail(path, "cannot read the type of dataset " + name, "the file is corrupt; rewrite it");
+  const std::string rewrite = "rewrite the dataset as plain contiguous data in the file (h5py: create_dataset(name, "
+                              "data=...) without compression, external= or a virtual layout)";
+  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL)
+    io_fail(path, "dataset " + name + " is a virtual dataset (its data lives in other files)", rewrite);
+  if (H5Pget_external_count(dcpl.get()) != 0)
+    io_fail(path, "dataset " + name + " has external storage (its data lives in another file)", rewrite);
+  if (H5Pget_nfilters(dcpl.get()) != 0)
+    io_fail(path, "dataset " + name + " uses a filter pipeline (compression, shuffle, checksum); hcpsim writes and "
+                  "reads only unfiltered data", rewrite);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const size_t element_bytes = H5Tget_size(type.get());
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || element_bytes == 0 || element_bytes > 8)
+    io_fail(path, "dataset " + name + " is not of an integer or float type of at most 8 bytes",
+            "store the tensors as float32 or float64");
+  const hsize_t bytes = file_bytes(path);
+  if (n > bytes / element_bytes)
+    io_fail(path, "dataset " + name + " claims " + std::to_string(n) + " elements but the file has only " +
+                      std::to_string(bytes) + " bytes",
+            "the file is truncated or corrupt; rewrite it");
+  // Every byte of data must be stored: chunks never written read as fill values, which lets a small file declare
+  // gigabytes.
+  const hsize_t stored = H5Dget_storage_size(ds);
+  if (stored > bytes || stored < n * element_bytes)
+    io_fail(path, "dataset " + name + " declares " + std::to_string(n * element_bytes) + " bytes of data but stores " +
+                      std::to_string(stored) + " (unwritten data would be fill values)",
+            "write every element of the dataset");
+}
+
+}  // namespace
+
 std::vector<double> read_dataset(hid_t file, const std::string& path, const std::string& name,
                                  std::vector<hsize_t>& dims) {
-  if (!has_dataset(file, name))
+  if (!has_dataset(file, path, name))
     io_fail(path, "missing dataset " + name,
             "write every dataset of the layout in the README ('HDF5 dump layout'), e.g. with h5py");
   Handle ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.ok()) io_fail(path, "cannot open dataset " + name, "the file may be truncated or corrupt; rewrite it");
   Handle space(H5Dget_space(ds.get()), H5Sclose);
-  const int rank = H5Sget_simple_extent_ndims(space.get());
+  const int rank = space.ok() ? H5Sget_simple_extent_ndims(space.get()) : -1;
   if (rank < 1 || rank > 4) io_fail(path, "dataset " + name + " has rank " + std::to_string(rank), "use the layout's shapes");
   dims.assign(static_cast<size_t>(rank), 0);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
@@ -85,18 +147,7 @@ std::vector<double> read_dataset(hid_t file, const std::string& path, const std:
       io_fail(path, "dataset " + name + " claims more than 2^34 elements", "the file is corrupt; rewrite it");
     n *= d;
   }
-  std::error_code size_ec;
-  const auto file_bytes = static_cast<hsize_t>(std::filesystem::file_size(path, size_ec));
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
-  if (!type.ok() || !dcpl.ok()) io_fail(path, "cannot read the type of dataset " + name, "the file is corrupt; rewrite it");
-  const hsize_t element_bytes = H5Tget_size(type.get());
-  const bool unfiltered = H5Pget_nfilters(dcpl.get()) == 0;
-  if (!size_ec && (H5Dget_storage_size(ds.get()) > file_bytes ||
-                   (unfiltered && element_bytes > 0 && n > file_bytes / element_bytes)))
-    io_fail(path, "dataset " + name + " claims " + std::to_string(n) + " elements but the file has only " +
-                      std::to_string(file_bytes) + " bytes",
-            "the file is truncated or corrupt; rewrite it");
+  check_storage(ds.get(), path, name, n);
   std::vector<double> values(static_cast<size_t>(n));
   if (H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
     io_fail(path, "cannot read dataset " + name, "the file may be truncated or corrupt; rewrite it");
@@ -127,24 +178,62 @@ HostTensor read_lse(hid_t file, const std::string& path, const std::string& name
 }
 
 
-/// Longest string attribute read (the scenario YAML text); a larger size means a corrupt type.
+/// Longest string attribute read (the scenario YAML text); a larger size means a corrupt or hostile file.
 constexpr size_t kMaxAttributeBytes = size_t{16} << 20;
 
-void read_meta(hid_t file, std::span<const char* const> text_names, std::span<const char* const> number_names,
-               std::map<std::string, std::string>& text, std::map<std::string, double>& numbers) {
-  if (H5Lexists(file, "/meta", H5P_DEFAULT) <= 0) return;
+namespace {
+
+/// Whether attribute `name` of `obj` exists, opened (by name, never by index) into `out`.
+bool open_attribute(hid_t obj, const char* name, hid_t& out) {
+  out = H5Aexists(obj, name) > 0 ? H5Aopen(obj, name, H5P_DEFAULT) : hid_t{-1};
+  return out >= 0;
+}
+
+/// Whether the attribute holds exactly one element (a scalar or a 1-element array).
+bool single_element(hid_t a) {
+  Handle space(H5Aget_space(a), H5Sclose);
+  return space.ok() && H5Sget_simple_extent_npoints(space.get()) == 1;
+}
+
+}  // namespace
+
+bool read_number_attribute(hid_t obj, const char* name, double& value) {
+  hid_t id = -1;
+  if (!open_attribute(obj, name, id)) return false;
+  Handle a(id, H5Aclose);
+  Handle type(H5Aget_type(a.get()), H5Tclose);
+  if (!type.ok() || !single_element(a.get())) return false;
+  const auto cls = H5Tget_class(type.get());
+  const size_t size = H5Tget_size(type.get());
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || size == 0 || size > 8) return false;
+  double v = 0;
+  if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return false;
+  value = v;
+  return true;
+}
+
+void read_meta(hid_t file, const std::string& path, std::span<const char* const> text_names,
+               std::span<const char* const> number_names, std::map<std::string, std::string>& text,
+               std::map<std::string, double>& numbers) {
+  if (!has_dataset(file, path, "/meta")) return;
   Handle meta(H5Gopen2(file, "/meta", H5P_DEFAULT), H5Gclose);
   if (!meta.ok()) return;
-  auto open = [&](const char* name) {
-    return H5Aexists(meta.get(), name) > 0 ? H5Aopen(meta.get(), name, H5P_DEFAULT) : hid_t{-1};
-  };
+  const hsize_t bytes = file_bytes(path);
   for (const char* name : text_names) {
-    Handle a(open(name), H5Aclose);
-    if (!a.ok()) continue;
+    hid_t id = -1;
+    if (!open_attribute(meta.get(), name, id)) continue;
+    Handle a(id, H5Aclose);
     Handle type(H5Aget_type(a.get()), H5Tclose);
-    if (!type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) continue;
+    if (!type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0 ||
+        !single_element(a.get()))
+      continue;
     const size_t size = H5Tget_size(type.get());
-    if (size == 0 || size > kMaxAttributeBytes) continue;
+    if (size > kMaxAttributeBytes || size > bytes)
+      io_fail(path, "attribute /meta/" + std::string(name) + " declares a string of " + std::to_string(size) +
+                        " bytes (at most " + std::to_string(std::min<hsize_t>(kMaxAttributeBytes, bytes)) +
+                        ": 16 MiB and the file's size)",
+              "the file is corrupt; rewrite it");
+    if (size == 0) continue;
     std::string value(size, '\0');
     if (H5Aread(a.get(), type.get(), value.data()) >= 0) {
       value.resize(std::strlen(value.c_str()));
@@ -152,15 +241,8 @@ void read_meta(hid_t file, std::span<const char* const> text_names, std::span<co
     }
   }
   for (const char* name : number_names) {
-    Handle a(open(name), H5Aclose);
-    if (!a.ok()) continue;
-    Handle type(H5Aget_type(a.get()), H5Tclose);
-    Handle space(H5Aget_space(a.get()), H5Sclose);
-    if (!type.ok() || !space.ok() || H5Sget_simple_extent_npoints(space.get()) != 1) continue;
-    const auto cls = H5Tget_class(type.get());
-    if (cls != H5T_FLOAT && cls != H5T_INTEGER) continue;
     double v = 0;
-    if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0) numbers[name] = v;
+    if (read_number_attribute(meta.get(), name, v)) numbers[name] = v;
   }
 }
 

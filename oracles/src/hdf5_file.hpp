@@ -34,6 +34,12 @@ class Handle {
   }
   [[nodiscard]] hid_t get() const { return id_; }
   [[nodiscard]] bool ok() const { return id_ >= 0; }
+  /// Closes the handle now (nothing happens at destruction); returns the close's status.
+  herr_t reset() {
+    const herr_t st = id_ >= 0 ? close_(id_) : 0;
+    id_ = -1;
+    return st;
+  }
 
  private:
   hid_t id_;
@@ -71,6 +77,7 @@ class Writer {
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
   ~Writer() {
+    close_groups();  // also on an error path: an open group would keep the file open past its removal
     H5Pclose(gcpl_);
     H5Pclose(meta_gcpl_);
     H5Pclose(dcpl_);
@@ -179,15 +186,28 @@ void write_file(const std::string& path, const std::string& what, const std::str
 ///   names the file kind, e.g. "dump").
 hid_t open_file(const std::string& path, const std::string& what, const std::string& fix);
 
-/// Whether the absolute dataset `name` (e.g. "/hcp/lse") exists, its group included.
-bool has_dataset(hid_t file, const std::string& name);
+/// Whether the absolute object `name` (e.g. "/hcp/lse") exists, every link on its way checked before it is
+/// followed: only hard links are accepted, so nothing outside the file is ever opened.
+/// @throws InputError located at `path` for a soft or external link on the way (naming the link).
+bool has_dataset(hid_t file, const std::string& path, const std::string& name);
 
 /// Reads the string attributes `text_names` and the numeric ones `number_names` of /meta that exist (each opened by
-/// name); attributes of another type or an absurd size are skipped. No /meta: nothing read.
-void read_meta(hid_t file, std::span<const char* const> text_names, std::span<const char* const> number_names,
-               std::map<std::string, std::string>& text, std::map<std::string, double>& numbers);
+/// name); attributes of another type class or shape are skipped. No /meta: nothing read.
+/// @throws InputError located at `path` for a string attribute declaring more than 16 MiB or more bytes than the
+///   file holds, or a /meta reached through a soft or external link.
+void read_meta(hid_t file, const std::string& path, std::span<const char* const> text_names,
+               std::span<const char* const> number_names, std::map<std::string, std::string>& text,
+               std::map<std::string, double>& numbers);
 
-/// Reads dataset `name` (absolute) as doubles with its dims; throws InputError naming it when absent.
+/// Reads the scalar numeric attribute `name` of object `obj` into `value`; false (value untouched) when it is
+/// absent or not one integer or float of at most 8 bytes.
+bool read_number_attribute(hid_t obj, const char* name, double& value);
+
+/// Reads dataset `name` (absolute) as doubles with its dims, after checking that its data lies in the file itself
+/// and is all stored: no external storage, no virtual layout, no filter pipeline (hcpsim writes none), an integer or
+/// float type of at most 8 bytes, and a declared size (dims product × element size) within the file and within the
+/// bytes actually stored (no fill values stand in for data).
+/// @throws InputError naming the dataset when it is absent or any check fails.
 std::vector<double> read_dataset(hid_t file, const std::string& path, const std::string& name,
                                  std::vector<hsize_t>& dims);
 /// Reads a 4-D [b, s, h, d] dataset.

@@ -40,12 +40,12 @@ RankFile read_rank_file(const std::string& path) {
   hdf5::Handle file(hdf5::open_file(path, "rank file", "pass a file written by 'hcpsim shard' with your /outputs added"),
                     H5Fclose);
   RankFile f;
-  hdf5::read_meta(file.get(), kRankTextNames, kRankNumberNames, f.meta_text, f.meta_number);
+  hdf5::read_meta(file.get(), path, kRankTextNames, kRankNumberNames, f.meta_text, f.meta_number);
   if (!f.meta_number.count("cp_rank"))
     hdf5::io_fail(path, "no /meta attribute cp_rank", "start from the file 'hcpsim shard --cp-rank g' wrote");
   for (const char* name : kOutputNames) {
     const std::string ds = std::string("/outputs/") + name;
-    if (!hdf5::has_dataset(file.get(), ds)) continue;
+    if (!hdf5::has_dataset(file.get(), path, ds)) continue;
     RankTensor t;
     t.name = name;
     t.values = t.name == "lse" ? hdf5::read_lse(file.get(), path, ds) : hdf5::read_bshd(file.get(), path, ds);
