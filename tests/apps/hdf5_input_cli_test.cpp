@@ -1,6 +1,8 @@
 // Hostile HDF5 inputs (docs/robustness.md "HDF5 inputs"): each crafted file here is made with the HDF5 C API from a
 // dump the binary wrote, and every command reading it must exit 2 naming the file and the refusal, without reading
 // anything outside it.
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <functional>
@@ -23,7 +25,8 @@ namespace fs = std::filesystem;
 
 fs::path work_dir() {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / "hcpsim_hdf5_inputs";
+    // One directory per test process: CTest runs the cases of this file in parallel processes.
+    const fs::path d = fs::temp_directory_path() / ("hcpsim_hdf5_inputs_" + std::to_string(::getpid()));
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
