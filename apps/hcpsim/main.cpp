@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <system_error>
 
 #include "app_common.hpp"
@@ -44,6 +45,10 @@ int run_main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "error: out of memory; fix: shorten model.seq_length or use fewer heads for the oracle\n");
     return hcpsim::app::kExitInternal;
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the user gave (a symlink loop, a bad directory)
+    const std::string path = e.path1().empty() ? std::string("command line") : e.path1().string();
+    fmt::print(stderr, "error: {}: {}; fix: check the path\n", path, e.code().message());
+    return hcpsim::app::kExitBadInput;
   } catch (const std::system_error& e) {  // std::thread could not start one (EAGAIN: the thread limit)
     fmt::print(stderr, "internal error: could not start a thread: {}; fix: use fewer --threads\n", e.what());
     return hcpsim::app::kExitInternal;

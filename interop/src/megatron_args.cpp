@@ -341,8 +341,13 @@ class ArgInterpreter {
       if (!a) return std::nullopt;
       if (a->values.size() == 1) {
         const std::string& s = a->values[0];
-        if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+          // Launcher counts beyond 10^6 nodes or GPUs are typos (and 20 digits overflow int64).
+          if (s.size() > 7)
+            throw InputError(where(*a), a->flag, "'" + s + "' is not a plausible " + a->flag.substr(2) + " count",
+                             "give the real count, e.g. '" + a->flag + " 8'");
           return std::stoll(s);
+        }
         if (s.find(':') != std::string::npos && s.find('$') == std::string::npos)
           throw InputError(where(*a), a->flag, "elastic node range '" + s + "' is not modelled",
                            "give a fixed node count, e.g. '" + a->flag + " " + s.substr(s.find(':') + 1) + "'");

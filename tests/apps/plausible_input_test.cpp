@@ -1,5 +1,9 @@
 // Numbers outside their plausible range are refused when the scenario is loaded, so `validate` and `simulate`
 // agree and `simulate` never aborts on a scenario `validate` accepted (config/src/plausible_ranges.hpp).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,4 +50,28 @@ TEST_CASE("apps: plausible numbers whose product is no real step are an input er
   CHECK(r.output.find("simulation: cp rank 0 op 15 ('fwd step 0 diagonal') is a kernel of 1.31e+03 s") !=
         std::string::npos);
   CHECK(r.output.find("fix: check the model size") != std::string::npos);
+}
+
+TEST_CASE("apps: symlink loops and implausible launcher counts are input errors, not internal ones", "[apps][robustness]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_loops_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "scen");
+  std::filesystem::create_symlink("b.yaml", dir / "scen" / "a.yaml");
+  std::filesystem::create_symlink("a.yaml", dir / "scen" / "b.yaml");
+  const std::string scen = (dir / "scen").string();
+  for (const std::string& cmd : {"replay " + scen, "compare " + scen + "/a.yaml " + scen + "/b.yaml"}) {
+    const auto r = run_hcpsim(cmd);
+    INFO(cmd << ": " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("Too many levels of symbolic links; fix: check the path") != std::string::npos);
+  }
+  {
+    std::ofstream f(dir / "n.sh");
+    f << "torchrun --nproc_per_node 8 --nnodes 99999999999999999999 pretrain_gpt.py --num-layers 2 "
+         "--num-attention-heads 8 --hidden-size 1024 --seq-length 1024\n";
+  }
+  const auto r = run_hcpsim("import megatron-args " + (dir / "n.sh").string() + " -o " + (dir / "n.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--nnodes: '99999999999999999999' is not a plausible nnodes count") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
