@@ -223,18 +223,21 @@ std::string range_text(const plausible::Range& range) {
 
 double YamlReader::plausible(const YAML::Node& n, const std::string& path, const plausible::Range& range) const {
   const double v = get_double(n, path);
-  if (v < range.lo || v > range.hi)
-    fail(n, path, fmt::format("{} is outside the plausible range {} ({})", v, range_text(range), range.why),
-         "give a value in " + range_text(range));
+  check_plausible(n, path, fmt::format("{}", v), v, range);
   return v;
 }
 
 int64_t YamlReader::plausible_int(const YAML::Node& n, const std::string& path, const plausible::Range& range) const {
   const int64_t v = get_int(n, path);
-  if (static_cast<double>(v) < range.lo || static_cast<double>(v) > range.hi)
-    fail(n, path, fmt::format("{} is outside the plausible range {} ({})", v, range_text(range), range.why),
-         "give a value in " + range_text(range));
+  check_plausible(n, path, std::to_string(v), static_cast<double>(v), range);
   return v;
+}
+
+void YamlReader::check_plausible(const YAML::Node& n, const std::string& path, const std::string& text, double v,
+                                 const plausible::Range& range) const {
+  if (v < range.lo || v > range.hi)
+    fail(n, path, fmt::format("{} is outside the plausible range {} ({})", text, range_text(range), range.why),
+         "give a value in " + range_text(range));
 }
 
 }  // namespace hcpsim

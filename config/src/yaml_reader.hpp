@@ -99,6 +99,10 @@ class YamlReader {
   }
 
  private:
+  /// Fails at (n, path) naming `text` (the value as written) when v lies outside `range`.
+  void check_plausible(const YAML::Node& n, const std::string& path, const std::string& text, double v,
+                       const plausible::Range& range) const;
+
   std::string file_;
   bool echo_ = true;
   std::map<std::string, std::string> overridden_;

@@ -32,6 +32,10 @@ std::vector<std::string>& inputs() {
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+[[noreturn]] void refuse_too_large(const InputFileSpec& spec) {
+  refuse(spec, "is larger than " + mib(spec.max_bytes), "give a " + spec.what + " of at most " + mib(spec.max_bytes));
+}
+
 /// Reads `in` to its end, refusing more than spec.max_bytes.
 std::string read_bounded(std::istream& in, const InputFileSpec& spec) {
   std::string text;
@@ -40,7 +44,7 @@ std::string read_bounded(std::istream& in, const InputFileSpec& spec) {
     in.read(buffer, sizeof buffer);
     const auto got = static_cast<size_t>(in.gcount());
     if (text.size() + got > spec.max_bytes)
-      refuse(spec, "is larger than " + mib(spec.max_bytes), "give a " + spec.what + " of at most " + mib(spec.max_bytes));
+      refuse_too_large(spec);
     text.append(buffer, got);
   }
   if (in.bad()) refuse(spec, "could not be read", spec.fix);
@@ -60,7 +64,7 @@ std::string read_input_file(const InputFileSpec& spec) {
                      std::string(spec.allow_stdin ? ", or '-' to read standard input" : ""));
   const auto size = std::filesystem::file_size(spec.path, ec);
   if (!ec && size > spec.max_bytes)
-    refuse(spec, "is larger than " + mib(spec.max_bytes), "give a " + spec.what + " of at most " + mib(spec.max_bytes));
+    refuse_too_large(spec);
   std::ifstream in(spec.path, std::ios::binary);
   if (!in) refuse_text(spec, "cannot open the " + spec.what, spec.fix);
   note_input_file(spec.path);
