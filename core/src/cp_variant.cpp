@@ -23,6 +23,10 @@ void build_ring_rank(Schedule& sched, const CpLayout& layout, int64_t g, const B
   prog.ops.reserve(static_cast<size_t>(25 * P + 80));
   prog.buffers.reserve(static_cast<size_t>(9 * P + 30));
   builder_parts::RankState s = builder_parts::make_rank_state(prog, sched.shape, layout, g, faults);
+  if (s.thd) {  // packed sequences: the halves-major THD order (thd_layout.hpp)
+    builder_parts::compose_ring_rank(s, s.thd->tokens_before_a2a(g), s.thd->post_a2a_tokens(s.d.p));
+    return;
+  }
   builder_parts::compose_ring_rank(s, layout.tokens_before_a2a(g), layout.post_a2a_tokens(s.d.p));
 }
 
@@ -44,6 +48,7 @@ std::vector<CpVariant> builtin_rows() {
   p2p.plan_sizes = [](int64_t cp) { return std::vector<CpSizes>{{1, cp}}; };
   p2p.runs_hierarchical = [](int64_t a, int64_t) { return a == 1; };
   p2p.takes_faults = true;
+  p2p.takes_thd = true;
   p2p.build_rank = build_ring_rank;
 
   CpVariant a2a = p2p;
@@ -63,6 +68,7 @@ std::vector<CpVariant> builtin_rows() {
   ag.plan_sizes = [](int64_t cp) { return cp > 1 ? std::vector<CpSizes>{{1, cp}} : std::vector<CpSizes>{}; };
   ag.runs_hierarchical = [](int64_t, int64_t) { return false; };
   ag.build_rank = build_all_gather_rank;
+  ag.takes_thd = false;  // TE >= 2.18 runs THD here too (#2829); hcpsim does not model it yet
 
   CpVariant hier = a2a;
   hier.name = "a2a+p2p";
@@ -115,6 +121,11 @@ Schedule schedule_header(const CpVariant& v, const CpLayout& layout, const Atten
   HCPSIM_ASSERT(shape.heads_kv % layout.a2a_size() == 0, "heads_kv must be divisible by A");
   HCPSIM_ASSERT(shape.heads_q % shape.heads_kv == 0, "heads_q must be divisible by heads_kv");
   HCPSIM_ASSERT(shape.seq_length == layout.seq_length(), "shape and layout disagree on seq_length");
+  if (shape.packing.thd()) {
+    HCPSIM_ASSERT(v.takes_thd, v.name + " does not take packed sequences");
+    HCPSIM_ASSERT(shape.packing.total_padded() == shape.seq_length, "packing and seq_length disagree");
+    HCPSIM_ASSERT(shape.batch == 1, "packed sequences need batch 1");
+  }
   Schedule sched;
   sched.cp_comm_type = v.comm_type;
   sched.a2a_size = layout.a2a_size();

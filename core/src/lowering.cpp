@@ -134,6 +134,19 @@ MemberView member_view(const Schedule& s, const std::vector<OpRef>& batch, const
   return v;
 }
 
+/// The per-sequence half-chunk rows of an a2a whose input-layout buffer has `member_rows` rows: op.seq_half_rows,
+/// or one sequence of member_rows / 2 rows (bshd).
+std::vector<int64_t> a2a_seq_half_rows(const AllToAllOp& op, int64_t member_rows, const std::string& where) {
+  if (op.seq_half_rows.empty()) return {member_rows / 2};
+  int64_t sum = 0;
+  for (int64_t h : op.seq_half_rows) {
+    HCPSIM_ASSERT(h >= 0, where + ": negative seq_half_rows entry");
+    sum += h;
+  }
+  HCPSIM_ASSERT(2 * sum == member_rows, where + ": seq_half_rows do not add up to half the member's rows");
+  return op.seq_half_rows;
+}
+
 std::vector<CopySegment> all_to_all_segments(const MemberView& v, const AllToAllOp& op, const std::string& where) {
   const BufferDecl& in = *v.in;
   const BufferDecl& out = *v.out;
@@ -145,21 +158,33 @@ std::vector<CopySegment> all_to_all_segments(const MemberView& v, const AllToAll
     const int64_t c = in.rows / 2;
     const int64_t hl = in.heads / A;
     HCPSIM_ASSERT(out.rows == A * in.rows && out.heads == hl, where + ": a2a scatter output is not [b, A·s, h/A, w]");
+    const std::vector<int64_t> halves = a2a_seq_half_rows(op, in.rows, where);
     for (int64_t k = 0; k < 2 * A; ++k) {
       const int64_t chunk = op.chunk_order[static_cast<size_t>(k)];
-      segs.push_back(v.from(chunk / 2, (chunk % 2) * c, v.j * hl, k * c, 0, c, hl * in.width, false));
+      int64_t off = 0;  // Σ h of the earlier sequences
+      for (int64_t h : halves) {
+        segs.push_back(v.from(chunk / 2, (chunk % 2) * c + off, v.j * hl, (k / A) * A * c + A * off + (k % A) * h, 0,
+                              h, hl * in.width, false));
+        off += h;
+      }
     }
     return segs;
   }
   HCPSIM_ASSERT(in.rows % (2 * A) == 0, where + ": a2a gather input rows not divisible by 2A");
   const int64_t c = in.rows / (2 * A);
   HCPSIM_ASSERT(out.rows == 2 * c && out.heads == A * in.heads, where + ": a2a gather output is not [b, s, h, w]");
-  // From member a: its slots (2j, 2j+1), slot m = its input half-chunk chunk_order[m], into my rows
-  // [half·c, (half+1)·c) at heads [a·hl, (a+1)·hl).
+  const std::vector<int64_t> halves = a2a_seq_half_rows(op, out.rows, where);
+  // From member a: its slots (2j, 2j+1), slot m = its input half-chunk chunk_order[m] of every sequence, into my
+  // rows of that half and sequence at heads [a·hl, (a+1)·hl).
   for (int64_t a = 0; a < A; ++a) {
     for (int64_t half = 0; half < 2; ++half) {
       const int64_t chunk = op.chunk_order[static_cast<size_t>(2 * v.j + half)];
-      segs.push_back(v.from(a, chunk * c, 0, half * c, a * in.heads, c, in.heads * in.width, false));
+      int64_t off = 0;
+      for (int64_t h : halves) {
+        segs.push_back(v.from(a, (chunk / A) * A * c + A * off + (chunk % A) * h, 0, half * c + off, a * in.heads, h,
+                              in.heads * in.width, false));
+        off += h;
+      }
     }
   }
   return segs;
@@ -252,9 +277,11 @@ std::vector<CopySegment> collective_segments(const Schedule& s, const std::vecto
   const Op& op = op_at(s, me);
   const std::string where = op_ref_text(s, me);
   if (const auto* a2a = std::get_if<AllToAllOp>(&op.payload)) {
-    for (int64_t rank : a2a->group)
-      HCPSIM_ASSERT(member_op(s, batch, rank, *a2a, where).direction == a2a->direction,
-                    where + ": members disagree on the direction");
+    for (int64_t rank : a2a->group) {
+      const AllToAllOp& theirs = member_op(s, batch, rank, *a2a, where);
+      HCPSIM_ASSERT(theirs.direction == a2a->direction, where + ": members disagree on the direction");
+      HCPSIM_ASSERT(theirs.seq_half_rows == a2a->seq_half_rows, where + ": members disagree on seq_half_rows");
+    }
     return all_to_all_segments(member_view(s, batch, me, *a2a, where), *a2a, where);
   }
   if (const auto* ag = std::get_if<AllGatherOp>(&op.payload))

@@ -304,6 +304,9 @@ struct Checker {
   void section(const BlockOp& p) const {
     HCPSIM_ASSERT(section_matches(p.section, p.mask, p.q_rows, p.kv_rows, buf(p.q).rows, buf(p.k).rows),
                   where() + ": section " + to_string(p.section) + " does not match the block's rows and mask");
+    if (p.doc.empty()) return;  // THD: the document mask's runs cover the block's rows exactly
+    HCPSIM_ASSERT(runs_rows(p.doc.q) == p.q_rows.count, where() + ": document mask q runs != q rows");
+    HCPSIM_ASSERT(runs_rows(p.doc.kv) == p.kv_rows.count, where() + ": document mask kv runs != kv rows");
   }
 
   /// Merges and corrections: row ranges, LSE width 1, no merge into its own source.

@@ -1,5 +1,6 @@
 #include "hcpsim/core/schedule_builder.hpp"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,31 @@ RankState make_rank_state(RankProgram& prog, const AttentionShape& sh, const CpL
   d.bwd_pair = attn_bwd_flops_per_pair(d.dk, d.dv) * static_cast<double>(sh.batch * d.Hl);
   d.next = layout.cp_rank(mod(d.p + 1, d.P), d.a);
   d.prev = layout.cp_rank(mod(d.p - 1, d.P), d.a);
-  return RankState{RankBuilder(prog, sh), d, layout.a2a_group(d.p), CpLayout::chunk_ids_before_attn(d.A),
-                   CpLayout::chunk_ids_after_attn(d.A), faults};
+  RankState s{RankBuilder(prog, sh), d, layout.a2a_group(d.p), CpLayout::chunk_ids_before_attn(d.A),
+              CpLayout::chunk_ids_after_attn(d.A), faults, nullptr, {}};
+  if (sh.packing.thd()) {
+    const bool floor = !sh.packing.pad_between_seqs || faults.floor_cu_seqlens ||
+                       (faults.tail_padding_blind && sh.packing.only_tail_padded());
+    s.thd = std::make_shared<const ThdLayout>(d.A, d.P, sh.packing,
+                                              floor ? ThdLayout::ValidRule::floor : ThdLayout::ValidRule::padded);
+    for (int64_t p = 0; p < d.P; ++p) s.thd_runs.push_back(s.thd->post_a2a_runs(p));
+  }
+  return s;
+}
+
+DocumentMask block_document_mask(const RankState& s, const RowsOfSection& rows, int64_t kv_source) {
+  if (!s.thd) return {};
+  return DocumentMask{slice_runs(s.thd_runs[static_cast<size_t>(s.d.p)], rows.q.begin, rows.q.count),
+                      slice_runs(s.thd_runs[static_cast<size_t>(kv_source)], rows.kv.begin, rows.kv.count)};
+}
+
+int64_t block_pair_count(const RankState& s, const RowsOfSection& rows, const DocumentMask& doc) {
+  if (s.thd) return document_mask_pairs(doc, rows.mask != BlockMask::none);
+  return semantics::block_pairs(rows.q.count, rows.kv.count, rows.mask);
+}
+
+std::vector<int64_t> a2a_seq_half_rows(const RankState& s) {
+  return s.thd ? s.thd->seq_half_rows() : std::vector<int64_t>{};
 }
 
 RankInputs declare_rank_inputs(RankState& s, const std::vector<int64_t>& tokens) {

@@ -14,7 +14,7 @@ namespace {
 OpIndex a2a(RankState& s, AllToAllOp::Direction dir, BufferId in, BufferId out, int64_t tag, Phase ph,
             std::vector<OpIndex> deps, const std::string& label) {
   AllToAllOp op{dir, s.a2a_group, dir == AllToAllOp::Direction::scatter_heads ? s.before_attn : s.after_attn, in,
-                out, tag};
+                out, tag, a2a_seq_half_rows(s)};
   return s.rb.add(op, ph, Stream::comm, std::move(deps), label, -1, 0, s.rb.bytes_of(in));
 }
 

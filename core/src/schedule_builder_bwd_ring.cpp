@@ -2,6 +2,7 @@
 // the ring buffers, per step the send/recv, the attention-backward block and the §5.3 copy/add accumulation of
 // dq (local) and dk/dv (into the accumulator received from p+1), then the frees.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hcpsim/core/schedule_builder_parts.hpp"
@@ -65,13 +66,13 @@ BwdBlock bwd_attn_block(RankState& s, const BackwardRingBuffers& bufs, const Bac
   std::vector<OpIndex> kdeps = in.ready;
   if (prev_comm >= 0) kdeps.push_back(prev_comm);
   if (bufs.b0_copy >= 0) kdeps.push_back(bufs.b0_copy);
-  const double flops =
-      d.bwd_pair * static_cast<double>(semantics::block_pairs(rows.q.count, rows.kv.count, rows.mask));
+  DocumentMask doc = block_document_mask(s, rows, (d.p + 1 + i) % d.P);  // KV of p2p rank p + 1 + i
+  const double flops = d.bwd_pair * static_cast<double>(block_pair_count(s, rows, doc));
   const KvBuf& cur = bufs.buf[i % 2];
   const BufferId kern_k = bufs.stale_k >= 0 ? bufs.stale_k : cur.k;
   const BufferId kern_v = bufs.stale_v >= 0 ? bufs.stale_v : cur.v;
   blk.kernel = s.rb.add(AttnBwdBlockOp{in.q, kern_k, kern_v, in.out, in.dout, in.lse, rows.q, rows.kv, rows.mask,
-                                      sec, step.dq, step.dk, step.dv},
+                                      sec, step.dq, step.dk, step.dv, std::move(doc)},
                        B, cs, kdeps, "bwd step " + std::to_string(i) + " " + to_string(sec), i, flops,
                        2 * (s.rb.bytes_of(in.q) + s.rb.bytes_of(cur.k) + s.rb.bytes_of(cur.v)) +
                            s.rb.bytes_of(in.out) + s.rb.bytes_of(in.dout));

@@ -1,6 +1,7 @@
 // The forward KV ring of the a2a+p2p rank: TE AttnFuncWithCPAndKVP2P.forward (docs/algorithm.md §4): per step the
 // KV send/recv, the section choice, the attention block and the softmax_lse merge; then the output correction.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hcpsim/core/schedule_builder_parts.hpp"
@@ -67,11 +68,11 @@ OpIndex fwd_attn_block(RankState& s, const AttnLayoutTensors& qkv, ForwardRing& 
   std::vector<OpIndex> deps;
   if (i == 0) deps.push_back(ring.kv0_v);
   if (i > 0) deps.push_back(kv_arrived);  // KV of step i has arrived
-  const double flops =
-      d.fwd_pair * static_cast<double>(semantics::block_pairs(rows.q.count, rows.kv.count, rows.mask));
+  DocumentMask doc = block_document_mask(s, rows, ((d.p - i) % d.P + d.P) % d.P);  // KV of p2p rank p − i
+  const double flops = d.fwd_pair * static_cast<double>(block_pair_count(s, rows, doc));
   return s.rb.add(
       AttnFwdBlockOp{qkv.q, ring.k[iu], ring.v[iu], rows.q, rows.kv, rows.mask, sec, ring.out_step[iu],
-                     ring.lse_step[iu]},
+                     ring.lse_step[iu], std::move(doc)},
       F, st, deps, "fwd step " + std::to_string(i) + " " + to_string(sec), i, flops,
       s.rb.bytes_of(qkv.q) + s.rb.bytes_of(ring.k[iu]) + s.rb.bytes_of(ring.v[iu]) +
           s.rb.bytes_of(ring.out_step[iu]));
@@ -90,7 +91,8 @@ void fwd_lse_merge(RankState& s, ForwardRing& ring, int64_t i, Stream st, OpInde
   } else {
     RowRange dst = rows_of(ring.sections[iu], d.C).q;
     std::vector<OpIndex> mdeps{kernel, ring.last_merge};
-    ring.last_merge = s.rb.add(LseMergeOp{ring.lse, ring.lse_step[iu], dst, false}, F, st, mdeps,
+    ring.last_merge = s.rb.add(LseMergeOp{ring.lse, ring.lse_step[iu], dst, false, s.faults.unguarded_empty_merge},
+                               F, st, mdeps,
                                "fwd step " + std::to_string(i) + " lse merge", i, 0,
                                dst.count * d.batch * d.Hl * 4 * 3);
   }

@@ -44,6 +44,8 @@ struct CpVariant {
   bool symmetric_a2a_groups = false;
   /// True when the fault injectors (fault_injection.hpp) and BuilderFaults apply to its schedules.
   bool takes_faults = false;
+  /// Whether build_rank handles packed sequences (AttentionShape::packing, thd_layout.hpp). Additive field.
+  bool takes_thd = false;
   /// Builds the program of flat CP rank g into sched.ranks[g] (sched has its header and sizes set, and every
   /// program its rank and cp_rank); faults are all false unless takes_faults.
   std::function<void(Schedule& sched, const CpLayout& layout, int64_t g, const BuilderFaults& faults)> build_rank;

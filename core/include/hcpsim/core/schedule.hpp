@@ -30,7 +30,9 @@
 #include <variant>
 #include <vector>
 
+#include "hcpsim/core/document_mask.hpp"
 #include "hcpsim/core/semantics.hpp"
+#include "hcpsim/core/thd_layout.hpp"
 #include "hcpsim/core/types.hpp"
 
 namespace hcpsim {
@@ -114,6 +116,13 @@ struct AllToAllOp {
   BufferId input = -1;
   BufferId output = -1;
   int64_t tag = 0;                   ///< identical on every member
+  /// Packed sequences (THD, thd_layout.hpp): rows of one half-chunk of every sequence in one member's
+  /// input-layout buffer [b, s, h, w] (h_s, Σ h_s = s/2), which then holds the first half-chunks of all sequences
+  /// followed by the second ones ("halves-major"). Every half-chunk above is then cut per sequence: member j's
+  /// half-chunk (j, half) of sequence q sits at its rows half·s/2 + Σ_{q'<q} h_q'; in the attention-layout
+  /// buffer [b, A·s, h/A, w] slot k of sequence q sits at rows (k / A)·A·s/2 + A·Σ_{q'<q} h_q' + (k % A)·h_q.
+  /// Empty = one sequence of s/2 rows (bshd), where both reduce to the rules above. Additive field.
+  std::vector<int64_t> seq_half_rows{};
 };
 
 /// All-gather along the sequence inside `group` (TE all_gather CP, docs/algorithm.md §9.5). Every member's
@@ -161,6 +170,10 @@ struct AttnFwdBlockOp {
   BlockMask mask = BlockMask::none;
   Section section = Section::full;
   BufferId out = -1, lse = -1;
+  /// Packed sequences (THD): the tokens of q_rows and kv_rows (document_mask.hpp); a pair is visible iff both are
+  /// in the same sequence, neither is padding and, for mask = causal, the key's position ≤ the query's. Empty =
+  /// `mask` alone (bshd). Additive field.
+  DocumentMask doc{};
 };
 
 /// Backward of one block given the *global* out and lse (docs/algorithm.md §5.2): with D_r = Σ dO_r·O_r,
@@ -173,6 +186,7 @@ struct AttnBwdBlockOp {
   BlockMask mask = BlockMask::none;
   Section section = Section::full;
   BufferId dq = -1, dk = -1, dv = -1;
+  DocumentMask doc{};  ///< as AttnFwdBlockOp::doc; empty rows get dq = 0 and add nothing to dk, dv. Additive field.
 };
 
 /// TE flash_attn_fwd_softmax_lse_correction on rows [dst_rows): L ← max(L, L_i) + log1p(exp(min − max)),
@@ -185,6 +199,9 @@ struct LseMergeOp {
   /// fault injector naive_lse_merge sets it; TE ≥ v1.6, the first release with #716, never does; TE before
   /// it computed the naive merge in fp64). Additive field, default false.
   bool naive = false;
+  /// true: TE's unguarded merge, max + log1p(exp(min − max)) with merge(−inf, −inf) = NaN (flash-attention
+  /// #978, flashinfer #4051); only the fault injector unguarded_empty_merge sets it. Additive field.
+  bool unguarded = false;
 };
 
 /// TE flash_attn_fwd_out_correction(_init): dst[dst_rows] (= | +=) src · exp(src_lse − lse[dst_rows]),
@@ -309,6 +326,9 @@ struct AttentionShape {
   bool causal = true;
   double softmax_scale = 0;   ///< default dk^-0.5 (TE CP.py L1427-1428)
   Dtype dtype = Dtype::bf16;  ///< element type of activations and messages
+  /// qkv_format thd: the packed sequences of the micro-batch (seq_length = packing.total_padded(), batch 1);
+  /// empty = bshd/sbhd. Additive field.
+  PackedSequences packing;
 };
 
 /// What a schedule is for. attention: one CP attention layer (schedule_builder.hpp), which every executor runs

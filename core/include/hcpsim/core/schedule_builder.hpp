@@ -44,6 +44,16 @@ struct BuilderFaults {
   /// Every backward ring step's kernel reads the KV of backward step 0 (a separate copy kept for the whole
   /// backward) instead of the KV that travels around the ring; P = 1 is unaffected.
   bool stale_kv_backward = false;
+  /// THD: per-step valid lengths cu_seqlens // P for every sequence, as when cu_seqlens_padded is not honoured
+  /// (TE #1930, Megatron #1669): the last valid tokens of a padded sequence are dropped and padding is attended.
+  bool floor_cu_seqlens = false;
+  /// THD: TE's old pad_between_seqs auto-detection, which compared cu_seqlens_padded[:-1] with cu_seqlens[:-1]
+  /// and so missed padding of the last sequence only (TE #3331): then the floor rule above applies. No effect
+  /// unless only the last sequence is padded.
+  bool tail_padding_blind = false;
+  /// Every softmax_lse merge is TE's unguarded formula: merging two empty rows (−inf, −inf) gives NaN
+  /// (flash-attention #978, flashinfer #4051), which a padded THD row hits.
+  bool unguarded_empty_merge = false;
 };
 
 /// build_schedule with `faults` applied (p2p, a2a and a2a+p2p only).

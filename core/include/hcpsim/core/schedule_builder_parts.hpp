@@ -11,6 +11,7 @@
 /// calls is the order of the ops and buffers; the schedules are compared byte for byte, so that order must not
 /// change.
 
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -113,6 +114,10 @@ struct RankState {
   std::vector<int64_t> before_attn;  ///< chunk_ids_before_attn(A)
   std::vector<int64_t> after_attn;   ///< chunk_ids_after_attn(A)
   BuilderFaults faults;
+  /// Packed sequences (shape.packing non-empty): the THD layout with the valid-token rule the faults select, and
+  /// the post-a2a token runs of every p2p rank (what the KV of that rank holds). Null for bshd.
+  std::shared_ptr<const ThdLayout> thd;
+  std::vector<std::vector<TokenRun>> thd_runs;
 };
 
 /// The builder state of the rank at flat CP position g of `layout`: its dimensions in the layout and shape, its
@@ -206,6 +211,14 @@ inline RowsOfSection rows_of(Section s, int64_t C) {
   }
   HCPSIM_ASSERT(false, "unknown section");
 }
+
+/// The document mask of a ring block of this rank whose KV belongs to p2p rank `kv_source` (THD; empty for
+/// bshd): the runs of this rank's q rows and of the source's KV rows in `rows`.
+DocumentMask block_document_mask(const RankState& s, const RowsOfSection& rows, int64_t kv_source);
+/// The (query, key) pairs a ring block computes: document_mask_pairs of `doc` (THD) or semantics::block_pairs.
+int64_t block_pair_count(const RankState& s, const RowsOfSection& rows, const DocumentMask& doc);
+/// THD: AllToAllOp::seq_half_rows of this rank's a2a ops (empty for bshd).
+std::vector<int64_t> a2a_seq_half_rows(const RankState& s);
 
 // schedule_builder_a2a.cpp: TE flash_attn_a2a_communicate (docs/algorithm.md §3).
 
