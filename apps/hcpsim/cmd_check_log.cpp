@@ -1,5 +1,6 @@
 // hcpsim check-log LOG [--scenario S | --gpu NAME]: what a Megatron training log says about hierarchical context
-// parallelism and throughput. Exit 0 clean, 1 findings (each quoted with file:line), 2 unreadable input.
+// parallelism, throughput and NaN iterations. Exit 0 clean, 1 findings (each quoted with file:line), 2 unreadable
+// input.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -301,6 +302,8 @@ int run_check_log(const CheckLogOptions& o) {
   // (d) throughput versus the whole-step model.
   const Scenario* model_scenario = gpu.given ? &*gpu.given : from_args.scenario ? &*from_args.scenario : nullptr;
   const std::string model_line = compare_with_model(log, model_scenario, from_args.scenario, findings);
+  // (e) NaN or Inf in the iteration lines, with the known CP causes when the run used CP.
+  for (auto& f : check_nan_iterations(log, args)) findings.push_back(std::move(f));
 
   std::stable_sort(findings.begin(), findings.end(),
                    [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });
@@ -315,7 +318,8 @@ int run_check_log(const CheckLogOptions& o) {
 
 CLI::App* add_check_log_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("check-log", "check a Megatron training log: hierarchical CP groups, throughput "
-                                              "against the GPU peak, the arguments against the validation rules");
+                                              "against the GPU peak, the arguments against the validation rules, "
+                                              "NaN iterations");
   auto o = std::make_shared<CheckLogOptions>();
   cmd->add_option("log", o->log_path, "Megatron-LM training log (rank 0 stdout/stderr)")->required();
   auto* sc = cmd->add_option("--scenario", o->scenario_path, "scenario whose cluster.gpu gives the peak");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -103,31 +104,35 @@ bool argument_line(const std::string& line, int number, MegatronArg& out) {
   return true;
 }
 
+/// The decimal number at the start of `text` (blanks skipped); std::nullopt for none, for text that spells NaN or
+/// Inf (std::stod reads those) and for a value outside double's range, so no report holds a non-finite value.
+std::optional<double> finite_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == 0 || !std::isfinite(v)) return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::optional<ThroughputReport> throughput_line(const std::string& line, int number) {
   const std::string key = "throughput per GPU (TFLOP/s/GPU): ";
   const auto at = line.find(key);
   if (at == std::string::npos) return std::nullopt;
   ThroughputReport r;
   r.line = number;
-  try {
-    size_t used = 0;
-    r.tflops_per_gpu = std::stod(line.substr(at + key.size()), &used);
-    if (used == 0) return std::nullopt;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  const auto tflops = finite_number(line.substr(at + key.size()));
+  if (!tflops) return std::nullopt;
+  r.tflops_per_gpu = *tflops;
   // Megatron's training_log: "elapsed time per iteration (ms): 7450.2 | ... | global batch size:    64 |".
   auto number_after = [&](const std::string& k) -> std::optional<double> {
     const auto pos = line.find(k);
     if (pos == std::string::npos) return std::nullopt;
-    try {
-      size_t used = 0;
-      const double v = std::stod(line.substr(pos + k.size()), &used);
-      if (used == 0 || !(v > 0)) return std::nullopt;
-      return v;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    const auto v = finite_number(line.substr(pos + k.size()));
+    if (!v || !(*v > 0)) return std::nullopt;
+    return v;
   };
   r.elapsed_ms = number_after("elapsed time per iteration (ms): ");
   if (const auto g = number_after("global batch size: ")) r.global_batch_size = static_cast<int64_t>(*g);
@@ -139,6 +144,64 @@ std::optional<ThroughputReport> throughput_line(const std::string& line, int num
     while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
     if (e > p) r.iteration = std::stoll(line.substr(p, e - p));
   }
+  return r;
+}
+
+std::string trimmed(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// Digits read as an int64_t: at most 18, so std::stoll cannot overflow.
+constexpr size_t kMaxCountDigits = 18;
+
+/// `text` as a count when it is only decimal digits (blanks around ignored).
+std::optional<int64_t> count_text(const std::string& text) {
+  const std::string t = trimmed(text);
+  if (t.empty() || t.size() > kMaxCountDigits ||
+      !std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+    return std::nullopt;
+  return std::stoll(t);
+}
+
+/// The N of training_log's `iteration N/ M` (Megatron pads both numbers with blanks; NeMo 2 prints
+/// `iteration N/M`); std::nullopt on every other line.
+std::optional<int64_t> training_iteration(const std::string& line) {
+  for (size_t pos = line.find("iteration "); pos != std::string::npos; pos = line.find("iteration ", pos + 1)) {
+    size_t p = pos + 10;
+    while (p < line.size() && line[p] == ' ') ++p;
+    size_t e = p;
+    while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
+    size_t slash = e;
+    while (slash < line.size() && line[slash] == ' ') ++slash;
+    if (e > p && e - p <= kMaxCountDigits && slash < line.size() && line[slash] == '/')
+      return std::stoll(line.substr(p, e - p));
+  }
+  return std::nullopt;
+}
+
+/// The `name: value |` fields of an iteration line that report NaN or Inf; std::nullopt when none does.
+std::optional<NanReport> nan_line(const std::string& line, int number, int64_t iteration) {
+  NanReport r;
+  r.line = number;
+  r.iteration = iteration;
+  std::stringstream in(line);
+  std::string item;
+  while (std::getline(in, item, '|')) {
+    const auto colon = item.find(": ");
+    if (colon == std::string::npos) continue;
+    std::string name = trimmed(item.substr(0, colon));
+    const std::string value = trimmed(item.substr(colon + 2));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool loss = name.size() >= 4 && name.compare(name.size() - 4, 4, "loss") == 0;  // lm loss, z_loss
+    if (name == "number of nan iterations") {
+      r.nan_iterations = count_text(value).value_or(0);
+    } else if ((loss || name == "grad norm") && is_non_finite_text(value)) {
+      r.non_finite.push_back(trimmed(item.substr(0, colon)) + ": " + value);
+    }
+  }
+  if (r.nan_iterations == 0 && r.non_finite.empty()) return std::nullopt;
   return r;
 }
 
@@ -213,6 +276,10 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
     }
     if (!log.world) log.world = world_line(line, number);
     if (auto t = throughput_line(line, number)) log.throughput.push_back(*t);
+    if (const auto it = training_iteration(line)) {
+      ++log.iteration_lines;
+      if (auto n = nan_line(line, number, *it)) log.nan_reports.push_back(std::move(*n));
+    }
     if (!log.padded_vocab_size) {
       const auto at = line.find("padded vocab (size: ");
       if (at != std::string::npos) {
@@ -383,6 +450,83 @@ std::vector<LogFinding> check_throughput_below_model(const MegatronLog& log,
                                   ") is " + pct + " of the whole-step model's " + fmt1(*predicted_tflops_per_gpu) +
                                   " TFLOP/s, below " + factor_text +
                                   "x: a slow node or link, or a configuration other than the one modelled"});
+  return out;
+}
+
+bool is_non_finite_text(const std::string& text) {
+  std::string t = trimmed(text);
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!t.empty() && (t[0] == '+' || t[0] == '-')) t.erase(0, 1);
+  // C's printf may print a NaN's payload: "nan(0x8000000000000)".
+  return t == "nan" || t == "inf" || t == "infinity" || (t.rfind("nan(", 0) == 0 && t.back() == ')');
+}
+
+namespace {
+
+/// The context-parallel size the run used and where the log says so: the world-size line (what ran), else the
+/// interpreted arguments, else the raw context_parallel_size argument. std::nullopt when the log gives none.
+std::optional<std::pair<int64_t, std::string>> log_context_parallel_size(const MegatronLog& log,
+                                                                         const std::optional<MegatronConfig>& args) {
+  const std::string file = display(log.path);
+  if (log.world && log.world->context_parallel_size)
+    return std::make_pair(*log.world->context_parallel_size,
+                          "the world-size line " + file + ":" + std::to_string(log.world->line));
+  const MegatronArg* a = find_arg(log, "context_parallel_size");
+  const std::string where = a ? " " + file + ":" + std::to_string(a->line) : std::string();
+  if (args) return std::make_pair(args->context_parallel_size, "the arguments" + where);
+  if (a && !a->values.empty())
+    if (const auto v = count_text(a->values.front())) return std::make_pair(*v, "the arguments" + where);
+  return std::nullopt;
+}
+
+std::string plural(int64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::vector<LogFinding> check_nan_iterations(const MegatronLog& log, const std::optional<MegatronConfig>& args) {
+  std::vector<LogFinding> out;
+  if (log.nan_reports.empty()) return out;
+  int64_t counted = 0;
+  int64_t counting_lines = 0;
+  int64_t non_finite_lines = 0;
+  for (const auto& r : log.nan_reports) {
+    counted += r.nan_iterations;
+    counting_lines += r.nan_iterations > 0 ? 1 : 0;
+    non_finite_lines += r.non_finite.empty() ? 0 : 1;
+  }
+  const NanReport& first = log.nan_reports.front();
+  std::string evidence;
+  if (first.nan_iterations > 0) evidence = "number of nan iterations: " + std::to_string(first.nan_iterations);
+  for (const auto& f : first.non_finite) evidence += (evidence.empty() ? "" : ", ") + f;
+  const std::string of_lines = " of " + std::to_string(log.iteration_lines) + " logged iteration lines";
+  std::string msg = "NaN/Inf in training: ";
+  if (counted > 0)
+    msg += "'number of nan iterations' counts " + plural(counted, "iteration") + " on " +
+           std::to_string(counting_lines) + of_lines;
+  if (non_finite_lines > 0)
+    msg += std::string(counted > 0 ? "; " : "") + std::to_string(non_finite_lines) + of_lines +
+           " show a non-finite loss or grad norm";
+  msg += "; first reported at iteration " + std::to_string(first.iteration) + " (" + evidence + ")";
+  const auto cp = log_context_parallel_size(log, args);
+  if (cp && cp->first > 1) {
+    msg += ", with context parallelism (context-parallel size " + std::to_string(cp->first) + ", from " +
+           cp->second +
+           "). Known CP causes: a CP rank whose tokens are all padding or loss-masked gives 0/0 in the attention "
+           "softmax and the loss (NVIDIA/Megatron-LM#1764, NVIDIA-NeMo/Megatron-Bridge#2914); a THD packed "
+           "sequence whose half on a CP rank is all padding gives NaN gradients in TE's fused attention backward "
+           "(NVIDIA/TransformerEngine#2186); fix: check the padding of the packed sequences (cu_seqlens_padded: "
+           "each sequence padded to a multiple of 2*CP so that no CP rank holds only padding), use a Transformer "
+           "Engine release with the fix of TransformerEngine#2186, and check the CP attention with `hcpsim verify` "
+           "on a scenario of this configuration (thd itself is not modelled yet: validate rejects qkv_format thd)";
+  } else {
+    msg += ", not CP-specific (" +
+           (cp ? "context-parallel size " + std::to_string(cp->first) + ", from " + cp->second
+               : std::string("the log reports no context-parallel size")) +
+           "): look for the usual causes (learning rate, data, fp16 loss scale, a faulty GPU)";
+  }
+  out.push_back({first.line, msg});
   return out;
 }
 

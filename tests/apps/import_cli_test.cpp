@@ -31,6 +31,22 @@ fs::path scratch(const std::string& name) {
   return d;
 }
 
+/// check-log on a copy of fixture log `fixture` with its first `from` replaced by `to`; the copy is
+/// scratch(name)/log.txt (the caller removes that folder).
+struct VariantRun {
+  fs::path log;
+  hcpsim::test::CommandRun run;
+};
+VariantRun check_log_variant(const std::string& name, const std::string& fixture, const std::string& from,
+                             const std::string& to) {
+  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + fixture);
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), to);
+  const auto log = scratch(name) / "log.txt";
+  std::ofstream(log) << text;
+  return {log, run_hcpsim("check-log '" + log.string() + "'")};
+}
+
 /// Runs hcpsim with stderr discarded: the output is stdout alone.
 hcpsim::test::CommandRun run_stdout_only(const std::string& args) {
   return run_command(std::string("( '") + HCPSIM_BINARY + "' " + args + " 2>/dev/null )");
@@ -201,13 +217,9 @@ TEST_CASE("apps: check-log on the CP-silently-off fixture quotes both findings w
 }
 
 TEST_CASE("apps: check-log reports validation errors of the arguments at their lines", "[apps][import]") {
-  const auto dir = scratch("validation");
-  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
-  const std::string from = "hierarchical_context_parallel_sizes ............. [8, 2]";
-  text.replace(text.find(from), from.size(), "hierarchical_context_parallel_sizes ............. [4, 2]");
-  const auto log = dir / "log.txt";
-  std::ofstream(log) << text;
-  const auto r = run_hcpsim("check-log '" + log.string() + "'");
+  const auto [log, r] = check_log_variant("validation", "log_healthy.txt",
+                                          "hierarchical_context_parallel_sizes ............. [8, 2]",
+                                          "hierarchical_context_parallel_sizes ............. [4, 2]");
   INFO(r.output);
   REQUIRE(r.exit_code == 1);
   // (a) the world-size line shows [8, 2], not the configured [4, 2]
@@ -217,7 +229,7 @@ TEST_CASE("apps: check-log reports validation errors of the arguments at their l
   REQUIRE(r.output.find(log.string() + ":28: the arguments fail validation: "
                                        "parallel.hierarchical_context_parallel_sizes: 4*2 = 8 != context_parallel_size "
                                        "16; fix: ") != std::string::npos);
-  fs::remove_all(dir);
+  fs::remove_all(log.parent_path());
 }
 
 TEST_CASE("apps: check-log exits 2 on empty, binary, truncated and missing files", "[apps][import]") {
@@ -287,3 +299,37 @@ TEST_CASE("apps: check-log identifies the log's FLOP convention from its iterati
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("apps: check-log reports NaN iterations, with the CP causes when CP > 1", "[apps][import]") {
+  const std::string log = kDir + "log_nan_cp.txt";
+  const auto r = run_hcpsim("check-log " + log);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.find("\n" + log + ":94: NaN/Inf in training: 'number of nan iterations' counts 3 iterations on 2 "
+                        "of 6 logged iteration lines; first reported at iteration 20 (number of nan iterations: 1), "
+                        "with context parallelism (context-parallel size 16, from the world-size line " + log +
+                        ":3). Known CP causes: ") != std::string::npos);
+  for (const char* pointer : {"(NVIDIA/Megatron-LM#1764, NVIDIA-NeMo/Megatron-Bridge#2914)",
+                              "(NVIDIA/TransformerEngine#2186); fix: check the padding of the packed sequences "
+                              "(cu_seqlens_padded", "`hcpsim verify`"})
+    REQUIRE(r.output.find(pointer) != std::string::npos);
+  REQUIRE(r.output.find("    | [2025-01-01 12:53:55] iteration       20/     500 |") != std::string::npos);
+  REQUIRE(r.output.find("result: 1 finding\n") != std::string::npos);
+
+  // The same log with CP 1 on the world-size line: the NaN finding stays, without the CP pointer.
+  const auto [cp1, c] =
+      check_log_variant("nan_cp1", "log_nan_cp.txt", "context-parallel size: 16,", "context-parallel size: 1,");
+  INFO(c.output);
+  REQUIRE(c.exit_code == 1);
+  REQUIRE(c.output.find(cp1.string() + ":94: NaN/Inf in training: 'number of nan iterations' counts 3 iterations") !=
+          std::string::npos);
+  REQUIRE(c.output.find(", not CP-specific (context-parallel size 1, from the world-size line " + cp1.string() +
+                        ":3): look for the usual causes") != std::string::npos);
+  REQUIRE(c.output.find("#1764") == std::string::npos);
+  fs::remove_all(cp1.parent_path());
+
+  // The healthy fixture ("number of nan iterations:   0" on every line) stays clean.
+  const auto h = run_hcpsim("check-log " + kDir + "log_healthy.txt");
+  REQUIRE(h.exit_code == 0);
+  REQUIRE(h.output.find("NaN") == std::string::npos);
+  REQUIRE(h.output.find("result: clean\n") != std::string::npos);
+}

@@ -155,3 +155,101 @@ TEST_CASE("log: GPU and preset names map to cluster presets", "[log]") {
   REQUIRE_FALSE(preset_of_gpu_name("H1000").has_value());
   REQUIRE_FALSE(preset_of_gpu_name("MI300X").has_value());
 }
+
+TEST_CASE("log: NaN iterations with CP > 1 name the count, the first iteration and the CP causes", "[log][nan]") {
+  const auto log = parse_megatron_log(read_fixture("log_nan_cp.txt"), "nan.txt");
+  REQUIRE(log.iteration_lines == 6);
+  REQUIRE(log.nan_reports.size() == 2);
+  REQUIRE(log.nan_reports[0].line == 94);
+  REQUIRE(log.nan_reports[0].iteration == 20);
+  REQUIRE(log.nan_reports[0].nan_iterations == 1);
+  REQUIRE(log.nan_reports[1].nan_iterations == 2);
+  REQUIRE(log.nan_reports[0].non_finite.empty());  // fp16 skips the NaN iterations: the averaged loss stays finite
+  const auto f = check_nan_iterations(log, interpret_megatron_args(log.arguments, "nan.txt", true));
+  REQUIRE(f.size() == 1);
+  REQUIRE(f[0].line == 94);
+  REQUIRE(f[0].message.rfind("NaN/Inf in training: 'number of nan iterations' counts 3 iterations on 2 of 6 logged "
+                             "iteration lines; first reported at iteration 20 (number of nan iterations: 1), with "
+                             "context parallelism (context-parallel size 16, from the world-size line nan.txt:3). "
+                             "Known CP causes: a CP rank whose tokens are all padding or loss-masked gives 0/0",
+                             0) == 0);
+  for (const char* pointer : {"NVIDIA/Megatron-LM#1764", "NVIDIA-NeMo/Megatron-Bridge#2914",
+                              "NVIDIA/TransformerEngine#2186", "cu_seqlens_padded", "`hcpsim verify`"})
+    REQUIRE(f[0].message.find(pointer) != std::string::npos);
+
+  // The healthy fixture reports "number of nan iterations:   0" on every line: no finding.
+  const auto healthy = parse_megatron_log(read_fixture("log_healthy.txt"), "healthy.txt");
+  REQUIRE(healthy.iteration_lines == 6);
+  REQUIRE(healthy.nan_reports.empty());
+  REQUIRE(check_nan_iterations(healthy, std::nullopt).empty());
+}
+
+TEST_CASE("log: NaN iterations with CP = 1, or no CP size, are not CP-specific", "[log][nan]") {
+  const std::string cp1 =
+      replace(read_fixture("log_nan_cp.txt"), "context-parallel size: 16,", "context-parallel size: 1,");
+  const auto log = parse_megatron_log(cp1, "cp1.txt");
+  const auto f = check_nan_iterations(log, std::nullopt);
+  REQUIRE(f.size() == 1);
+  REQUIRE(f[0].message.find(", not CP-specific (context-parallel size 1, from the world-size line cp1.txt:3): look "
+                            "for the usual causes") != std::string::npos);
+  REQUIRE(f[0].message.find("#1764") == std::string::npos);
+  REQUIRE(f[0].message.find("Known CP causes") == std::string::npos);
+
+  // Without a world-size line the raw context_parallel_size argument decides.
+  const std::string lines = "------------------------ arguments ------------------------\n"
+                            "  context_parallel_size ........................... 4\n"
+                            "-------------------- end of arguments ---------------------\n"
+                            " iteration        5/     100 | lm loss: nan | number of nan iterations:   0 |\n";
+  const auto f4 = check_nan_iterations(parse_megatron_log(lines, "a.txt"), std::nullopt);
+  REQUIRE(f4.size() == 1);
+  REQUIRE(f4[0].line == 4);
+  REQUIRE(f4[0].message.find("1 of 1 logged iteration lines show a non-finite loss or grad norm; first reported at "
+                             "iteration 5 (lm loss: nan), with context parallelism (context-parallel size 4, from "
+                             "the arguments a.txt:2)") != std::string::npos);
+  const std::string none = "using world size: 8, data-parallel size: 8, tensor-model-parallel size: 1\n"
+                           " iteration       10/     100 | lm loss: NaN |\n";
+  const auto fn = check_nan_iterations(parse_megatron_log(none, "n.txt"), std::nullopt);
+  REQUIRE(fn.size() == 1);
+  REQUIRE(fn[0].message.find("not CP-specific (the log reports no context-parallel size)") != std::string::npos);
+}
+
+TEST_CASE("log: NaN and Inf are parsed in every spelling and never read as numbers", "[log][nan]") {
+  for (const char* t : {"nan", "NaN", "NAN", "-nan", "+nan", " -nan ", "nan(0x8000000000000)", "inf", "INF", "-INF",
+                        "-inf", "Infinity", "-infinity"})
+    REQUIRE(is_non_finite_text(t));
+  for (const char* t : {"", "1.0E+01", "0.000000E+00", "nano", "info", "nan1", "1e400", "-", "none"})
+    REQUIRE_FALSE(is_non_finite_text(t));
+
+  const std::string text =
+      "using world size: 8, data-parallel size: 4, context-parallel size: 2, tensor-model-parallel size: 1\n"
+      " [2025-01-01 00:00:00] iteration       10/     100 | throughput per GPU (TFLOP/s/GPU): nan | lm loss: "
+      "1.000000E+01 | grad norm: inf | number of nan iterations:   0 |\n"
+      " [2025-01-01 00:01:00] iteration       20/     100 | throughput per GPU (TFLOP/s/GPU): 400.0 | elapsed time per "
+      "iteration (ms): inf | global batch size:   inf | lm loss: -nan | mtp_1 loss: INF | loss scale: inf |\n"
+      " [2025-01-01 00:02:00] iteration       30/     100 | throughput per GPU (TFLOP/s/GPU): -inf | lm loss: "
+      "9.000000E+00 | number of nan iterations: nan |\n"
+      "Training epoch 0, iteration 39/99 | lr: 1.5e-06 | global_batch_size: 8 | reduced_train_loss: NaN |\n"
+      " validation loss at iteration 40 | lm loss value: NAN | lm loss PPL: NAN |\n";
+  const auto log = parse_megatron_log(text, "spell.txt");
+  // Non-finite throughput is no report; non-finite elapsed time and batch size are absent, not numbers.
+  REQUIRE(log.throughput.size() == 1);
+  REQUIRE(log.throughput[0].iteration == 20);
+  REQUIRE(log.throughput[0].tflops_per_gpu == 400.0);
+  REQUIRE_FALSE(log.throughput[0].elapsed_ms.has_value());
+  REQUIRE_FALSE(log.throughput[0].global_batch_size.has_value());
+  REQUIRE(log.iteration_lines == 4);  // the validation line has no "iteration N/ M"
+  REQUIRE(log.nan_reports.size() == 3);
+  REQUIRE(log.nan_reports[0].non_finite == std::vector<std::string>{"grad norm: inf"});
+  REQUIRE(log.nan_reports[1].non_finite == std::vector<std::string>{"lm loss: -nan", "mtp_1 loss: INF"});
+  REQUIRE(log.nan_reports[2].iteration == 39);  // NeMo 2's progress line
+  REQUIRE(log.nan_reports[2].non_finite == std::vector<std::string>{"reduced_train_loss: NaN"});
+  const auto f = check_nan_iterations(log, std::nullopt);
+  REQUIRE(f.size() == 1);
+  REQUIRE(f[0].line == 2);
+  REQUIRE(f[0].message.rfind("NaN/Inf in training: 3 of 4 logged iteration lines show a non-finite loss or grad norm; "
+                             "first reported at iteration 10 (grad norm: inf), with context parallelism "
+                             "(context-parallel size 2, from the world-size line spell.txt:1)",
+                             0) == 0);
+  // A NaN throughput is not above the peak (it is no report at all).
+  REQUIRE(check_throughput_peak(log, GpuPeak{989.4, "H100", false}, false).empty());
+}

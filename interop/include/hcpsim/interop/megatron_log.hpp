@@ -9,7 +9,12 @@
 ///    `  name ....... value` line per argument (dots pad the name to 48 characters; values are Python's str()),
 ///    and `-------------------- end of arguments ---------------------`.
 ///  - megatron/training/training.py training_log prints per logged iteration
-///    ` [date time] iteration N/ M | ... | throughput per GPU (TFLOP/s/GPU): X | ...` (with --log-throughput).
+///    ` [date time] iteration N/ M | ... | throughput per GPU (TFLOP/s/GPU): X | ...` (with --log-throughput),
+///    then the averaged losses (` lm loss: 1.050000E+01 |`, Python's `{:.6E}`: a non-finite value prints `INF`;
+///    a NaN or negative average is left out of the line), ` grad norm: X |` (`{:.3f}`: `nan`, `inf`) and
+///    ` number of nan iterations: N |`, the iterations of the logging interval ending at N whose loss was NaN or
+///    Inf when the optimizer skipped them (a loss scaler, fp16; bf16 skips none, so it stays 0). Megatron-Bridge's
+///    training/utils/train_utils.py training_log prints the same fields.
 
 #include <cstdint>
 #include <optional>
@@ -41,6 +46,15 @@ struct ThroughputReport {
   std::optional<int64_t> global_batch_size;     ///< `global batch size: N` of the same line
 };
 
+/// One iteration line that reports NaN or Inf: a non-zero `number of nan iterations` or a non-finite loss or grad
+/// norm.
+struct NanReport {
+  int line = 0;
+  int64_t iteration = 0;                ///< the N of `iteration N/ M`: the last iteration of the logging interval
+  int64_t nan_iterations = 0;           ///< `number of nan iterations: K` of the line (0 when absent)
+  std::vector<std::string> non_finite;  ///< the fields printed non-finite, as printed: "lm loss: NAN"
+};
+
 /// What hcpsim reads from a training log.
 struct MegatronLog {
   std::string path;                      ///< as the user named it
@@ -54,6 +68,8 @@ struct MegatronLog {
   /// The tokenizer's vocabulary, from "> padded vocab (size: N) with K dummy tokens (new size: M)" (the N; Megatron
   /// pads it again itself). Absent when no such line.
   std::optional<int64_t> padded_vocab_size;
+  int64_t iteration_lines = 0;        ///< lines of the form `iteration N/ M | ...` (training_log's)
+  std::vector<NanReport> nan_reports;  ///< the iteration lines that report NaN or Inf, in log order
 };
 
 /// Parses a training log held in memory.
@@ -121,5 +137,21 @@ std::vector<LogFinding> check_throughput_vs_model(const MegatronLog& log,
 std::vector<LogFinding> check_throughput_below_model(const MegatronLog& log,
                                                      std::optional<double> predicted_tflops_per_gpu,
                                                      double low_factor = kThroughputModelLowFactor);
+
+/// True when `text` (surrounding blanks ignored) spells a non-finite number as Python, C's printf or C++ print it:
+/// `nan`, `NaN`, `NAN`, `-nan`, `nan(...)`, `inf`, `-INF`, `infinity`, with an optional sign. Such text is never
+/// read as a number by the log parser.
+bool is_non_finite_text(const std::string& text);
+
+/// (e) NaN or Inf in training: one finding at the first iteration line that reports it, naming the iterations
+/// counted by `number of nan iterations`, the lines with a non-finite loss or grad norm, and the first iteration.
+/// With context parallelism (context_parallel_size > 1: the world-size line's, else the arguments') it points at
+/// the known CP causes: a CP rank whose tokens are all padding or loss-masked gives 0/0 in the softmax and the loss
+/// (NVIDIA/Megatron-LM#1764, NVIDIA-NeMo/Megatron-Bridge#2914), and a THD packed sequence whose half on a CP rank
+/// is all padding gives NaN gradients in TE's fused attention backward (NVIDIA/TransformerEngine#2186). Without it
+/// the finding says that the NaN is not CP-specific. Empty when no line reports NaN or Inf.
+/// @param args  the log's arguments block, interpreted; std::nullopt when absent or rejected (the raw
+///              context_parallel_size argument is then read)
+std::vector<LogFinding> check_nan_iterations(const MegatronLog& log, const std::optional<MegatronConfig>& args);
 
 }  // namespace hcpsim
