@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "hcpsim/core/document_mask.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/op_visit.hpp"
 #include "hcpsim/core/semantics.hpp"
@@ -170,8 +171,48 @@ int64_t attention_sm_count(const GpuSpec& gpu) { return gpu.attn_wave_quantizati
 
 }  // namespace
 
+double attention_tile_factor(int64_t q_rows, int64_t kv_rows, bool causal) {
+  if (q_rows <= 0 || kv_rows <= 0) return 1.0;
+  auto up = [](int64_t n) { return (n + kAttentionTileRows - 1) / kAttentionTileRows * kAttentionTileRows; };
+  const auto mask = causal ? BlockMask::causal_bottom_right : BlockMask::none;
+  const auto pairs = static_cast<double>(semantics::block_pairs(q_rows, kv_rows, mask));
+  const auto padded = static_cast<double>(semantics::block_pairs(up(q_rows), up(kv_rows), mask));
+  return padded > 0 ? pairs / padded : 1.0;
+}
+
+namespace {
+
+/// attention_block_efficiency of a THD block (a non-empty document mask): one varlen launch over its
+/// per-sequence sub-blocks (document_sub_blocks), each at its own table (or scalar) efficiency times
+/// attention_tile_factor, combined by FLOPs (time adds up: Σ pairs / Σ pairs_s / e_s), then wave-corrected over
+/// the launch's tiles (Σ_s ceil(rows_s / 128) × batch × heads) when tabulated.
+double document_block_efficiency(const DocumentMask& doc, bool causal, bool forward, const BufferDecl& q,
+                                 const GpuSpec& gpu) {
+  const auto& table = forward ? gpu.attn_fwd_table : gpu.attn_bwd_table;
+  const double scalar = forward ? gpu.attn_fwd_efficiency : gpu.attn_bwd_efficiency;
+  double pairs = 0;
+  double weighted_time = 0;  // Σ pairs_s / e_s
+  int64_t tiles = 0;
+  for (const DocumentSubBlock& b : document_sub_blocks(doc, causal)) {
+    const double e = (table.empty() ? scalar : table_efficiency(table, q.width, b.q_rows, b.kv_rows, causal)) *
+                     attention_tile_factor(b.q_rows, b.kv_rows, causal);
+    pairs += static_cast<double>(b.pairs);
+    weighted_time += static_cast<double>(b.pairs) / e;
+    const int64_t rows = forward ? b.q_rows : b.kv_rows;
+    tiles += (rows + kAttentionTileRows - 1) / kAttentionTileRows * q.batch * q.heads;
+  }
+  if (weighted_time <= 0) return table.empty() ? scalar : 1.0;  // an empty block: no FLOPs, any efficiency
+  const double e = pairs / weighted_time;
+  if (table.empty()) return e;
+  return std::min(1.0, e * attention_wave_correction(std::max<int64_t>(1, tiles), attention_sm_count(gpu)));
+}
+
+}  // namespace
+
 double attention_block_efficiency(const Op& op, const RankProgram& program, const GpuSpec& gpu) {
   if (const auto* f = std::get_if<AttnFwdBlockOp>(&op.payload)) {
+    if (!f->doc.empty())
+      return document_block_efficiency(f->doc, semantics::is_masked(f->mask), true, buffer_decl(program, f->q), gpu);
     if (gpu.attn_fwd_table.empty()) return gpu.attn_fwd_efficiency;
     const int64_t q = std::max<int64_t>(1, f->q_rows.count);
     const int64_t kv = std::max<int64_t>(1, f->kv_rows.count);
@@ -179,6 +220,8 @@ double attention_block_efficiency(const Op& op, const RankProgram& program, cons
                                       semantics::is_masked(f->mask), attention_sm_count(gpu));
   }
   if (const auto* g = std::get_if<AttnBwdBlockOp>(&op.payload)) {
+    if (!g->doc.empty())
+      return document_block_efficiency(g->doc, semantics::is_masked(g->mask), false, buffer_decl(program, g->q), gpu);
     if (gpu.attn_bwd_table.empty()) return gpu.attn_bwd_efficiency;
     const int64_t q = std::max<int64_t>(1, g->q_rows.count);
     const int64_t kv = std::max<int64_t>(1, g->kv_rows.count);

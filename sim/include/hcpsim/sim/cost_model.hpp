@@ -96,7 +96,20 @@ double attention_wave_factor(int64_t tiles, int64_t sm_count);
 /// reproduces exactly and only a different tile count changes the time. 1 when sm_count is 0.
 double attention_wave_correction(int64_t tiles, int64_t sm_count);
 
-/// Efficiency of an attention block op: table_efficiency over the op's (dk, q rows, kv rows, mask ≠ none) times
+/// The fraction of a FlashAttention-style kernel's work that is useful for one q_rows × kv_rows (sub-)block:
+/// its pairs over the pairs of the block rounded up to whole kAttentionTileRows tiles in both dimensions
+/// (bottom-right causal when `causal`), so 1 for multiples of 128 (the tabulated shapes) and ≈ n(n+1)/2 / 8256 for
+/// a causal sequence of n < 128 tokens, which still occupies a whole 128 × 128 tile. Source: FlashAttention-2
+/// §3.1-3.2 (work in kBlockM × kBlockN tiles; varlen batches pad each sequence to its own tiles).
+/// @param q_rows, kv_rows ≥ 0 (1 when either is 0).
+double attention_tile_factor(int64_t q_rows, int64_t kv_rows, bool causal);
+
+/// Efficiency of an attention block op with a document mask (THD): one varlen launch over its per-sequence
+/// sub-blocks (document_sub_blocks), each at table_efficiency of its own (q rows, kv rows) — or the scalar — times
+/// attention_tile_factor, combined so that times add (Σ pairs / Σ pairs_s / e_s), then wave-corrected over the
+/// launch's Σ_s ceil(rows_s / 128) × batch × heads tiles and capped at 1 when tabulated; so many short sequences
+/// run slower per FLOP than one long one.
+/// Efficiency of an attention block op without one: table_efficiency over the op's (dk, q rows, kv rows, mask ≠ none) times
 /// attention_wave_correction of its tiles (ceil(q_rows / 128) forward, ceil(kv_rows / 128) backward, × batch ×
 /// query heads of the q buffer), capped at 1, when the GPU's table for its direction is non-empty; else
 /// gpu.attn_fwd_efficiency / attn_bwd_efficiency (scalars are taken as they are).
