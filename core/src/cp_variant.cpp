@@ -68,7 +68,7 @@ std::vector<CpVariant> builtin_rows() {
   ag.plan_sizes = [](int64_t cp) { return cp > 1 ? std::vector<CpSizes>{{1, cp}} : std::vector<CpSizes>{}; };
   ag.runs_hierarchical = [](int64_t, int64_t) { return false; };
   ag.build_rank = build_all_gather_rank;
-  ag.takes_thd = false;  // TE >= 2.18 runs THD here too (#2829); hcpsim does not model it yet
+  ag.takes_thd = true;  // TE >= 2.18 (#2829)
 
   CpVariant hier = a2a;
   hier.name = "a2a+p2p";

@@ -77,6 +77,7 @@ const OpT& member_op(const Schedule& s, const std::vector<OpRef>& batch, int64_t
   HCPSIM_ASSERT(theirs->group == mine.group, pair + ": members disagree on the group");
   HCPSIM_ASSERT(theirs->chunk_order == mine.chunk_order, pair + ": members disagree on chunk_order");
   HCPSIM_ASSERT(theirs->tag == mine.tag, pair + ": members disagree on the tag");
+  HCPSIM_ASSERT(theirs->seq_half_rows == mine.seq_half_rows, pair + ": members disagree on seq_half_rows");
   return *theirs;
 }
 
@@ -134,17 +135,18 @@ MemberView member_view(const Schedule& s, const std::vector<OpRef>& batch, const
   return v;
 }
 
-/// The per-sequence half-chunk rows of an a2a whose input-layout buffer has `member_rows` rows: op.seq_half_rows,
-/// or one sequence of member_rows / 2 rows (bshd).
-std::vector<int64_t> a2a_seq_half_rows(const AllToAllOp& op, int64_t member_rows, const std::string& where) {
-  if (op.seq_half_rows.empty()) return {member_rows / 2};
+/// op.seq_half_rows of a sequence-gathering collective whose member buffer has `member_rows` rows, or one
+/// sequence of member_rows / 2 rows (bshd).
+std::vector<int64_t> gathered_seq_half_rows(const std::vector<int64_t>& seq_half_rows, int64_t member_rows,
+                                            const std::string& where) {
+  if (seq_half_rows.empty()) return {member_rows / 2};
   int64_t sum = 0;
-  for (int64_t h : op.seq_half_rows) {
+  for (int64_t h : seq_half_rows) {
     HCPSIM_ASSERT(h >= 0, where + ": negative seq_half_rows entry");
     sum += h;
   }
   HCPSIM_ASSERT(2 * sum == member_rows, where + ": seq_half_rows do not add up to half the member's rows");
-  return op.seq_half_rows;
+  return seq_half_rows;
 }
 
 std::vector<CopySegment> all_to_all_segments(const MemberView& v, const AllToAllOp& op, const std::string& where) {
@@ -158,7 +160,7 @@ std::vector<CopySegment> all_to_all_segments(const MemberView& v, const AllToAll
     const int64_t c = in.rows / 2;
     const int64_t hl = in.heads / A;
     HCPSIM_ASSERT(out.rows == A * in.rows && out.heads == hl, where + ": a2a scatter output is not [b, A·s, h/A, w]");
-    const std::vector<int64_t> halves = a2a_seq_half_rows(op, in.rows, where);
+    const std::vector<int64_t> halves = gathered_seq_half_rows(op.seq_half_rows, in.rows, where);
     for (int64_t k = 0; k < 2 * A; ++k) {
       const int64_t chunk = op.chunk_order[static_cast<size_t>(k)];
       int64_t off = 0;  // Σ h of the earlier sequences
@@ -173,7 +175,7 @@ std::vector<CopySegment> all_to_all_segments(const MemberView& v, const AllToAll
   HCPSIM_ASSERT(in.rows % (2 * A) == 0, where + ": a2a gather input rows not divisible by 2A");
   const int64_t c = in.rows / (2 * A);
   HCPSIM_ASSERT(out.rows == 2 * c && out.heads == A * in.heads, where + ": a2a gather output is not [b, s, h, w]");
-  const std::vector<int64_t> halves = a2a_seq_half_rows(op, out.rows, where);
+  const std::vector<int64_t> halves = gathered_seq_half_rows(op.seq_half_rows, out.rows, where);
   // From member a: its slots (2j, 2j+1), slot m = its input half-chunk chunk_order[m] of every sequence, into my
   // rows of that half and sequence at heads [a·hl, (a+1)·hl).
   for (int64_t a = 0; a < A; ++a) {
@@ -196,10 +198,16 @@ std::vector<CopySegment> all_gather_segments(const MemberView& v, const AllGathe
   HCPSIM_ASSERT(v.out->rows == v.n * in.rows && v.out->heads == in.heads,
                 where + ": all_gather output is not [b, n·s, h, w]");
   const int64_t c = in.rows / 2;
+  const std::vector<int64_t> halves = gathered_seq_half_rows(op.seq_half_rows, in.rows, where);
   std::vector<CopySegment> segs;
   for (int64_t k = 0; k < 2 * v.n; ++k) {
     const int64_t chunk = op.chunk_order[static_cast<size_t>(k)];
-    segs.push_back(v.from(chunk / 2, (chunk % 2) * c, 0, k * c, 0, c, in.heads * in.width, false));
+    int64_t off = 0;
+    for (int64_t h : halves) {
+      segs.push_back(v.from(chunk / 2, (chunk % 2) * c + off, 0, 2 * v.n * off + k * h, 0, h, in.heads * in.width,
+                            false));
+      off += h;
+    }
   }
   return segs;
 }
@@ -211,11 +219,16 @@ std::vector<CopySegment> reduce_scatter_segments(const MemberView& v, const Redu
   const int64_t c = in.rows / (2 * v.n);
   HCPSIM_ASSERT(v.out->rows == 2 * c && v.out->heads == in.heads,
                 where + ": reduce_scatter output is not [b, s, h, w]");
+  const std::vector<int64_t> halves = gathered_seq_half_rows(op.seq_half_rows, v.out->rows, where);
   std::vector<CopySegment> segs;
   for (int64_t half = 0; half < 2; ++half) {
     const int64_t chunk = op.chunk_order[static_cast<size_t>(2 * v.j + half)];
-    for (int64_t a = 0; a < v.n; ++a)  // member order: deterministic sums, the first assigns
-      segs.push_back(v.from(a, chunk * c, 0, half * c, 0, c, in.heads * in.width, a > 0));
+    int64_t off = 0;
+    for (int64_t h : halves) {
+      for (int64_t a = 0; a < v.n; ++a)  // member order: deterministic sums, the first assigns
+        segs.push_back(v.from(a, 2 * v.n * off + chunk * h, 0, half * c + off, 0, h, in.heads * in.width, a > 0));
+      off += h;
+    }
   }
   return segs;
 }
@@ -277,11 +290,9 @@ std::vector<CopySegment> collective_segments(const Schedule& s, const std::vecto
   const Op& op = op_at(s, me);
   const std::string where = op_ref_text(s, me);
   if (const auto* a2a = std::get_if<AllToAllOp>(&op.payload)) {
-    for (int64_t rank : a2a->group) {
-      const AllToAllOp& theirs = member_op(s, batch, rank, *a2a, where);
-      HCPSIM_ASSERT(theirs.direction == a2a->direction, where + ": members disagree on the direction");
-      HCPSIM_ASSERT(theirs.seq_half_rows == a2a->seq_half_rows, where + ": members disagree on seq_half_rows");
-    }
+    for (int64_t rank : a2a->group)
+      HCPSIM_ASSERT(member_op(s, batch, rank, *a2a, where).direction == a2a->direction,
+                    where + ": members disagree on the direction");
     return all_to_all_segments(member_view(s, batch, me, *a2a, where), *a2a, where);
   }
   if (const auto* ag = std::get_if<AllGatherOp>(&op.payload))

@@ -59,7 +59,7 @@ TEST_CASE("core thd: the blocks of every rank cover exactly the per-sequence pai
           "[core][thd]") {
   const std::vector<int64_t> lengths{13, 1, 40, 7, 24};  // a 1-token sequence, lengths not divisible by 2cp
   for (const Case c : {Case{CpCommType::p2p, 1, 4}, Case{CpCommType::a2a, 4, 1}, Case{CpCommType::a2a_p2p, 2, 2},
-                       Case{CpCommType::a2a_p2p, 2, 4}}) {
+                       Case{CpCommType::a2a_p2p, 2, 4}, Case{CpCommType::all_gather, 1, 4}}) {
     for (bool causal : {true, false}) {
       INFO("A " << c.A << " P " << c.P << " causal " << causal);
       const PackedSequences packing = packing_of(lengths, c.A * c.P);
@@ -87,44 +87,68 @@ TEST_CASE("core thd: the blocks of every rank cover exactly the per-sequence pai
   }
 }
 
-TEST_CASE("core thd: the per-sequence a2a puts every token where post_a2a_tokens says", "[core][thd]") {
-  const PackedSequences packing = packing_of({5, 16, 3, 9}, 4);
-  const AttentionShape sh = thd_shape(packing, true);
-  const int64_t A = 2, P = 2;
-  const Schedule s = build_schedule(CpCommType::a2a_p2p, CpLayout(A, P, sh.seq_length), sh);
-  const ThdLayout thd(A, P, packing, ThdLayout::ValidRule::padded);
-  // The first op on the comm stream of every rank is the scatter a2a of q: batch them.
+namespace {
+
+/// The packed index of every row of the output of the first collective of type OpT on every rank, moved by the
+/// lowering's segments from the ranks' q/k input bindings (binding `input`).
+template <typename OpT>
+std::vector<std::vector<int64_t>> tokens_after_first(const Schedule& s, size_t input) {
   std::vector<OpRef> batch;
   for (const RankProgram& r : s.ranks) {
     for (size_t i = 0; i < r.ops.size(); ++i) {
-      if (std::holds_alternative<AllToAllOp>(r.ops[i].payload)) {
+      if (std::holds_alternative<OpT>(r.ops[i].payload)) {
         batch.push_back(OpRef{r.rank, static_cast<OpIndex>(i)});
         break;
       }
     }
   }
   REQUIRE(batch.size() == s.ranks.size());
+  std::vector<std::vector<int64_t>> out;
   for (const OpRef& me : batch) {
     const RankProgram& prog = s.ranks[static_cast<size_t>(me.rank)];
-    const auto& op = std::get<AllToAllOp>(prog.ops[static_cast<size_t>(me.op)].payload);
-    REQUIRE(op.seq_half_rows == thd.seq_half_rows());
-    const BufferDecl& out = prog.buffers[static_cast<size_t>(op.output)];
-    std::vector<int64_t> token_of_row(static_cast<size_t>(out.rows), -1);
+    const auto& op = std::get<OpT>(prog.ops[static_cast<size_t>(me.op)].payload);
+    const BufferDecl& o = prog.buffers[static_cast<size_t>(op.output)];
+    std::vector<int64_t> token_of_row(static_cast<size_t>(o.rows), -1);
     for (const CopySegment& seg : incoming_segments(s, batch, me)) {
       const RankProgram& src = s.ranks[static_cast<size_t>(seg.src_rank)];
       const BufferDecl& in = src.buffers[static_cast<size_t>(seg.src)];
-      const std::vector<int64_t>& src_tokens = src.inputs[0].tokens;  // q's binding
-      REQUIRE(src.inputs[0].buffer == seg.src);
-      const int64_t in_row_elems = in.heads * in.width;
-      const int64_t out_row_elems = out.heads * out.width;
+      REQUIRE(src.inputs[input].buffer == seg.src);
       for (int64_t r = 0; r < seg.rows; ++r) {
-        const int64_t src_row = (seg.src_offset + r * seg.src_row_stride) / in_row_elems;
-        const int64_t dst_row = (seg.dst_offset + r * seg.dst_row_stride) / out_row_elems;
-        token_of_row[static_cast<size_t>(dst_row)] = src_tokens[static_cast<size_t>(src_row)];
+        const int64_t src_row = (seg.src_offset + r * seg.src_row_stride) / (in.heads * in.width);
+        const int64_t dst_row = (seg.dst_offset + r * seg.dst_row_stride) / (o.heads * o.width);
+        token_of_row[static_cast<size_t>(dst_row)] = src.inputs[input].tokens[static_cast<size_t>(src_row)];
       }
     }
-    REQUIRE(token_of_row == thd.post_a2a_tokens(me.rank / A));
+    out.push_back(token_of_row);
   }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("core thd: the per-sequence all_gather gathers K into packed natural order", "[core][thd]") {
+  const PackedSequences packing = packing_of({5, 16, 3, 9}, 4);
+  const AttentionShape sh = thd_shape(packing, true);
+  const Schedule s = build_schedule(CpCommType::all_gather, CpLayout(1, 4, sh.seq_length), sh);
+  std::vector<int64_t> natural(static_cast<size_t>(sh.seq_length));
+  for (size_t i = 0; i < natural.size(); ++i) natural[i] = static_cast<int64_t>(i);
+  for (const auto& rows : tokens_after_first<AllGatherOp>(s, 1)) REQUIRE(rows == natural);  // binding 1 = k
+}
+
+TEST_CASE("core thd: the per-sequence a2a puts every token where post_a2a_tokens says", "[core][thd]") {
+  const PackedSequences packing = packing_of({5, 16, 3, 9}, 4);
+  const AttentionShape sh = thd_shape(packing, true);
+  const int64_t A = 2, P = 2;
+  const Schedule s = build_schedule(CpCommType::a2a_p2p, CpLayout(A, P, sh.seq_length), sh);
+  const ThdLayout thd(A, P, packing, ThdLayout::ValidRule::padded);
+  for (const RankProgram& r : s.ranks) {
+    for (const Op& op : r.ops) {
+      if (const auto* a2a = std::get_if<AllToAllOp>(&op.payload)) REQUIRE(a2a->seq_half_rows == thd.seq_half_rows());
+    }
+  }
+  // The first all-to-all of every rank scatters q (binding 0).
+  const auto rows = tokens_after_first<AllToAllOp>(s, 0);
+  for (size_t g = 0; g < rows.size(); ++g) REQUIRE(rows[g] == thd.post_a2a_tokens(static_cast<int64_t>(g) / A));
 }
 
 TEST_CASE("core thd: post-a2a runs and pre-a2a tokens cover every packed index once", "[core][thd]") {

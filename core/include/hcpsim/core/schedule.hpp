@@ -135,6 +135,10 @@ struct AllGatherOp {
   BufferId input = -1;
   BufferId output = -1;
   int64_t tag = 0;
+  /// Packed sequences (THD): h_s per sequence as in AllToAllOp::seq_half_rows; member j's half-chunk (j, half) of
+  /// sequence q sits at its rows half·s/2 + Σ_{q'<q} h_q', and output slot k of sequence q at rows
+  /// 2n·Σ_{q'<q} h_q' + k·h_q (n = |group|: the packed natural order with before(n)). Empty = bshd. Additive field.
+  std::vector<int64_t> seq_half_rows{};
 };
 
 /// Reduce-scatter along the sequence, the inverse of AllGatherOp: every member's input [b, cp·s, h, w] is cut
@@ -146,6 +150,8 @@ struct ReduceScatterOp {
   BufferId input = -1;
   BufferId output = -1;
   int64_t tag = 0;
+  /// Packed sequences (THD): the inverse of AllGatherOp::seq_half_rows's placement, per sequence. Additive field.
+  std::vector<int64_t> seq_half_rows{};
 };
 
 /// One isend/irecv pair (TE flash_attn_p2p_communicate): sends `send` buffers (concatenated) to send_peer and

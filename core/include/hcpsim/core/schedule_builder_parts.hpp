@@ -322,11 +322,13 @@ void compose_ring_rank(RankState& s, const std::vector<int64_t>& tokens, const s
 // schedule_builder_all_gather.cpp: TE AttnFuncWithCPAndKVAllGather (docs/algorithm.md §9.5).
 
 /// K and V (inputs k, v) all-gathered over `group` in phase `ph` after `deps` into fresh [b, S, Hkv, dk] and
-/// [b, S, Hkv, dv] buffers "k.ag<what>", "v.ag<what>" on the comm stream in natural order (before(cp)).
+/// [b, S, Hkv, dv] buffers "k.ag<what>", "v.ag<what>" on the comm stream in natural order (before(cp)); THD
+/// gathers per sequence into packed natural order (`seq_half_rows`, AllGatherOp; empty for bshd).
 /// Returns them with the two gather ops.
 std::tuple<BufferId, BufferId, std::vector<OpIndex>> gather_kv(RankBuilder& rb, const std::vector<int64_t>& group,
                                                                Phase ph, BufferId k, BufferId v,
-                                                               const std::string& what, std::vector<OpIndex> deps);
+                                                               const std::string& what, std::vector<OpIndex> deps,
+                                                               const std::vector<int64_t>& seq_half_rows = {});
 /// One whole all_gather rank g of `layout` (A = 1): gathered KV, one forward kernel per local chunk against the
 /// visible KV prefix, backward per chunk into zeroed full-length dK/dV reduce-scattered back (after(cp)).
 void compose_all_gather_rank(Schedule& sched, const CpLayout& layout, int64_t g);
