@@ -215,6 +215,23 @@ TEST_CASE("oracles: a reader child killed by a signal becomes an InputError nami
   REQUIRE_NOTHROW(hcpsim::probe_in_child("x.h5", [] { throw std::runtime_error("ordinary"); }));
 }
 
+TEST_CASE("oracles: a reader child that hangs is killed after its limit and becomes an InputError",
+          "[oracles][hdf5]") {
+  std::string message;
+  try {
+    hcpsim::probe_in_child("hung/dump.h5", [] {
+      for (;;) pause();  // a libhdf5 hang: never returns
+    }, 0.2);
+  } catch (const hcpsim::InputError& e) {
+    message = e.what();
+  }
+  INFO(message);
+  REQUIRE(message.find("hung/dump.h5") != std::string::npos);
+  REQUIRE(message.find("did not finish within 0.2 s") != std::string::npos);
+  // The default limit: 60 s plus the file at 20 MB/s (a missing file counts as empty).
+  REQUIRE(hcpsim::isolated_read_timeout_s("no/such/file.h5") == 60.0);
+}
+
 TEST_CASE("apps: verify --dump on a full file system exits 2, keeps the old file and leaves no temporary",
           "[apps][hdf5]") {
   // A failed write used to leave HDF5 handles open, and the library crashed at exit (signal 11 after the right
