@@ -14,6 +14,12 @@
 namespace hcpsim {
 namespace {
 
+// Bounds on the keys listed as ignored. A Bridge config nests a few levels and holds a few hundred keys; without
+// them an alias that refers to its own map (`a: &x {b: *x}`) recursed until the stack overflowed, and maps of
+// aliases to maps (the "billion laughs") would list billions of keys.
+constexpr int kMaxIgnoredDepth = 64;
+constexpr size_t kMaxIgnoredKeys = 100000;
+
 /// Parses the text; @throws InputError at the syntax error's file:line:col, or when there is no `model:` section.
 YAML::Node load_bridge_yaml(const std::string& text, SourceLoc where) {
   YAML::Node root;
@@ -52,7 +58,7 @@ class BridgeReader {
 
   void read(const YAML::Node& root) {
     for (auto sec = root.begin(); sec != root.end(); ++sec) {
-      const std::string section = sec->first.as<std::string>();
+      const std::string section = key_text(sec->first, "");
       const YAML::Node m = sec->second;
       if (section == "mixed_precision") {
         read_mixed_precision(m);
@@ -119,13 +125,32 @@ class BridgeReader {
     throw InputError(loc(n), key, "expected true or false, got '" + scalar_text(n) + "'", "write true or false");
   }
 
+  /// A map key as text: a scalar, or "null" for an empty key (what yaml-cpp's string conversion gives).
+  /// @throws InputError at the key for a sequence or map used as a key (`? [a, b]: 1`).
+  std::string key_text(const YAML::Node& k, const std::string& parent) const {
+    if (k.IsScalar()) return k.Scalar();
+    if (k.IsNull()) return "null";
+    throw InputError(loc(k), parent, "a key must be a plain name, not a " +
+                                         std::string(k.IsSequence() ? "sequence" : "map"),
+                     "write `name: value`");
+  }
+
   /// Lists a value (every leaf of a map) as ignored, "key.path: value".
-  void ignore(const std::string& key, const YAML::Node& n) {
+  /// @throws InputError naming the key beyond kMaxIgnoredDepth levels or kMaxIgnoredKeys keys.
+  void ignore(const std::string& key, const YAML::Node& n, int depth = 0) {
+    if (depth > kMaxIgnoredDepth)
+      throw InputError(loc(n), key, "nested more than " + std::to_string(kMaxIgnoredDepth) +
+                                        " levels deep (an alias that refers to its own map?)",
+                       "remove the alias, or flatten the section");
+    if (c_.ignored.size() >= kMaxIgnoredKeys)
+      throw InputError(loc(n), key, "more than " + std::to_string(kMaxIgnoredKeys) +
+                                        " keys that hcpsim does not model (aliases repeating a map?)",
+                       "remove the aliases, or the sections hcpsim does not read");
     if (n.IsMap()) {
       for (auto it = n.begin(); it != n.end(); ++it) {
-        const std::string k = it->first.as<std::string>();
+        const std::string k = key_text(it->first, key);
         if (!k.empty() && k[0] == '_') continue;  // `_target_` and similar Hydra metadata
-        ignore(key + "." + k, it->second);
+        ignore(key + "." + k, it->second, depth + 1);
       }
       return;
     }
@@ -145,7 +170,7 @@ class BridgeReader {
       if (c_.fp8) mark("fp8_format", m);
     } else if (m.IsMap()) {
       for (auto it = m.begin(); it != m.end(); ++it) {
-        const std::string k = it->first.as<std::string>();
+        const std::string k = key_text(it->first, "mixed_precision");
         if (k == "bf16") bf16_ = as_bool(it->second, "mixed_precision.bf16");
         else if (k == "fp16") fp16_ = as_bool(it->second, "mixed_precision.fp16");
         else if (k == "fp8") c_.fp8 = c_.fp8 || !is_null(it->second);
@@ -159,7 +184,7 @@ class BridgeReader {
   /// One map section: each key is read by its section's reader or listed as ignored.
   void read_section(const std::string& section, const YAML::Node& m) {
     for (auto it = m.begin(); it != m.end(); ++it) {
-      const std::string k = it->first.as<std::string>();
+      const std::string k = key_text(it->first, section);
       const std::string key = section + "." + k;
       const YAML::Node v = it->second;  // a handle: the iterator yields a temporary
       if (!k.empty() && k[0] == '_') continue;

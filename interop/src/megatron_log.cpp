@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 #include <sstream>
 
 #include "hcpsim/config/cluster_spec.hpp"
@@ -32,7 +32,18 @@ std::string list_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-std::optional<int64_t> field(const std::string& line, const std::string& key) {
+/// The integer spelt by the digits line[p, e) (at least one digit). A number beyond int64 is a corrupt log, not a
+/// crash: InputError naming the file, line and `what`.
+int64_t digits_value(const std::string& line, size_t p, size_t e, const SourceLoc& where, const std::string& what) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(line.data() + p, line.data() + e, v);
+  if (ec != std::errc() || end != line.data() + e)
+    throw InputError(where, what, "'" + line.substr(p, std::min<size_t>(e - p, 40)) + "' is not a 64-bit integer",
+                     "pass the log as Megatron printed it (this number is corrupt)");
+  return v;
+}
+
+std::optional<int64_t> field(const std::string& line, const std::string& key, const SourceLoc& where) {
   // The key must not be the tail of a longer key ("encoder-tensor-model-parallel size").
   size_t pos = 0;
   while ((pos = line.find(key + ": ", pos)) != std::string::npos) {
@@ -40,7 +51,7 @@ std::optional<int64_t> field(const std::string& line, const std::string& key) {
       size_t p = pos + key.size() + 2;
       size_t e = p;
       while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
-      if (e > p) return std::stoll(line.substr(p, e - p));
+      if (e > p) return digits_value(line, p, e, where, key);
       return std::nullopt;
     }
     pos += key.size();
@@ -48,20 +59,20 @@ std::optional<int64_t> field(const std::string& line, const std::string& key) {
   return std::nullopt;
 }
 
-std::optional<WorldSizeReport> world_line(const std::string& line, int number) {
+std::optional<WorldSizeReport> world_line(const std::string& line, const SourceLoc& where) {
   const auto at = line.find("using world size: ");
   if (at == std::string::npos) return std::nullopt;
   const std::string s = line.substr(at);
   WorldSizeReport r;
-  r.line = number;
-  auto w = field(s, "using world size");
-  auto d = field(s, "data-parallel size");
+  r.line = where.line;
+  auto w = field(s, "using world size", where);
+  auto d = field(s, "data-parallel size", where);
   if (!w || !d) return std::nullopt;
   r.world_size = *w;
   r.data_parallel_size = *d;
-  r.context_parallel_size = field(s, "context-parallel size");
-  if (auto t = field(s, "tensor-model-parallel size")) r.tensor_model_parallel_size = *t;
-  if (auto p = field(s, "pipeline-model-parallel size")) r.pipeline_model_parallel_size = *p;
+  r.context_parallel_size = field(s, "context-parallel size", where);
+  if (auto t = field(s, "tensor-model-parallel size", where)) r.tensor_model_parallel_size = *t;
+  if (auto p = field(s, "pipeline-model-parallel size", where)) r.pipeline_model_parallel_size = *p;
   const std::string hkey = "hierarchical context-parallel sizes: ";
   const auto h = s.find(hkey);
   if (h != std::string::npos) {
@@ -88,20 +99,42 @@ std::optional<WorldSizeReport> world_line(const std::string& line, int number) {
   return r;
 }
 
-/// `  name ....... value` (dots may be absent for names of 48+ characters).
+/// The characters of the regex class \s: space, tab, LF, VT, FF, CR.
+bool is_regex_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/// `  name ....... value` (dots may be absent for names of 48+ characters): the first name that starts the line
+/// or follows a whitespace character and is followed by one space, then the dots, an optional space and the value
+/// (the rest of the line, which must hold no CR). This is what the ECMAScript regex
+/// `(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) (\.*) ?(.*)$` finds with regex_search, scanned by hand: libstdc++'s
+/// std::regex recurses once per character and overflowed the stack on a line of 200,000 characters.
 bool argument_line(const std::string& line, int number, MegatronArg& out) {
-  static const std::regex re(R"((?:^|\s)([A-Za-z_][A-Za-z0-9_]*) (\.*) ?(.*)$)");
-  std::smatch m;
-  if (!std::regex_search(line, m, re)) return false;
-  if (m[2].length() == 0 && m[3].length() == 0) return false;
-  out.name = m[1].str();
-  out.flag = out.name;
-  std::string v = m[3].str();
-  while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
-  out.values = {v};
-  out.line = number;
-  out.column = static_cast<int>(m.position(1)) + 1;
-  return true;
+  const size_t n = line.size();
+  const size_t last_cr = line.rfind('\r');
+  auto name_start = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  auto name_char = [&](char c) { return name_start(c) || (c >= '0' && c <= '9'); };
+  for (size_t s = 0; s < n; ++s) {
+    if (s > 0 && !is_regex_space(line[s - 1])) continue;
+    if (!name_start(line[s])) continue;
+    size_t e = s + 1;
+    while (e < n && name_char(line[e])) ++e;
+    if (e >= n || line[e] != ' ') continue;
+    size_t d = e + 1;
+    while (d < n && line[d] == '.') ++d;
+    size_t v = d;
+    if (v < n && line[v] == ' ') ++v;
+    // `.` matches neither CR nor LF (getline removed the LF), so a CR after the name fails this start.
+    if (last_cr != std::string::npos && last_cr > e) continue;
+    if (d == e + 1 && v == n) return false;  // neither dots nor a value
+    out.name = line.substr(s, e - s);
+    out.flag = out.name;
+    std::string value = line.substr(v);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    out.values = {value};
+    out.line = number;
+    out.column = static_cast<int>(s) + 1;
+    return true;
+  }
+  return false;
 }
 
 /// The decimal number at the start of `text` (blanks skipped); std::nullopt for none, for text that spells NaN or
@@ -117,12 +150,12 @@ std::optional<double> finite_number(const std::string& text) {
   }
 }
 
-std::optional<ThroughputReport> throughput_line(const std::string& line, int number) {
+std::optional<ThroughputReport> throughput_line(const std::string& line, const SourceLoc& where) {
   const std::string key = "throughput per GPU (TFLOP/s/GPU): ";
   const auto at = line.find(key);
   if (at == std::string::npos) return std::nullopt;
   ThroughputReport r;
-  r.line = number;
+  r.line = where.line;
   const auto tflops = finite_number(line.substr(at + key.size()));
   if (!tflops) return std::nullopt;
   r.tflops_per_gpu = *tflops;
@@ -135,14 +168,16 @@ std::optional<ThroughputReport> throughput_line(const std::string& line, int num
     return v;
   };
   r.elapsed_ms = number_after("elapsed time per iteration (ms): ");
-  if (const auto g = number_after("global batch size: ")) r.global_batch_size = static_cast<int64_t>(*g);
+  // A batch size beyond 2^53 is no count a run prints; converting it to int64 could overflow.
+  if (const auto g = number_after("global batch size: "); g && *g <= 9007199254740992.0)
+    r.global_batch_size = static_cast<int64_t>(*g);
   const auto it = line.find("iteration ");
   if (it != std::string::npos) {
     size_t p = it + 10;
     while (p < line.size() && line[p] == ' ') ++p;
     size_t e = p;
     while (e < line.size() && std::isdigit(static_cast<unsigned char>(line[e]))) ++e;
-    if (e > p) r.iteration = std::stoll(line.substr(p, e - p));
+    if (e > p) r.iteration = digits_value(line, p, e, where, "iteration");
   }
   return r;
 }
@@ -274,8 +309,11 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
       log.arguments_begin_line = number;
       continue;
     }
-    if (!log.world) log.world = world_line(line, number);
-    if (auto t = throughput_line(line, number)) log.throughput.push_back(*t);
+    SourceLoc at_line;
+    at_line.file = display(display_name);
+    at_line.line = number;
+    if (!log.world) log.world = world_line(line, at_line);
+    if (auto t = throughput_line(line, at_line)) log.throughput.push_back(*t);
     if (const auto it = training_iteration(line)) {
       ++log.iteration_lines;
       if (auto n = nan_line(line, number, *it)) log.nan_reports.push_back(std::move(*n));
@@ -440,6 +478,7 @@ std::vector<LogFinding> check_throughput_below_model(const MegatronLog& log,
   const ThroughputReport* first = nullptr;
   for (size_t i = skip; i < log.throughput.size() && !first; ++i)
     if (log.throughput[i].tflops_per_gpu < limit) first = &log.throughput[i];
+  if (!first) return out;  // unreachable with finite reports (parse_megatron_log refuses others)
   char factor_text[32];
   std::snprintf(factor_text, sizeof factor_text, "%.2g", low_factor);
   const double percent = 100.0 * median / *predicted_tflops_per_gpu;

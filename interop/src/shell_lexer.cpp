@@ -151,7 +151,12 @@ class ShellLexer {
         ++i_;
         break;
       }
-      w.array_words.push_back(word(true));
+      // `;`, `|` or `&` inside the parentheses (a syntax error in bash) ends a word without consuming anything:
+      // the array ends there and the statement at the separator. Without this the loop added empty words forever.
+      const size_t before = i_;
+      Word element = word(true);
+      if (i_ == before) break;
+      w.array_words.push_back(std::move(element));
     }
   }
 

@@ -315,7 +315,8 @@ class ShellInterpreter {
         flag.resize(eq);
       }
       a.flag = flag;
-      a.name = flag.substr(flag.find_first_not_of('-'));
+      const size_t name_at = flag.find_first_not_of('-');  // npos for `--=value`: an option without a name
+      a.name = name_at == std::string::npos ? std::string() : flag.substr(name_at);
       std::replace(a.name.begin(), a.name.end(), '-', '_');
       a.line = f[i].line;
       a.column = f[i].column;

@@ -161,13 +161,26 @@ double nearest_measured_efficiency(const AttentionPoints& points, bool causal, i
 
 // The full table: per (causal, head_dim) every q_rows × kv_rows of the measured axes, measured points as
 // their median and the others filled from the nearest measured one (counted in the fit).
-std::vector<EfficiencyPoint> attention_table(const AttentionPoints& points, CalibrationFit& fit) {
+// Source: assumption: a measured sweep has a few dozen q_rows and kv_rows per head dim (ring-step chunk sizes), a
+// few thousand grid points in all. Filling costs grid points × measured points, so without a bound a 37 KB CSV of
+// 1000 distinct shapes took over a minute and wrote a million-point table.
+constexpr size_t kMaxAttentionTablePoints = 16384;
+
+std::vector<EfficiencyPoint> attention_table(const AttentionPoints& points, const std::string& kind,
+                                             const std::string& csv_path, CalibrationFit& fit) {
   std::map<std::pair<bool, int64_t>, std::pair<std::set<int64_t>, std::set<int64_t>>> grids;
   for (const auto& [key, v] : points) {
     auto& gr = grids[{std::get<0>(key), std::get<1>(key)}];
     gr.first.insert(std::get<2>(key));
     gr.second.insert(std::get<3>(key));
   }
+  size_t grid_points = 0;  // at most (rows)^2 <= 2^60: no overflow
+  for (const auto& [gk, axes] : grids) grid_points += axes.first.size() * axes.second.size();
+  if (grid_points > kMaxAttentionTablePoints)
+    fail(csv_path, 0, kind,
+         "the " + kind + " rows span " + std::to_string(grid_points) + " q_rows x kv_rows grid points, more than " +
+             std::to_string(kMaxAttentionTablePoints),
+         "measure fewer distinct q_rows and kv_rows per head dim (a sweep over the ring-step chunk sizes)");
   std::vector<EfficiencyPoint> table;
   for (const auto& [gk, axes] : grids) {
     for (int64_t q : axes.first) {
@@ -197,7 +210,7 @@ void fit_attention_table(const std::vector<MeasuredOpRow>& rows, bool forward, c
     fit.notes.push_back("no " + kind + " rows; kept the base " + (forward ? "forward" : "backward") + " efficiency");
     return;
   }
-  (forward ? fit.gpu.attn_fwd_table : fit.gpu.attn_bwd_table) = attention_table(points, fit);
+  (forward ? fit.gpu.attn_fwd_table : fit.gpu.attn_bwd_table) = attention_table(points, kind, csv_path, fit);
 }
 
 // Rows of kinds that calibrate no compute (communication) are counted as skipped.

@@ -333,3 +333,38 @@ TEST_CASE("apps: check-log reports NaN iterations, with the CP causes when CP > 
   REQUIRE(h.output.find("NaN") == std::string::npos);
   REQUIRE(h.output.find("result: clean\n") != std::string::npos);
 }
+
+TEST_CASE("apps: inputs that crashed import and check-log are exit 2 or read (fuzz regressions)", "[apps][import]") {
+  // tests/interop/interop_fuzz_regression_test.cpp has the library side; here the exit codes of the binary.
+  const auto dir = scratch("fuzz_regressions");
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return (dir / name).string();
+  };
+  const std::string model =
+      "model:\n  num_layers: 4\n  hidden_size: 1024\n  num_attention_heads: 8\n  seq_length: 8192\n";
+  auto r = run_hcpsim("import bridge-config " + write("alias.yaml", model + "opt: &a {x: *a}\n"));  // was SIGSEGV
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("alias.yaml:6:6: opt.x.x.x") != std::string::npos);
+  r = run_hcpsim("import bridge-config " + write("key.yaml", model + "? [a, b]\n: 1\n"));  // was exit 4
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("key.yaml:6:3: a key must be a plain name, not a sequence") != std::string::npos);
+  r = run_hcpsim("import megatron-args " +
+                 write("array.sh", "ARR=( --seq-length ; 1024 )\npython pretrain_gpt.py --num-attention-heads 8 "
+                                   "--hidden-size 1024 --seq-length 1024 --num-layers 2 --=5\n"));  // was out of memory
+  CHECK(r.exit_code == 0);
+  r = run_hcpsim("check-log " + write("world.log", "using world size: 99999999999999999999, data-parallel size: 1\n"));
+  CHECK(r.exit_code == 2);  // was exit 4, "internal error: stoll"
+  CHECK(r.output.find("world.log:1: using world size: '99999999999999999999' is not a 64-bit integer") !=
+        std::string::npos);
+  const std::string long_line = "using world size: 8, data-parallel size: 8\n"
+                                "------------------------ arguments ------------------------\n  num_layers " +
+                                std::string(200000, '.') + " 4\n"
+                                "-------------------- end of arguments ---------------------\n";
+  r = run_hcpsim("check-log " + write("long.log", long_line));  // was SIGSEGV (std::regex recursion)
+  CHECK(r.exit_code >= 0);
+  CHECK(r.exit_code <= 2);
+  CHECK(r.output.find("long.log:2-4: 1 arguments") != std::string::npos);
+  fs::remove_all(dir);
+}

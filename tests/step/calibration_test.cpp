@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -181,4 +182,33 @@ TEST_CASE("calibration: a scenario naming a missing, non-regular or malformed ca
   CHECK(bad.find("bad.yaml:1:") != std::string::npos);  // the error points into the calibration file
   CHECK(bad.find("cluster.gpu.gemm_efficiency: 3 is outside the plausible range [0.01, 1]") != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("calibration: an attention sweep beyond 16384 grid points is refused before the table is filled",
+          "[calibration]") {
+  // Filling costs grid points × measured points: 1000 rows of distinct shapes (37 KB) ran for over a minute and
+  // wrote a million-point table. 130 rows of distinct q_rows and kv_rows span 130 × 130 = 16900 points.
+  std::vector<MeasuredOpRow> rows;
+  for (int64_t i = 1; i <= 130; ++i) {
+    MeasuredOpRow r;
+    r.op_kind = "attn_fwd_block";
+    r.head_dim = 128;
+    r.q_rows = i;
+    r.kv_rows = 1000 + i;
+    r.flops = 1e9;
+    r.measured_s = 1e-5;
+    r.line = i + 1;
+    rows.push_back(r);
+  }
+  try {
+    fit_calibration(rows, cluster_preset("dgx-h100", 1)->gpu, "sweep.csv");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("sweep.csv: attn_fwd_block: the attn_fwd_block rows span 16900 q_rows x kv_rows "
+                                     "grid points, more than 16384") != std::string::npos);
+  }
+  rows.resize(128);  // 128 × 128 = 16384 points: fitted
+  const CalibrationFit fit = fit_calibration(rows, cluster_preset("dgx-h100", 1)->gpu, "sweep.csv");
+  CHECK(fit.gpu.attn_fwd_table.size() == 16384);
 }

@@ -1,0 +1,1 @@
+../../../fixtures/megatron/llama3_8b_128k_launch.sh

@@ -1,0 +1,1 @@
+python -m torch.distributed.run --nproc_per_node=4 pretrain_gpt.py --num-attention-heads 16 --hidden-size 2048 --seq-length 8192 --num-layers 4 --context-parallel-size 4 --cp-comm-type a2a --group-query-attention --num-query-groups 4 && echo done | tee log > /dev/null
