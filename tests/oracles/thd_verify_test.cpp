@@ -392,3 +392,17 @@ TEST_CASE("thd: the GPU backend refuses packed sequences, the CPU oracle runs th
   REQUIRE_FALSE(cpu_can_run(s).blocked());
   REQUIRE_THROWS_AS(gpu::build_execution_plan(s), InputError);
 }
+
+TEST_CASE("thd: emulated fp32 and bf16 runs pass against the same-precision THD baseline", "[oracles][thd]") {
+  for (const auto& [A, P] : std::vector<std::pair<int64_t, int64_t>>{{2, 2}, {1, 4}}) {
+    const AttentionShape shape = thd_shape({5, 19, 1, 32}, A, P, true, true);
+    for (Dtype dt : {Dtype::fp32, Dtype::bf16}) {
+      VerifyOptions options;
+      options.dtype = dt;
+      const VerifyRun run = verify_schedule_run(build_thd(A, P, shape), options);
+      INFO(to_string(run.report));
+      REQUIRE(run.report.verdict == VerifyVerdict::pass);
+      require_padding_empty(run.hcp, shape.packing, "emulated run");
+    }
+  }
+}
