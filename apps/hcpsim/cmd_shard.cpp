@@ -38,6 +38,29 @@ double meta_number(const DumpContents& d, const std::string& path, const char* k
   return it->second;
 }
 
+/// The packed sequences of a THD dump (/meta/cu_seqlens, cu_seqlens_padded; pad_between_seqs unless /meta says 0).
+/// @throws InputError for offsets that are not a packing of the dump's tensors padded to multiples of 2·cp.
+PackedSequences dump_packing(const DumpContents& d, const std::string& path, int64_t two_cp) {
+  const std::vector<int64_t>& cu = d.thd.cu_seqlens;
+  const std::vector<int64_t>& cu_padded = d.thd.cu_seqlens_padded;
+  PackedSequences p;
+  const auto pad_it = d.meta_number.find("pad_between_seqs");
+  p.pad_between_seqs = pad_it == d.meta_number.end() || pad_it->second != 0;
+  bool ok = cu.size() == cu_padded.size() && cu.size() >= 2 && cu[0] == 0 && cu_padded[0] == 0 &&
+            cu_padded.back() == d.inputs.q.rows() && two_cp > 0;
+  for (size_t s = 1; ok && s < cu.size(); ++s) {
+    const int64_t len = cu[s] - cu[s - 1], padded = cu_padded[s] - cu_padded[s - 1];
+    ok = len >= 1 && padded >= len && padded % two_cp == 0;
+    p.seq_lengths.push_back(len);
+    p.seq_lengths_padded.push_back(padded);
+  }
+  if (!ok)
+    throw InputError(SourceLoc{path, 0, 0, {}}, "",
+                     "/meta/cu_seqlens and cu_seqlens_padded are not a packing of the dump's tensors",
+                     "use the offsets 'hcpsim verify --dump' wrote (padded lengths multiples of 2*cp, summing to T)");
+  return p;
+}
+
 /// The schedule the dump was made with: its /meta cp_comm_type, a2a_size, p2p_size, causal, softmax_scale and
 /// inject, and the shapes of its tensors (oracle.heads already applied), as cmd_verify built it.
 Schedule dump_schedule(const DumpContents& d, const std::string& path) {
@@ -58,6 +81,7 @@ Schedule dump_schedule(const DumpContents& d, const std::string& path) {
   shape.dtype = d.dtype;
   const auto A = static_cast<int64_t>(meta_number(d, path, "a2a_size"));
   const auto P = static_cast<int64_t>(meta_number(d, path, "p2p_size"));
+  if (!d.thd.empty()) shape.packing = dump_packing(d, path, 2 * A * P);
   Schedule s = build_schedule(*type, CpLayout(A, P, shape.seq_length), shape);
   const auto inject = d.meta_text.find("inject");
   if (inject != d.meta_text.end() && !inject->second.empty()) {

@@ -164,6 +164,8 @@ void VerifyRunner::write_dump_once(CpCommType t, const CpLayout& layout, const H
                    {"p2p_size", static_cast<double>(layout.p2p_size())},
                    {"causal", sel.shape.causal ? 1.0 : 0.0},
                    {"softmax_scale", sel.shape.softmax_scale}};
+  d.thd = thd_dump_layout(sel.shape.packing, layout.a2a_size(), layout.p2p_size());
+  if (sel.shape.packing.thd()) d.meta_number["pad_between_seqs"] = sel.shape.packing.pad_between_seqs ? 1.0 : 0.0;
   write_dump(args_.dump_path, d);
   dumped_ = true;
   fmt::print("  dump: {}\n", args_.dump_path);

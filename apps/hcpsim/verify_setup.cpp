@@ -133,6 +133,13 @@ void check_reference(const DumpContents& d, const std::string& path, const Atten
   if (scale != d.meta_number.end() && scale->second > 0 && std::fabs(scale->second - want_scale) > 1e-12 * want_scale)
     fail(fmt::format("the dump's softmax_scale is {:.17g}, the scenario's is {:.17g}", scale->second, want_scale),
          "use a dump made with the same kv_channels and softmax scale");
+  const std::vector<int64_t> want_cu = shape.packing.thd() ? shape.packing.cu_seqlens() : std::vector<int64_t>{};
+  const std::vector<int64_t> want_padded =
+      shape.packing.thd() ? shape.packing.cu_seqlens_padded() : std::vector<int64_t>{};
+  if (d.thd.cu_seqlens != want_cu || d.thd.cu_seqlens_padded != want_padded)
+    fail(std::string("the dump's packed sequences (/meta/cu_seqlens, cu_seqlens_padded) differ from the scenario's") +
+             (shape.packing.thd() ? "" : " (the scenario has none)"),
+         "use a dump made with the same packed sequences");
 }
 
 /// Checks that an output path's directory exists, before any work (docs/architecture.md "Conventions").

@@ -24,6 +24,9 @@ std::string to_string(FaultKind kind) {
     case FaultKind::stale_kv_backward: return "stale_kv_backward";
     case FaultKind::missing_dkv_hop: return "missing_dkv_hop";
     case FaultKind::bf16_accumulation: return "bf16_accumulation";
+    case FaultKind::floor_cu_seqlens: return "floor_cu_seqlens";
+    case FaultKind::tail_padding_blind: return "tail_padding_blind";
+    case FaultKind::unguarded_empty_merge: return "unguarded_empty_merge";
   }
   HCPSIM_ASSERT(false, "unknown FaultKind");
 }
@@ -31,7 +34,8 @@ std::string to_string(FaultKind kind) {
 std::vector<FaultKind> all_fault_kinds() {
   return {FaultKind::cp_silently_disabled, FaultKind::strided_a2a_groups,      FaultKind::dropped_lse_merge,
           FaultKind::naive_lse_merge,      FaultKind::swapped_causal_sections, FaultKind::stale_kv_backward,
-          FaultKind::missing_dkv_hop,      FaultKind::bf16_accumulation};
+          FaultKind::missing_dkv_hop,      FaultKind::bf16_accumulation,       FaultKind::floor_cu_seqlens,
+          FaultKind::tail_padding_blind,   FaultKind::unguarded_empty_merge};
 }
 
 std::optional<FaultKind> parse_fault_kind(std::string_view name) {
@@ -59,11 +63,22 @@ std::string describe(FaultKind kind) {
       return "cp rank 0's last backward dKV message is never sent";
     case FaultKind::bf16_accumulation:
       return "dQ/dKV accumulated in bf16/fp16 as TE's F16 path does (reports error growth with P; not a failure)";
+    case FaultKind::floor_cu_seqlens:
+      return "packed sequences: per-step valid lengths cu_seqlens // P, padding ignored (TE #1930; THD only)";
+    case FaultKind::tail_padding_blind:
+      return "packed sequences: pad_between_seqs missed when only the last sequence is padded (TE #3331; THD only)";
+    case FaultKind::unguarded_empty_merge:
+      return "packed sequences: LSE merge of two empty rows gives NaN (flash-attention #978; THD only)";
   }
   HCPSIM_ASSERT(false, "unknown FaultKind");
 }
 
 bool fault_must_fail(FaultKind kind) { return kind != FaultKind::bf16_accumulation; }
+
+bool fault_needs_packing(FaultKind kind) {
+  return kind == FaultKind::floor_cu_seqlens || kind == FaultKind::tail_padding_blind ||
+         kind == FaultKind::unguarded_empty_merge;
+}
 
 namespace {
 
@@ -204,20 +219,42 @@ void drop_dkv_hop(Schedule& s) {
   }
 }
 
+/// The refusals of a packed-sequence fault: a schedule without packed sequences, and for tail_padding_blind a
+/// packing whose padding is not at the last sequence only (the fault would change nothing there).
+void check_packing_fault(const Schedule& schedule, FaultKind kind) {
+  const PackedSequences& packing = schedule.shape.packing;
+  if (!packing.thd())
+    throw InputError(SourceLoc{}, "oracle.inject",
+                     "fault injector " + to_string(kind) + " needs packed sequences (qkv_format thd)",
+                     "verify a scenario with packed sequences, or pick another injector from "
+                     "'hcpsim verify --inject list'");
+  if (kind == FaultKind::tail_padding_blind && !packing.only_tail_padded())
+    throw InputError(SourceLoc{}, "oracle.inject",
+                     "fault injector tail_padding_blind changes nothing unless only the last sequence is padded",
+                     "use a packing whose last sequence alone is not a multiple of 2*cp, or inject floor_cu_seqlens");
+}
+
 }  // namespace
 
 Schedule inject_fault(const Schedule& schedule, FaultKind kind) {
   if (!cp_variant(schedule.cp_comm_type).takes_faults)
     throw InputError(SourceLoc{}, "oracle.inject", "fault injectors apply to p2p, a2a and a2a+p2p schedules only",
                      "use parallel.cp_comm_type a2a+p2p (or p2p, a2a) with --inject");
+  if (fault_needs_packing(kind)) check_packing_fault(schedule, kind);
   Schedule s;
   switch (kind) {
     case FaultKind::cp_silently_disabled: s = silently_disabled(schedule); break;
     case FaultKind::swapped_causal_sections:
-    case FaultKind::stale_kv_backward: {
+    case FaultKind::stale_kv_backward:
+    case FaultKind::floor_cu_seqlens:
+    case FaultKind::tail_padding_blind:
+    case FaultKind::unguarded_empty_merge: {
       BuilderFaults f;
       f.swapped_causal_sections = kind == FaultKind::swapped_causal_sections;
       f.stale_kv_backward = kind == FaultKind::stale_kv_backward;
+      f.floor_cu_seqlens = kind == FaultKind::floor_cu_seqlens;
+      f.tail_padding_blind = kind == FaultKind::tail_padding_blind;
+      f.unguarded_empty_merge = kind == FaultKind::unguarded_empty_merge;
       s = build_schedule(schedule.cp_comm_type, layout_of(schedule), schedule.shape, f);
       s.grad_accumulation_in_dtype = schedule.grad_accumulation_in_dtype;
       break;

@@ -136,11 +136,20 @@ void link_sources_and_readers(PlanStep& step, ExecutionPlan& plan) {
 
 }  // namespace
 
-RunBlocker gpu_can_run(const Schedule& schedule) { return numeric_run_blocker(schedule); }
+RunBlocker gpu_can_run(const Schedule& schedule) {
+  if (RunBlocker blocker = numeric_run_blocker(schedule); blocker.blocked()) return blocker;
+  // The device kernels take dense block masks only; a document mask (AttnFwdBlockOp::doc) would be ignored.
+  if (schedule.shape.packing.thd())
+    return RunBlocker{"the GPU backend does not run packed sequences (qkv_format thd) yet",
+                      "use the CPU oracle (hcpsim verify without --backend gpu)"};
+  return {};
+}
 
 ExecutionPlan build_execution_plan(const Schedule& schedule) {
-  if (const RunBlocker blocker = gpu_can_run(schedule); blocker.blocked())
-    throw schedule_error("the GPU backend executes attention schedules: " + blocker.problem, blocker.fix);
+  if (const RunBlocker blocker = gpu_can_run(schedule); blocker.blocked()) {
+    const std::string prefix = schedule.shape.packing.thd() ? "" : "the GPU backend executes attention schedules: ";
+    throw schedule_error(prefix + blocker.problem, blocker.fix);
+  }
   schedule.check_invariants();
 #ifndef NDEBUG
   check_hazards(schedule);

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/thd_layout.hpp"
 #include "hdf5_file.hpp"
 
 namespace hcpsim {
@@ -29,7 +31,34 @@ const HostTensor* output_slot(const AttentionOutputs& o, size_t i) {
   return all[i];
 }
 
+std::string rank_name(size_t g) { return "rank" + std::to_string(g); }
+
+/// The ThdDumpLayout datasets under /meta (nothing for a layout without packed sequences).
+void write_thd_layout(hdf5::Writer& w, hid_t meta, const ThdDumpLayout& thd) {
+  if (thd.empty()) return;
+  w.int_dataset(meta, "cu_seqlens", thd.cu_seqlens);
+  w.int_dataset(meta, "cu_seqlens_padded", thd.cu_seqlens_padded);
+  const hid_t tokens = w.group("/meta/thd_tokens");
+  for (size_t g = 0; g < thd.rank_tokens.size(); ++g) w.int_dataset(tokens, rank_name(g), thd.rank_tokens[g]);
+  const hid_t te = w.group("/meta/thd_te_indices");
+  for (size_t g = 0; g < thd.te_indices.size(); ++g) w.int_dataset(te, rank_name(g), thd.te_indices[g]);
+}
+
 }  // namespace
+
+ThdDumpLayout thd_dump_layout(const PackedSequences& packing, int64_t a2a_size, int64_t p2p_size) {
+  ThdDumpLayout thd;
+  if (!packing.thd()) return thd;
+  const ThdLayout layout(a2a_size, p2p_size, packing, ThdLayout::ValidRule::padded);
+  thd.cu_seqlens = packing.cu_seqlens();
+  thd.cu_seqlens_padded = packing.cu_seqlens_padded();
+  const int64_t cp = a2a_size * p2p_size;
+  for (int64_t g = 0; g < cp; ++g) {
+    thd.rank_tokens.push_back(layout.tokens_before_a2a(g));
+    thd.te_indices.push_back(thd_partitioned_indices(thd.cu_seqlens_padded, cp, g));
+  }
+  return thd;
+}
 
 void write_dump(const std::string& path, const DumpContents& c, const std::vector<std::string>& omit) {
   hdf5::write_file(path, "dump", "--dump", [&](hdf5::Writer& w) {
@@ -38,6 +67,7 @@ void write_dump(const std::string& path, const DumpContents& c, const std::vecto
     const hid_t meta = w.group("/meta");
     for (const auto& [k, v] : c.meta_text) w.attr(meta, k, v);
     for (const auto& [k, v] : c.meta_number) w.attr(meta, k, v);
+    write_thd_layout(w, meta, c.thd);
     const hid_t in = w.group("/inputs");
     w.dataset(in, "q", c.inputs.q, f64, false);
     w.dataset(in, "k", c.inputs.k, f64, false);
@@ -73,9 +103,38 @@ constexpr const char* kMetaTextNames[] = {"scenario_yaml",  "scenario_digest", "
                                           "backend",        "hcpsim_version",  "compiler",       "x86_level",
                                           "cuda",           "attn_mask_type",  "qkv_format",     "cp_comm_type",
                                           "input_distribution", "inject", "gpu_backend", "device"};
-constexpr const char* kMetaNumberNames[] = {"seed", "a2a_size", "p2p_size", "causal", "softmax_scale"};
+constexpr const char* kMetaNumberNames[] = {"seed", "a2a_size", "p2p_size", "causal", "softmax_scale",
+                                            "pad_between_seqs"};
 void read_attributes(hid_t file, const std::string& path, DumpContents& c) {
   hdf5::read_meta(file, path, kMetaTextNames, kMetaNumberNames, c.meta_text, c.meta_number);
+}
+
+/// A 1-D integer dataset `name` (absolute) if present, else empty.
+std::vector<int64_t> read_optional_ints(hid_t file, const std::string& path, const std::string& name) {
+  if (!hdf5::has_dataset(file, path, name)) return {};
+  std::vector<hsize_t> dims;
+  const std::vector<double> v = hdf5::read_dataset(file, path, name, dims);
+  if (dims.size() != 1) io_fail(path, "dataset " + name + " is not 1-D", "write it as a 1-D int64 array");
+  std::vector<int64_t> ints;
+  ints.reserve(v.size());
+  for (double x : v) ints.push_back(static_cast<int64_t>(x));
+  return ints;
+}
+
+/// The ThdDumpLayout of a dump, when it has one (cu_seqlens_padded present): ranks read until one is missing.
+ThdDumpLayout read_thd_layout(hid_t file, const std::string& path) {
+  ThdDumpLayout thd;
+  thd.cu_seqlens_padded = read_optional_ints(file, path, "/meta/cu_seqlens_padded");
+  if (thd.empty()) return thd;
+  thd.cu_seqlens = read_optional_ints(file, path, "/meta/cu_seqlens");
+  for (size_t g = 0;; ++g) {
+    const std::string tokens = "/meta/thd_tokens/" + rank_name(g);
+    const std::string te = "/meta/thd_te_indices/" + rank_name(g);
+    if (!hdf5::has_dataset(file, path, tokens) || !hdf5::has_dataset(file, path, te)) break;
+    thd.rank_tokens.push_back(read_optional_ints(file, path, tokens));
+    thd.te_indices.push_back(read_optional_ints(file, path, te));
+  }
+  return thd;
 }
 
 std::vector<size_t> tensor_indices(const std::vector<std::string>& tensors) {
@@ -99,6 +158,7 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
   Handle file(hdf5::open_file(path, "dump", "pass a dump written by 'hcpsim verify --dump' or the README recipe"), H5Fclose);
   DumpContents c;
   read_attributes(file.get(), path, c);
+  c.thd = read_thd_layout(file.get(), path);
   c.inputs.q = read_bshd(file.get(), path, "/inputs/q");
   c.inputs.k = read_bshd(file.get(), path, "/inputs/k");
   c.inputs.v = read_bshd(file.get(), path, "/inputs/v");

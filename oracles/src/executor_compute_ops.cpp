@@ -27,7 +27,7 @@ void run_attn_fwd_block(const ExecutorState& state, RankState& st, const AttnFwd
   check_rows(q, op.q_rows, where + " q_rows");
   check_rows(k, op.kv_rows, where + " kv_rows");
   attention_block_forward(q, op.q_rows, k, v, op.kv_rows, op.mask, state.scale, out, lse, state.threads,
-                          state.dtype);
+                          state.dtype, op.doc);
 }
 
 void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwdBlockOp& op,
@@ -50,7 +50,7 @@ void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwd
   check_rows(q, op.q_rows, where + " q_rows");
   check_rows(k, op.kv_rows, where + " kv_rows");
   attention_block_backward(q, k, v, out, dout, lse, op.q_rows, op.kv_rows, op.mask, state.scale, dq, dk, dv,
-                           state.threads, state.dtype);
+                           state.threads, state.dtype, op.doc);
 }
 
 namespace {
@@ -87,6 +87,10 @@ void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& 
         if (op.naive) {
           l = state.dtype == Dtype::fp64 ? naive_merge_fp64(l, li)
                                          : semantics::lse_merge_naive(static_cast<float>(l), static_cast<float>(li));
+        } else if (op.unguarded) {  // fault unguarded_empty_merge: NaN for two empty rows
+          l = state.dtype == Dtype::fp64
+                  ? semantics::lse_merge_unguarded(l, li)
+                  : semantics::lse_merge_unguarded(static_cast<float>(l), static_cast<float>(li));
         } else if (state.dtype == Dtype::fp64) {
           l = semantics::lse_merge(l, li);
         } else {

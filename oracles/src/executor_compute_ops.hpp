@@ -9,7 +9,7 @@
 
 namespace hcpsim::cpu_exec {
 
-/// AttnFwdBlockOp: attention_block_forward into out and lse. HCPSIM_ASSERT on aliasing operands, buffers not live
+/// AttnFwdBlockOp: attention_block_forward into out and lse (with the op's document mask, if any). HCPSIM_ASSERT on aliasing operands, buffers not live
 /// or rows outside their buffers.
 void run_attn_fwd_block(const ExecutorState& state, RankState& st, const AttnFwdBlockOp& op, const std::string& where);
 
@@ -18,7 +18,7 @@ void run_attn_fwd_block(const ExecutorState& state, RankState& st, const AttnFwd
 void run_attn_bwd_block(const ExecutorState& state, RankState& st, const AttnBwdBlockOp& op, const std::string& where);
 
 /// LseMergeOp: dst rows ← merge(dst, src) in fp32 (fp64 runs: float64; naive: the overflowing fp32 form, in fp64
-/// runs rounded as fp64 but with fp32's range).
+/// runs rounded as fp64 but with fp32's range; unguarded: semantics::lse_merge_unguarded, NaN for (−inf, −inf)).
 void run_lse_merge(const ExecutorState& state, RankState& st, const LseMergeOp& op, const std::string& where);
 
 /// OutCorrectionOp: dst rows ← (dst +) src · exp(src_lse − lse); a row whose src_lse is −inf contributes 0.

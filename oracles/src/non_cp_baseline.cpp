@@ -5,7 +5,7 @@
 namespace hcpsim {
 
 AttentionOutputs non_cp_baseline_attention(const AttentionInputs& in, bool causal, double softmax_scale,
-                                           int threads, Dtype dtype) {
+                                           int threads, Dtype dtype, const DocumentMask& doc) {
   const HostTensor& q = in.q;
   const int64_t b = q.batch();
   const int64_t s = q.rows();
@@ -20,9 +20,9 @@ AttentionOutputs non_cp_baseline_attention(const AttentionInputs& in, bool causa
 
   AttentionOutputs r = zero_outputs_like(in);
   // The whole sequence is one block: in global order, the block's top-left causal mask is the global causal mask.
-  attention_block_forward(q, all, in.k, in.v, all, mask, softmax_scale, r.out, r.softmax_lse, threads, dtype);
+  attention_block_forward(q, all, in.k, in.v, all, mask, softmax_scale, r.out, r.softmax_lse, threads, dtype, doc);
   attention_block_backward(q, in.k, in.v, r.out, in.dout, r.softmax_lse, all, all, mask, softmax_scale, r.dq, r.dk,
-                           r.dv, threads, dtype);
+                           r.dv, threads, dtype, doc);
   return r;
 }
 

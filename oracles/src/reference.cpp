@@ -9,6 +9,7 @@
 #include <Eigen/Dense>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/thd_layout.hpp"
 
 // This file must not include block_attention.hpp: the reference shares no code with the executor's kernels.
 
@@ -208,6 +209,33 @@ std::vector<KeyRange> reference_key_ranges(int64_t s, bool causal, int64_t windo
   return keys;
 }
 
+std::vector<KeyRange> reference_document_key_ranges(const std::vector<TokenRun>& runs, bool causal) {
+  // Each segment's key range: the hull of its rows, which must be exactly its rows (checked below).
+  std::vector<KeyRange> seg;
+  int64_t row = 0;
+  for (const TokenRun& r : runs) {
+    HCPSIM_ASSERT(r.rows >= 0 && r.position == row, "reference_document_key_ranges: runs not in natural order");
+    if (r.segment >= 0 && r.rows > 0) {
+      if (static_cast<int64_t>(seg.size()) <= r.segment) seg.resize(static_cast<size_t>(r.segment) + 1, KeyRange{0, 0});
+      KeyRange& k = seg[static_cast<size_t>(r.segment)];
+      HCPSIM_ASSERT(k.begin >= k.end || k.end == row, "reference_document_key_ranges: a segment is not contiguous");
+      if (k.begin >= k.end) k.begin = row;
+      k.end = row + r.rows;
+    }
+    row += r.rows;
+  }
+  std::vector<KeyRange> keys(static_cast<size_t>(row), KeyRange{0, 0});
+  row = 0;
+  for (const TokenRun& r : runs) {
+    for (int64_t i = row; i < row + r.rows && r.segment >= 0; ++i) {
+      const KeyRange& k = seg[static_cast<size_t>(r.segment)];
+      keys[static_cast<size_t>(i)] = KeyRange{k.begin, causal ? i + 1 : k.end};
+    }
+    row += r.rows;
+  }
+  return keys;
+}
+
 AttentionOutputs reference_attention(const AttentionInputs& in, const std::vector<KeyRange>& keys,
                                      double softmax_scale, int threads) {
   check_inputs(in, keys, threads);
@@ -244,6 +272,15 @@ AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, dou
                                      Dtype dtype) {
   if (dtype != Dtype::fp64) return non_cp_baseline_attention(in, causal, softmax_scale, threads, dtype);
   return reference_attention(in, reference_key_ranges(in.q.rows(), causal), softmax_scale, threads);
+}
+
+AttentionOutputs reference_attention(const AttentionInputs& in, const AttentionShape& shape, double softmax_scale,
+                                     int threads, Dtype dtype) {
+  if (!shape.packing.thd()) return reference_attention(in, shape.causal, softmax_scale, threads, dtype);
+  const std::vector<TokenRun> runs = ThdLayout(1, 1, shape.packing, ThdLayout::ValidRule::padded).global_runs();
+  if (dtype != Dtype::fp64)
+    return non_cp_baseline_attention(in, shape.causal, softmax_scale, threads, dtype, DocumentMask{runs, runs});
+  return reference_attention(in, reference_document_key_ranges(runs, shape.causal), softmax_scale, threads);
 }
 
 }  // namespace hcpsim

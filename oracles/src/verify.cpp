@@ -239,13 +239,13 @@ VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& opt
   if (given.reference != nullptr) {
     run.reference = *given.reference;
   } else {
-    run.reference = reference_attention(run.inputs, schedule.shape.causal, scale, options.threads);
+    run.reference = reference_attention(run.inputs, schedule.shape, scale, options.threads);
   }
   const ExecutionResult exec = runner(schedule, run.inputs);
   run.hcp = exec.outputs;
   AttentionOutputs baseline;
   if (options.dtype != Dtype::fp64)
-    baseline = reference_attention(run.inputs, schedule.shape.causal, scale, options.threads, options.dtype);
+    baseline = reference_attention(run.inputs, schedule.shape, scale, options.threads, options.dtype);
   const char* names[] = {"out", "softmax_lse", "dq", "dk", "dv"};
   const bool gqa = schedule.shape.heads_q != schedule.shape.heads_kv;
   VerifyReport& report = run.report;
@@ -287,7 +287,7 @@ VerifyReport verify_schedule(const Schedule& schedule, uint64_t seed, const std:
                              int threads) {
   const AttentionInputs inputs = make_attention_inputs(seed, schedule.shape, input_distribution);
   const AttentionOutputs ref =
-      reference_attention(inputs, schedule.shape.causal, effective_softmax_scale(schedule.shape), threads);
+      reference_attention(inputs, schedule.shape, effective_softmax_scale(schedule.shape), threads);
   const ExecutionResult run = execute_schedule(schedule, inputs, threads);
   VerifyReport report = compare_outputs(run.outputs, ref, kFp64RelL2Tolerance);
   report.seed = seed;

@@ -83,8 +83,20 @@ TEST_CASE("hazards: every fault injector keeps the schedule hazard-free", "[core
     const Schedule base =
         build_schedule(test::comm_type_for(A, P), CpLayout(A, P, S), test::attention_shape(1, S, 2 * A, A, 8, 8, true));
     for (FaultKind k : all_fault_kinds()) {
+      if (fault_needs_packing(k)) continue;  // bshd schedules; THD below
       INFO("A=" << A << " P=" << P << " fault " << to_string(k));
       REQUIRE(first_hazard(inject_fault(base, k)).empty());
+    }
+    // The packed-sequence faults on a packing padded at the tail only (all three apply).
+    AttentionShape thd = test::attention_shape(1, 0, 2 * A, A, 8, 8, true);
+    thd.packing.seq_lengths = {2 * A * P, 3};
+    thd.packing.seq_lengths_padded = pad_sequence_lengths(thd.packing.seq_lengths, 2 * A * P);
+    thd.seq_length = thd.packing.total_padded();
+    const Schedule packed = build_schedule(test::comm_type_for(A, P), CpLayout(A, P, thd.seq_length), thd);
+    for (FaultKind k : all_fault_kinds()) {
+      if (!fault_needs_packing(k)) continue;
+      INFO("THD A=" << A << " P=" << P << " fault " << to_string(k));
+      REQUIRE(first_hazard(inject_fault(packed, k)).empty());
     }
   }
 }

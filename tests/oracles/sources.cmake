@@ -10,4 +10,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/dump_regression_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rank_file_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/toy_cp_variant_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/thd_verify_test.cpp
 )

@@ -221,6 +221,18 @@ HCPSIM_HOST_DEVICE inline T lse_merge(T a, T b) {
   return hi + detail::c_log1p(detail::c_exp(lo - hi));
 }
 
+/// TE's merge as written, without lse_merge's empty-row guard: max(a, b) + log1p(exp(min(a, b) − max(a, b))), so
+/// merge(−inf, −inf) = −inf + log1p(exp(NaN)) = NaN (fault injector unguarded_empty_merge: a padded THD row that
+/// sees no key in two steps). Equal to lse_merge for every other input, NaN inputs included.
+/// Source: TE context_parallel.py flash_attn_fwd_softmax_lse_correction; flash-attention #978, flashinfer #4051.
+template <typename T>
+HCPSIM_HOST_DEVICE inline T lse_merge_unguarded(T a, T b) {
+  if (!(a == a) || !(b == b)) return static_cast<T>(NAN);
+  const T hi = a < b ? b : a;  // std::max(a, b)
+  const T lo = b < a ? b : a;  // std::min(a, b)
+  return hi + detail::c_log1p(detail::c_exp(lo - hi));
+}
+
 /// The pre-#716 merge log(exp(a) + exp(b)) (fault injector naive_lse_merge, always run in fp32): exp overflows to
 /// +inf for a, b ≳ 88.7, so adversarial logits (≈ ±110) give inf where lse_merge stays exact.
 template <typename T>

@@ -83,7 +83,8 @@ struct ExecutionPlan {
 ExecutionPlan build_execution_plan(const Schedule& schedule);
 
 /// Whether the GPU backend can run `schedule`, decided from the schedule alone before a plan is built: attention
-/// schedules only (a layer schedule's GEMM and elementwise ops are timing only). build_execution_plan throws the
+/// schedules only (a layer schedule's GEMM and elementwise ops are timing only), and no packed sequences (THD:
+/// the device kernels have no document mask; the CPU oracle runs them). build_execution_plan throws the
 /// refusal as an InputError (key "schedule") with its fix.
 RunBlocker gpu_can_run(const Schedule& schedule);
 

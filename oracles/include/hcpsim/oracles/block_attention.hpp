@@ -27,10 +27,14 @@ using semantics::lse_merge;
 /// @param dtype  precision: fp64 computes in double; fp32, bf16 and fp16 compute in float (inputs widened exactly,
 ///   as TE's kernels do) and round `out` to dtype and `lse` to fp32 (docs/algorithm.md §4.4: O_i is rounded by the
 ///   kernel, LSE is fp32).
+/// @param doc  packed sequences (AttnFwdBlockOp::doc): empty = `mask` alone. Otherwise (runs covering q_rows.count
+///   and kv_rows.count, HCPSIM_ASSERT) the block runs as document_mask_pieces(doc, mask != none): each piece's kv
+///   rows are gathered into the kernel's KV copy and the dense kernel runs over them with the piece's MaskDesc;
+///   rows in no piece see no key (out 0, lse −inf). Visibility is document_visible (core/document_mask.hpp).
 /// Shape mismatches: HCPSIM_ASSERT.
 void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTensor& k, const HostTensor& v,
                              RowRange kv_rows, BlockMask mask, double softmax_scale, HostTensor& out, HostTensor& lse,
-                             int threads, Dtype dtype = Dtype::fp64);
+                             int threads, Dtype dtype = Dtype::fp64, const DocumentMask& doc = DocumentMask{});
 
 /// Backward of one block given the *global* (fully merged) out and lse (docs/algorithm.md §5.2). For every visible
 /// pair (r, c), with D_r = Σ_d dout_r·out_r and P_rc = exp(s_rc − lse_r):
@@ -42,10 +46,13 @@ void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTen
 /// @param threads  OpenMP threads over (batch, kv head) pairs; results are byte-identical for any count.
 /// @param dtype  fp64 computes in double; otherwise float with fp32 in-kernel dK/dV sums, and dq, dk, dv rounded
 ///   to dtype (the kernel's output format, docs/algorithm.md §5.3).
+/// @param doc  as attention_block_forward: per piece the gathered columns' dK, dV (in T) are added into the block's
+///   kv rows in piece order, and rounded to dtype once at the end; kv rows no piece reads get 0, q rows in no
+///   piece get dq = 0.
 /// A visible pair whose lse is −inf (impossible for a consistent global lse) yields inf/NaN on purpose.
 void attention_block_backward(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& out,
                               const HostTensor& dout, const HostTensor& lse, RowRange q_rows, RowRange kv_rows,
                               BlockMask mask, double softmax_scale, HostTensor& dq, HostTensor& dk, HostTensor& dv,
-                              int threads, Dtype dtype = Dtype::fp64);
+                              int threads, Dtype dtype = Dtype::fp64, const DocumentMask& doc = DocumentMask{});
 
 }  // namespace hcpsim

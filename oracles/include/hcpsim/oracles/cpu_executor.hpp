@@ -75,9 +75,11 @@ RunBlocker cpu_can_run(const Schedule& schedule);
 /// float64 but always hold a value of the format they model):
 /// - inputs are rounded to dtype when loaded (the caller normally passes already-rounded inputs);
 /// - attention blocks compute in fp32 (fp64 for dtype fp64) and round out/dq/dk/dv to dtype, lse to fp32
-///   (attention_block_forward/backward; docs/algorithm.md §4.4, §5.3);
+///   (attention_block_forward/backward; docs/algorithm.md §4.4, §5.3); a block with a document mask (packed
+///   sequences, AttnFwdBlockOp::doc) runs piece by piece (document_mask_pieces), its empty rows out 0, lse −inf;
 /// - LseMergeOp merges in fp32 (TE ≥ v2.4), or naively when LseMergeOp::naive (fp32; fp64 runs round as fp64 but
-///   overflow where fp32 does, so the fault fails by overflow, never by rounding);
+///   overflow where fp32 does, so the fault fails by overflow, never by rounding), or unguarded when
+///   LseMergeOp::unguarded (semantics::lse_merge_unguarded: NaN for two empty rows);
 /// - OutCorrectionOp: weight exp(L_i − L) in fp32, dst = dtype(src·w) or dtype(dst + src·w) (O is kept in the
 ///   kernel's output dtype, every add_ rounds, §4.4);
 /// - CopyOp with accumulate and ReduceScatterOp sums round to the accumulator format: fp32, or dtype when

@@ -10,6 +10,9 @@
 ///   /reference  out, lse, dq, dk, dv     float64; lse is [b, h, s]
 ///   /hcp        out, lse, dq, dk, dv     the run's gathered results, global sequence order
 ///   /metrics    one group per tensor with attributes max_abs_err, max_rel_err, rel_l2_err, tolerance, pass
+///   packed sequences (THD) only, int64 datasets under /meta: cu_seqlens, cu_seqlens_padded [n + 1] (TE's);
+///               thd_tokens/rank<g> and thd_te_indices/rank<g> [T / cp] for every flat CP rank g (ThdDumpLayout);
+///               and the /meta attribute pad_between_seqs (1 or 0)
 /// Value types: float64 for fp64 runs and for /reference; float32 otherwise (bf16/fp16 values widened exactly);
 /// lse datasets are float32 unless the run is fp64. With oracle.heads every dataset holds only the checked heads.
 /// Files are written to "<path>.tmp" and renamed on success, in the HDF5 1.8 file format; object time tracking is
@@ -25,6 +28,23 @@
 
 namespace hcpsim {
 
+/// The packed-sequence layout a THD dump records so a user can shard their own tensors like TE or like hcpsim.
+struct ThdDumpLayout {
+  std::vector<int64_t> cu_seqlens;         ///< TE cu_seqlens, n + 1 entries
+  std::vector<int64_t> cu_seqlens_padded;  ///< TE cu_seqlens_padded, n + 1 entries
+  /// Per flat CP rank g: the packed index of every local row in hcpsim's order (halves-major: the first chunk of
+  /// every sequence, then the second chunks; ThdLayout::tokens_before_a2a, the rows of `hcpsim shard`'s files).
+  std::vector<std::vector<int64_t>> rank_tokens;
+  /// Per flat CP rank g: the same tokens in TE's order (thd_partitioned_indices(cu_seqlens_padded, cp, g), what
+  /// TE's thd_get_partitioned_indices gives, so index_select with it shards a packed tensor like TE).
+  std::vector<std::vector<int64_t>> te_indices;
+  [[nodiscard]] bool empty() const { return cu_seqlens_padded.empty(); }
+};
+
+/// The ThdDumpLayout of a packing on an [A, P] layout (cp = A·P); empty for a packing without sequences.
+/// @param packing  padded lengths multiples of 2·A·P (HCPSIM_ASSERT, ThdLayout).
+ThdDumpLayout thd_dump_layout(const PackedSequences& packing, int64_t a2a_size, int64_t p2p_size);
+
 /// Everything a dump holds.
 struct DumpContents {
   std::map<std::string, std::string> meta_text;  ///< string attributes of /meta
@@ -34,6 +54,7 @@ struct DumpContents {
   AttentionOutputs reference;                    ///< lse in HostTensor form [B, S, H, 1]
   AttentionOutputs hcp;
   std::vector<TensorError> metrics;              ///< may be empty when reading a user-written file
+  ThdDumpLayout thd;                             ///< packed sequences only (written when not empty; read if present)
 };
 
 /// Writes `contents` to `path` (temporary name + rename). On any failure the temporary file is removed and

@@ -50,6 +50,13 @@ struct KeyRange {
 std::vector<KeyRange> reference_key_ranges(int64_t s, bool causal, int64_t window_left = -1,
                                            int64_t window_right = -1);
 
+/// The visible keys of every row of a packed (THD) sequence in natural order [0, T): a row of segment s ≥ 0 sees
+/// the keys of its own segment (every one, or with `causal` those at positions ≤ its own); a padding row
+/// (segment −1) sees none and no row sees it. `runs` cover [0, T) in row order with position = row
+/// (ThdLayout::global_runs()); each segment's rows must form one contiguous range (HCPSIM_ASSERT), as a sequence's
+/// valid tokens do (a prefix of its padded length). Source: TE's padding_causal / padding mask with cu_seqlens.
+std::vector<KeyRange> reference_document_key_ranges(const std::vector<TokenRun>& runs, bool causal);
+
 /// Full attention over the whole sequence in float64, per (batch b, query head h) with kv head g = h / (H/Hkv):
 ///   S_ij = scale·q_i·k_jᵀ for the visible keys j of row i (masked scores take no part);
 ///   m_i = max_j S_ij,  l_i = Σ_j exp(S_ij − m_i),  P_ij = exp(S_ij − m_i) / l_i (0 for a masked key),
@@ -74,12 +81,23 @@ AttentionOutputs reference_attention(const AttentionInputs& in, const std::vecto
 AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
                                      Dtype dtype = Dtype::fp64);
 
+/// The reference (dtype fp64) or the baseline (another dtype) of a schedule's problem `shape`. Packed sequences
+/// (shape.packing.thd()): full attention over the packed [1, T] tensors with the mask of
+/// ThdLayout(1, 1, packing, padded).global_runs() (reference_document_key_ranges; the baseline runs the same runs
+/// as a document mask): per-sequence causal or unmasked, padding rows empty (out 0, softmax_lse −inf, dq 0) and
+/// padding keys unseen (dk, dv 0), so the inputs at padding rows never reach a valid output. Otherwise
+/// reference_attention(in, shape.causal, softmax_scale, threads, dtype).
+AttentionOutputs reference_attention(const AttentionInputs& in, const AttentionShape& shape, double softmax_scale,
+                                     int threads, Dtype dtype = Dtype::fp64);
+
 /// The same-precision non-CP baseline (docs/algorithm.md §6 item 5): the whole sequence as one block through
 /// attention_block_forward/backward at dtype (out, dq, dk, dv rounded to dtype, softmax_lse to fp32 unless fp64),
 /// as TE's DotProductAttention without CP would compute it; at fp64 it is what a one-rank schedule executes.
 /// Deliberately the executor's kernels, and so not a reference.
+/// @param doc  packed sequences: the document mask of the whole sequence (q and kv runs in natural order); empty
+///   for bshd.
 /// Shapes and threads as reference_attention; shape mismatches: HCPSIM_ASSERT.
 AttentionOutputs non_cp_baseline_attention(const AttentionInputs& in, bool causal, double softmax_scale,
-                                           int threads, Dtype dtype);
+                                           int threads, Dtype dtype, const DocumentMask& doc = DocumentMask{});
 
 }  // namespace hcpsim
