@@ -64,8 +64,10 @@ void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
   mc.num_attention_heads = req("num_attention_heads");
   if (m["qkv_format"])
     mc.qkv_format = r.get_enum<QkvFormat>(m["qkv_format"], P + ".qkv_format", parse_qkv_format, "bshd, sbhd, thd");
-  // With thd the packed total can be derived (derive_thd_seq_length, once the CP size is known).
-  if (mc.qkv_format != QkvFormat::thd || m["seq_length"]) mc.seq_length = req("seq_length");
+  // With thd the packed total is derived when seq_length is absent or null (scenario_loader.cpp, once the CP size
+  // is known).
+  if (mc.qkv_format != QkvFormat::thd || (m["seq_length"] && !m["seq_length"].IsNull()))
+    mc.seq_length = req("seq_length");
   mc.num_query_groups = m["num_query_groups"] ? r.get_int(m["num_query_groups"], P + ".num_query_groups")
                                               : mc.num_attention_heads;
   if (m["hidden_size"]) mc.hidden_size = r.get_int(m["hidden_size"], P + ".hidden_size");

@@ -326,6 +326,8 @@ class Validator {
                      str(2 * m.num_attention_heads) + ", num_query_groups " + str(2 * m.num_query_groups) + ")");
     if (m.qkv_format == QkvFormat::sbhd) ways.push_back("qkv_format: bshd for FlashAttention");
     if (t != CpCommType::p2p) ways.push_back("cp_comm_type p2p");
+    if (attention_call(s_, t).pad_between_seqs)
+      ways.push_back("te_version >= 2.16 on Hopper (FlashAttention-3 takes padded packed sequences)");
     if (m.params_dtype != Dtype::bf16 && m.params_dtype != Dtype::fp16) ways.push_back("params_dtype: bf16");
     if (m.attention_backend != AttentionBackend::auto_select) ways.push_back("attention_backend: auto");
     std::string fix = "use ";

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_yaml.hpp"
@@ -74,8 +75,11 @@ TEST_CASE("config: thd packed lengths are padded to 2*cp and seq_length is deriv
   const Scenario s8 = load({"parallel.context_parallel_size=8", "parallel.hierarchical_context_parallel_sizes=[2,4]"});
   REQUIRE(s8.model.seq_length == 48 + 16 + 64 + 32);
   REQUIRE(thd_seq_length(s8) == 160);
-  // A seq_length that equals the padded total is accepted.
+  // A seq_length that equals the padded total is accepted; null derives it like an absent one.
   REQUIRE(error_of({"model.seq_length=128"}).empty());
+  REQUIRE(load({"model.seq_length=null", "parallel.context_parallel_size=2", "parallel.cp_comm_type=p2p",
+                "parallel.hierarchical_context_parallel_sizes=null"})
+              .model.seq_length == 40 + 4 + 52 + 24);
 }
 
 TEST_CASE("config: pad_between_seqs auto resolves to false without padding", "[config][thd]") {
@@ -192,4 +196,30 @@ TEST_CASE("config: malformed thd keys are refused by the loader", "[config][thd]
             .find("model.packing") != std::string::npos);
   // seq_length stays required without thd.
   CHECK(load_error({"model.qkv_format=bshd"}).find("missing required key 'seq_length'") != std::string::npos);
+}
+
+TEST_CASE("config: thd with padding between sequences leaves FlashAttention to FA3 from TE 2.16", "[config][thd]") {
+  const std::vector<std::string> p2p{"parallel.cp_comm_type=p2p", "parallel.hierarchical_context_parallel_sizes=null"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), p2p.begin(), p2p.end());
+    return resolve_attention_kernel(load(extra), CpCommType::p2p);
+  };
+  // A100, auto: FlashAttention-2 would run, but TE disables it for pad_between_seqs, so cuDNN runs.
+  AttentionKernelChoice c = with({"cluster.preset=dgx-a100"});
+  REQUIRE(c.available);
+  REQUIRE(c.kernel == AttentionKernel::cudnn_fused_attention);
+  REQUIRE(c.disabled.at(0).find("FlashAttention: qkv_format thd with padding between sequences") == 0);
+  // Without padding FlashAttention-2 stays.
+  REQUIRE(with({"cluster.preset=dgx-a100", "model.packed_sequence_lengths=[8, 16]"}).kernel ==
+          AttentionKernel::flash_attention_2);
+  // H100 with flash forced: FA3 takes pad_between_seqs from TE 2.16 on; before, no backend is left.
+  REQUIRE(with({"model.attention_backend=flash", "parallel.te_version=2.16"}).kernel ==
+          AttentionKernel::flash_attention_3);
+  c = with({"model.attention_backend=flash", "parallel.te_version=2.15"});
+  REQUIRE(!c.available);
+  REQUIRE(c.culprit_key == "model.pad_between_seqs");
+  require_error({"model.attention_backend=flash", "parallel.te_version=2.15", p2p[0], p2p[1]},
+                "model.attention_backend", "TE runs no FlashAttention before v2.16",
+                "use te_version >= 2.16 on Hopper (FlashAttention-3 takes padded packed sequences), or attention_backend: "
+                "auto");
 }
