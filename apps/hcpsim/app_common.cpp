@@ -1,9 +1,12 @@
 #include "app_common.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -12,6 +15,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/config/scenario_yaml.hpp"
+#include "hcpsim/config/thd_packing.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 
 namespace hcpsim::app {
@@ -50,6 +54,19 @@ void print_header(const Scenario& s) {
              m.kv_channels_v != m.kv_channels ? fmt::format(" kv_channels_v={}", m.kv_channels_v) : "",
              m.seq_length, m.micro_batch_size, m.num_layers, to_string(m.attn_mask_type), to_string(m.qkv_format),
              to_string(m.params_dtype));
+  const PackedSequences p = scenario_packing(s);
+  if (p.thd()) {
+    // Long packings are cut: the lengths matter for the masks, the count and total for the reader.
+    constexpr size_t kShown = 16;
+    auto shown = [&](const std::vector<int64_t>& v) {
+      const auto n = static_cast<std::ptrdiff_t>(std::min(v.size(), kShown));
+      const std::vector<int64_t> head(v.begin(), v.begin() + n);
+      return fmt::format("[{}{}]", fmt::join(head, ", "), v.size() > kShown ? ", ..." : "");
+    };
+    fmt::print("  packed sequences: {} (actual {}, padded to multiples of 2*cp {}) pad_between_seqs={}{}\n",
+               p.num_sequences(), shown(p.seq_lengths), shown(p.seq_lengths_padded),
+               p.pad_between_seqs ? "true" : "false", m.pad_between_seqs ? "" : " (auto)");
+  }
 }
 
 void print_warnings(const ValidationReport& r) {
@@ -57,6 +74,36 @@ void print_warnings(const ValidationReport& r) {
 }
 
 std::string join(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+namespace {
+
+/// THD: TE's per-sequence split instead of the zigzag table: every packed sequence is cut into 2·cp chunks and
+/// cp_rank g holds chunks g and 2cp−1−g of each (thd_partitioned_indices, TE's token order), as packed ranges.
+void print_thd_split(const PackedSequences& packing, const CpLayout& layout) {
+  const int64_t cp = layout.cp_size();
+  constexpr size_t kShownRanges = 8;
+  fmt::print("  thd split: every packed sequence in 2*cp = {} chunks; cp_rank g holds chunks g and {} - g of each "
+             "(TE thd_get_partitioned_indices), {} tokens per rank\n",
+             2 * cp, 2 * cp - 1, layout.seq_length() / cp);
+  for (int64_t g = 0; g < cp; ++g) {
+    const std::vector<int64_t> tokens = thd_partitioned_indices(packing.cu_seqlens_padded(), cp, g);
+    std::vector<std::string> ranges;
+    for (size_t i = 0; i < tokens.size();) {
+      size_t j = i + 1;
+      while (j < tokens.size() && tokens[j] == tokens[j - 1] + 1) ++j;
+      ranges.push_back(fmt::format("[{},{})", tokens[i], tokens[j - 1] + 1));
+      i = j;
+    }
+    int64_t valid = 0;
+    for (const ThdHalfValid& h : thd_valid_on_cp_rank(packing, cp, g)) valid += h.first + h.second;
+    const size_t n = std::min(ranges.size(), kShownRanges);
+    fmt::print("  cp_rank {}: {} valid of {} tokens: {}{}\n", g, valid, static_cast<int64_t>(tokens.size()),
+               fmt::join(ranges.begin(), ranges.begin() + static_cast<std::ptrdiff_t>(n), " "),
+               ranges.size() > n ? " ..." : "");
+  }
+}
+
+}  // namespace
 
 /// Prints the process groups of the first CP group as a Megatron log names them, with node placement.
 void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
@@ -98,6 +145,7 @@ void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
                  join(nodes(g)), one_node(g) ? "intra-node" : "crosses nodes");
     }
   }
+  if (const PackedSequences packing = scenario_packing(s); packing.thd()) return print_thd_split(packing, layout);
   fmt::print("  zigzag split: {} chunks of {} tokens; after the a2a each rank holds {} tokens of {} query heads\n",
              2 * layout.cp_size(), layout.chunk_size(), layout.seq_length() / layout.p2p_size(),
              s.model.num_attention_heads / s.parallel.tensor_model_parallel_size / layout.a2a_size());

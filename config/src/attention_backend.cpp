@@ -17,12 +17,15 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 bool is_hopper(const std::string& gpu) { return starts_with(gpu, "H100") || starts_with(gpu, "H200"); }
 bool is_ampere(const std::string& gpu) { return starts_with(gpu, "A100"); }
 
-/// Source: TE 1.11 added FlashAttention-3 (TransformerEngine PR #1019, first in tag v1.11).
-bool te_has_fa3(const std::optional<std::string>& te_version) {
+/// TE `te_version` is `need` or newer; absent or malformed counts as a recent TE (validation reports malformed).
+bool te_at_least(const std::optional<std::string>& te_version, const std::vector<int>& need) {
   if (!te_version) return true;
   const std::vector<int> v = parse_version(*te_version);
-  return v.empty() || v >= std::vector<int>{1, 11, 0};
+  return v.empty() || v >= need;
 }
+
+/// Source: TE 1.11 added FlashAttention-3 (TransformerEngine PR #1019, first in tag v1.11).
+bool te_has_fa3(const std::optional<std::string>& te_version) { return te_at_least(te_version, {1, 11, 0}); }
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -161,6 +164,15 @@ AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, cons
   // Source: utils.py: UnfusedDotProductAttention "does not support context parallelism"; FlashAttention and
   // FusedAttention run fp16/bf16 only.
   Verdict fused = fused_verdict(gpu_name, call), flash = flash_verdict(call);
+  // Source: TE utils.py get_attention_backend "Filter: QKV layout": thd with pad_between_seqs disables
+  // FlashAttention-2 (and FlashAttention-3 up to v2.15; from v2.16 FA3 runs it through seqused_q / seqused_k).
+  if (call.qkv_format == QkvFormat::thd && call.pad_between_seqs) {
+    const bool fa3 = is_hopper(gpu_name) && te_has_fa3(te_version);
+    if (!fa3 || !te_at_least(te_version, {2, 16, 0}))
+      flash.disable(std::string("qkv_format thd with padding between sequences (pad_between_seqs): TE runs no ") +
+                        (fa3 ? "FlashAttention before v2.16" : "FlashAttention-2"),
+                    "model.pad_between_seqs");
+  }
   if (call.qkv_dtype != Dtype::bf16 && call.qkv_dtype != Dtype::fp16) {
     const std::string why = "qkv_dtype " + to_string(call.qkv_dtype) + " (fp16 or bf16 only)";
     fused.disable(why, "model.params_dtype");
@@ -206,6 +218,7 @@ AttentionCall attention_call(const Scenario& s, CpCommType type) {
   c.qkv_dtype = s.model.params_dtype;
   c.sliding_window = s.model.has_sliding_window();
   c.attention_bias = s.model.attention_bias;
+  c.pad_between_seqs = shape.packing.thd() && shape.packing.pad_between_seqs;
   return c;
 }
 

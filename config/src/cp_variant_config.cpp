@@ -18,6 +18,10 @@ std::vector<CpVariantConfig> builtin_config_rows() {
   p2p.name = "p2p";
   p2p.min_te_version = {1, 0, 0};  // 479dbb73a (#362)
   p2p.attention_bias = true;
+  // Up to v1.6 attn_forward_func_with_cp took causal / no_mask only and FlashAttention asserted "thd format not
+  // supported with context parallelism!"; THD + CP came with 476f659e8 (first in v1.7).
+  p2p.thd_min_te_version = {1, 7, 0};
+  p2p.thd_te_source = "476f659e8, PR #641";
   p2p.layout = scenario_cp_layout;
 
   CpVariantConfig ag = p2p;
@@ -25,12 +29,17 @@ std::vector<CpVariantConfig> builtin_config_rows() {
   ag.min_te_version = {1, 10, 0};  // 304078568 (#1060)
   ag.sliding_window = true;
   ag.attention_bias = false;
+  ag.thd_min_te_version = {2, 18, 0};
+  ag.thd_te_source = "PR #2829";
 
   CpVariantConfig a2a = ag;
   a2a.name = "a2a";
   a2a.min_te_version = {1, 11, 0};  // 40dda924a (#1160)
   a2a.a2a_size_key = "parallel.context_parallel_size";
   a2a.a2a_size_what = "context_parallel_size";
+  // AttnFuncWithCPAndQKVOA2A asserted qkv_format != "thd" ("thd format is not supported!") up to v2.9.
+  a2a.thd_min_te_version = {2, 10, 0};
+  a2a.thd_te_source = "e52bdb414, PR #2220";
   a2a.head_split_fix = [](int64_t, int64_t hkv_tp) {
     return "use cp_comm_type a2a+p2p with an a2a size that divides " + str(hkv_tp) + ", or p2p";
   };
@@ -39,6 +48,10 @@ std::vector<CpVariantConfig> builtin_config_rows() {
   hier.name = "a2a+p2p";
   hier.min_te_version = {1, 12, 0};  // c24a4c416 (#1209); Megatron asserts >= 1.12.0
   hier.sliding_window = false;
+  // attn_forward_func_with_cp asserted "thd format is not supported with hierarchical CP implementation yet!" in
+  // every release up to v2.18, before its fallback of [1, P] / [A, 1] to p2p / a2a.
+  hier.thd_min_te_version = {2, 19, 0};
+  hier.thd_te_source = "8ff60f8de, PR #3290, after v2.18";
   hier.a2a_size_key = "parallel.hierarchical_context_parallel_sizes";
   hier.a2a_size_what = "the a2a size A";
   hier.head_split_fix = [](int64_t h_tp, int64_t hkv_tp) {

@@ -3,6 +3,47 @@
 #include "scenario_sections.hpp"
 
 namespace hcpsim {
+namespace {
+
+/// `model.packing` {seed, num_sequences, min_length, max_length}, every key required; the ranges are validation's
+/// (thd_key_problem).
+PackingGenerator read_packing(YamlReader& r, const YAML::Node& n) {
+  const std::string P = "model.packing";
+  r.check_map(n, P, {"seed", "num_sequences", "min_length", "max_length"});
+  auto req = [&](const char* key) {
+    if (!n[key])
+      r.fail(n, P, std::string("missing required key '") + key + "'",
+             "write e.g. 'packing: {seed: 1, num_sequences: 4, min_length: 100, max_length: 1000}'");
+    return r.get_int(n[key], P + "." + key);
+  };
+  PackingGenerator g;
+  const int64_t seed = req("seed");
+  if (seed < 0) r.fail(n["seed"], P + ".seed", "must be >= 0", "use a non-negative integer data seed");
+  g.seed = static_cast<uint64_t>(seed);
+  g.num_sequences = req("num_sequences");
+  g.min_length = req("min_length");
+  g.max_length = req("max_length");
+  return g;
+}
+
+/// The THD keys: the packed lengths or their generator, and pad_between_seqs (true | false | auto).
+void read_packed_sequences(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
+  const std::string P = "model";
+  if (m["packed_sequence_lengths"] && !m["packed_sequence_lengths"].IsNull())
+    mc.packed_sequence_lengths = r.get_int_list(m["packed_sequence_lengths"], P + ".packed_sequence_lengths");
+  if (m["packing"] && !m["packing"].IsNull()) mc.packing = read_packing(r, m["packing"]);
+  if (m["pad_between_seqs"]) {
+    const YAML::Node& n = m["pad_between_seqs"];
+    if (n.IsScalar() && n.Scalar() == "auto") mc.pad_between_seqs.reset();
+    else if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "True" || n.Scalar() == "false" ||
+                              n.Scalar() == "False"))
+      mc.pad_between_seqs = r.get_bool(n, P + ".pad_between_seqs");
+    else
+      r.fail(n, P + ".pad_between_seqs", "expected true, false or auto", "write 'pad_between_seqs: auto' (the default)");
+  }
+}
+
+}  // namespace
 
 void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
   const std::string P = "model";
@@ -21,7 +62,12 @@ void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
   at_most("kv_channels", plausible::kHeadDim);
   at_most("kv_channels_v", plausible::kHeadDim);
   mc.num_attention_heads = req("num_attention_heads");
-  mc.seq_length = req("seq_length");
+  if (m["qkv_format"])
+    mc.qkv_format = r.get_enum<QkvFormat>(m["qkv_format"], P + ".qkv_format", parse_qkv_format, "bshd, sbhd, thd");
+  // With thd the packed total is derived when seq_length is absent or null (scenario_loader.cpp, once the CP size
+  // is known).
+  if (mc.qkv_format != QkvFormat::thd || (m["seq_length"] && !m["seq_length"].IsNull()))
+    mc.seq_length = req("seq_length");
   mc.num_query_groups = m["num_query_groups"] ? r.get_int(m["num_query_groups"], P + ".num_query_groups")
                                               : mc.num_attention_heads;
   if (m["hidden_size"]) mc.hidden_size = r.get_int(m["hidden_size"], P + ".hidden_size");
@@ -47,8 +93,7 @@ void read_model(YamlReader& r, const YAML::Node& m, ModelConfig& mc) {
   if (m["attn_mask_type"])
     mc.attn_mask_type = r.get_enum<AttnMaskType>(m["attn_mask_type"], P + ".attn_mask_type", parse_attn_mask_type,
                                                  "causal, no_mask");
-  if (m["qkv_format"])
-    mc.qkv_format = r.get_enum<QkvFormat>(m["qkv_format"], P + ".qkv_format", parse_qkv_format, "bshd, sbhd, thd");
+  read_packed_sequences(r, m, mc);
   if (m["window_size"] && !m["window_size"].IsNull()) {
     mc.window_size = r.get_int_list(m["window_size"], P + ".window_size");
     if (mc.window_size->size() != 2)

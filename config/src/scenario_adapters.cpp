@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "hcpsim/config/cp_variant_config.hpp"
+#include "hcpsim/config/thd_packing.hpp"
 
 namespace hcpsim {
 
@@ -19,6 +20,9 @@ AttentionShape attention_shape(const Scenario& s) {
   // Source: TE context_parallel.py L1427-1428, softmax_scale defaults to dk^-0.5.
   shape.softmax_scale = 1.0 / std::sqrt(static_cast<double>(shape.head_dim_qk));
   shape.dtype = s.model.params_dtype;
+  // qkv_format thd: the packed sequences padded for this CP size; Megatron's THD micro-batch is one sample.
+  shape.packing = scenario_packing(s);
+  if (shape.packing.thd()) shape.batch = 1;
   return shape;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "hcpsim/config/thd_packing.hpp"
 #include "hcpsim/core/input_file.hpp"
 #include "scenario_overrides.hpp"
 #include "scenario_sections.hpp"
@@ -47,6 +48,10 @@ void read_scenario(YamlReader& r, const YAML::Node& root, Scenario& sc) {
     r.fail(root, "parallel", "missing section", "add a 'parallel:' section (see README, Scenario schema)");
   read_model(r, root["model"], sc.model);
   read_parallel(r, root["parallel"], sc.parallel);
+  // qkv_format thd without seq_length (or null): the packed total, each sequence padded for this CP size.
+  const YAML::Node seq_length = root["model"]["seq_length"];
+  if (sc.model.qkv_format == QkvFormat::thd && (!seq_length || seq_length.IsNull()))
+    sc.model.seq_length = thd_seq_length(sc);
   read_cluster(r, root["cluster"], sc.model.attention_backend, sc.parallel.te_version, sc.cluster);
   if (root["training"]) read_training(r, root["training"], sc.training);
   if (root["oracle"]) read_oracle(r, root["oracle"], sc.oracle);

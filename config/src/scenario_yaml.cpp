@@ -83,6 +83,21 @@ void put_int_list(YAML::Emitter& e, const char* key, const std::vector<int64_t>&
 }
 void begin_section(YAML::Emitter& e, const char* key) { e << YAML::Key << key << YAML::Value << YAML::BeginMap; }
 
+/// The THD keys: the packed lengths or their generator when set; pad_between_seqs when set, and as auto with thd.
+void emit_packed_sequences(YAML::Emitter& e, const ModelConfig& m) {
+  if (m.packed_sequence_lengths) put_int_list(e, "packed_sequence_lengths", *m.packed_sequence_lengths);
+  if (m.packing) {
+    begin_section(e, "packing");
+    e << YAML::Key << "seed" << YAML::Value << m.packing->seed;
+    put_int(e, "num_sequences", m.packing->num_sequences);
+    put_int(e, "min_length", m.packing->min_length);
+    put_int(e, "max_length", m.packing->max_length);
+    e << YAML::EndMap;
+  }
+  if (m.pad_between_seqs) put_bool(e, "pad_between_seqs", *m.pad_between_seqs);
+  else if (m.qkv_format == QkvFormat::thd) put_str(e, "pad_between_seqs", "auto");
+}
+
 void emit_model(YAML::Emitter& e, const ModelConfig& m) {
   begin_section(e, "model");
   put_int(e, "num_attention_heads", m.num_attention_heads);
@@ -96,6 +111,7 @@ void emit_model(YAML::Emitter& e, const ModelConfig& m) {
   if (m.ffn_hidden_size) put_int(e, "ffn_hidden_size", *m.ffn_hidden_size);
   put_str(e, "attn_mask_type", to_string(m.attn_mask_type));
   put_str(e, "qkv_format", to_string(m.qkv_format));
+  emit_packed_sequences(e, m);
   put_str(e, "attention_backend", to_string(m.attention_backend));
   if (m.window_size) put_int_list(e, "window_size", *m.window_size);
   put_bool(e, "attention_bias", m.attention_bias);

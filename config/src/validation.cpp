@@ -10,6 +10,7 @@
 #include "hcpsim/config/cp_variant_config.hpp"
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/core/cp_layout.hpp"
+#include "validation_thd.hpp"
 
 namespace hcpsim {
 
@@ -100,6 +101,7 @@ class Validator {
  private:
   void check_model() {
     const ModelConfig& m = s_.model;
+    check_thd_model(s_);  // first: with thd, seq_length follows from the packed sequences
     positive("model.num_attention_heads", m.num_attention_heads);
     positive("model.num_query_groups", m.num_query_groups);
     positive("model.kv_channels", m.kv_channels);
@@ -130,10 +132,6 @@ class Validator {
                                  {"model.global_batch_size", m.global_batch_size},
                                  {"model.vocab_size", m.vocab_size}})
       if (v) positive(key, *v, int64_t{1} << 30);
-    if (m.qkv_format == QkvFormat::thd)
-      fail("model.qkv_format",
-           "thd (packed sequences) is not modelled yet by hcpsim (TE supports it with a2a+p2p only on main after v2.18)",
-           "use qkv_format: bshd or sbhd");
   }
 
   /// A legal split to suggest: the largest a2a size A < cp dividing cp for which the whole scenario validates with
@@ -173,6 +171,7 @@ class Validator {
     for (CpCommType t : s_.parallel.distinct_cp_comm_types()) {
       check_a2a_head_split(t);
       check_cp_type_support(t, te);
+      check_thd_cp_comm_type(s_, t, te);
       check_te_backend(t);
     }
     check_step_layout();
@@ -327,6 +326,8 @@ class Validator {
                      str(2 * m.num_attention_heads) + ", num_query_groups " + str(2 * m.num_query_groups) + ")");
     if (m.qkv_format == QkvFormat::sbhd) ways.push_back("qkv_format: bshd for FlashAttention");
     if (t != CpCommType::p2p) ways.push_back("cp_comm_type p2p");
+    if (attention_call(s_, t).pad_between_seqs)
+      ways.push_back("te_version >= 2.16 on Hopper (FlashAttention-3 takes padded packed sequences)");
     if (m.params_dtype != Dtype::bf16 && m.params_dtype != Dtype::fp16) ways.push_back("params_dtype: bf16");
     if (m.attention_backend != AttentionBackend::auto_select) ways.push_back("attention_backend: auto");
     std::string fix = "use ";

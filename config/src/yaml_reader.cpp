@@ -16,7 +16,7 @@ const std::vector<std::string> kModelKeys = {
     "num_attention_heads", "num_query_groups", "kv_channels", "kv_channels_v", "seq_length", "micro_batch_size",
     "num_layers", "hidden_size", "ffn_hidden_size", "attn_mask_type", "qkv_format", "window_size", "attention_bias",
     "params_dtype", "global_batch_size", "vocab_size", "gated_linear_unit", "untie_embeddings_and_output_weights",
-    "attention_backend"};
+    "attention_backend", "packed_sequence_lengths", "packing", "pad_between_seqs"};
 const std::vector<std::string> kParallelKeys = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "data_parallel_size",
     "cp_comm_type", "hierarchical_context_parallel_sizes", "order", "use_decentralized_pg", "te_version",

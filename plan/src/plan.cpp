@@ -16,6 +16,7 @@
 #include "hcpsim/config/cp_variant_config.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/config/thd_packing.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/topology.hpp"
@@ -227,6 +228,8 @@ Scenario option_scenario(const Scenario& scenario, const PlanRequest& request, i
   c.model.global_batch_size = global_batch_size;
   c.parallel.tensor_model_parallel_size = k.tp;
   c.parallel.context_parallel_size = k.cp;
+  // Packed sequences are padded to multiples of 2·CP: each CP size has its own packed length.
+  if (c.model.qkv_format == QkvFormat::thd && thd_seq_length(c) > 0) c.model.seq_length = thd_seq_length(c);
   c.parallel.cp_comm_type = {k.type};
   c.parallel.hierarchical_context_parallel_sizes.reset();
   if (cp_variant(k.type).takes_hierarchical_sizes)

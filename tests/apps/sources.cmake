@@ -11,4 +11,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/compare_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/admission_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hdf5_input_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/thd_cli_test.cpp
 )

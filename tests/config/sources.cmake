@@ -8,4 +8,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cp_variant_config_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/input_discipline_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/te_legality_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/thd_config_test.cpp
 )

@@ -89,7 +89,8 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
   require_error({"parallel.te_version=1.11"}, "parallel.te_version",
                 "cp_comm_type a2a+p2p needs Transformer Engine >= 1.12, got 1.11", "upgrade Transformer Engine to 1.12");
   require_error({"parallel.te_version=banana"}, "parallel.te_version", "is not a version", "write e.g.");
-  require_error({"model.qkv_format=thd"}, "model.qkv_format", "not modelled yet", "use qkv_format: bshd or sbhd");
+  require_error({"model.qkv_format=thd"}, "model.qkv_format", "qkv_format thd needs the actual lengths",
+                "add model.packed_sequence_lengths");
   require_error({"parallel.context_parallel_size=16", "parallel.hierarchical_context_parallel_sizes=[8,2]"},
                 "cluster.nodes", "TP*CP*PP = 16 GPUs, but the cluster has 1 x 8 = 8", "set cluster.nodes to at least 2");
   require_error({"parallel.data_parallel_size=4"}, "parallel.data_parallel_size", "TP*CP*DP*PP = 16 GPUs",

@@ -56,6 +56,8 @@ struct AttentionCall {
   Dtype qkv_dtype = Dtype::bf16;      ///< the activations' dtype (model.params_dtype)
   bool sliding_window = false;
   bool attention_bias = false;
+  /// qkv_format thd with TE's pad_between_seqs resolved true (thd_packing.hpp scenario_packing).
+  bool pad_between_seqs = false;
 };
 
 /// The kernel TE would run for `backend` on the GPU named `gpu_name` (a preset GpuSpec::name: "H100…", "H200…",
@@ -84,6 +86,8 @@ AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, cons
 /// - FlashAttention with CP rejects qkv_format sbhd (attn_forward_func_with_cp asserts "Context parallelism does
 ///   not support FlashAttention backend with qkv_format = 'sbhd'"); FlashAttention-2 head dims: padded to a
 ///   multiple of 8, at most 256; FlashAttention-3: head_dim_qk at most 256;
+/// - qkv_format thd with pad_between_seqs disables FlashAttention-2, and FlashAttention-3 before TE v2.16 (utils.py
+///   "Filter: QKV layout"; v2.16 runs FA3 with seqused_q / seqused_k);
 /// - `backend` fused / flash leaves only that backend. auto picks as the overload above among those left.
 /// `available` is false when none is left; `disabled` says why each was filtered, `culprit_key` names the key.
 AttentionKernelChoice resolve_attention_kernel(const std::string& gpu_name, const std::optional<std::string>& te_version,

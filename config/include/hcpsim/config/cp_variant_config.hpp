@@ -20,6 +20,10 @@ struct CpVariantConfig {
   std::string name;
   /// First Transformer Engine release that has it. Source: docs/algorithm.md §8.5 version matrix.
   std::array<int, 3> min_te_version{0, 0, 0};
+  /// First Transformer Engine release that runs it with qkv_format thd, and where that is from (a commit / PR,
+  /// for the error message). Source: TE context_parallel.py at the release tags.
+  std::array<int, 3> thd_min_te_version{0, 0, 0};
+  std::string thd_te_source;
   /// TE supports sliding-window attention with it.
   bool sliding_window = false;
   /// TE supports core-attention bias with it when cp > 1.

@@ -15,6 +15,15 @@
 
 namespace hcpsim {
 
+/// `model.packing`: a seeded generator of the actual lengths of THD packed sequences (thd_packing.hpp
+/// generate_packed_lengths). The seed is the data seed, independent of oracle.seed.
+struct PackingGenerator {
+  uint64_t seed = 0;           ///< data seed
+  int64_t num_sequences = 0;   ///< n ≥ 1
+  int64_t min_length = 0;      ///< shortest actual length, ≥ 1
+  int64_t max_length = 0;      ///< longest actual length, ≥ min_length
+};
+
 /// Attention shapes of the model (Megatron TransformerConfig names). Head counts are global (before TP).
 struct ModelConfig {
   int64_t num_attention_heads = 0;   ///< H (query heads)
@@ -40,6 +49,15 @@ struct ModelConfig {
   bool untie_embeddings_and_output_weights = false;
   AttnMaskType attn_mask_type = AttnMaskType::causal;
   QkvFormat qkv_format = QkvFormat::sbhd;  ///< Megatron hands TE sbhd by default
+  /// qkv_format thd: the actual lengths of the packed sequences of one micro-batch, in packing order (each ≥ 1).
+  /// Exactly one of this and `packing` is given with thd (validation.hpp). Each is padded to a multiple of
+  /// 2·context_parallel_size and seq_length is the padded total (thd_packing.hpp).
+  std::optional<std::vector<int64_t>> packed_sequence_lengths;
+  /// qkv_format thd: the generator of the actual lengths (instead of packed_sequence_lengths).
+  std::optional<PackingGenerator> packing;
+  /// TE's pad_between_seqs: true, false, or std::nullopt = auto (true when some sequence is padded, as TE's
+  /// auto-detection does when padded cu_seqlens are supplied). false with a padded sequence is rejected.
+  std::optional<bool> pad_between_seqs;
   std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent or [-1,-1] = none
   bool attention_bias = false;       ///< TE core-attention bias (attn_bias_type != no_bias)
   Dtype params_dtype = Dtype::bf16;

@@ -8,7 +8,9 @@
 
 namespace hcpsim {
 
-/// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size).
+/// The attention problem of one TP rank of `scenario` (heads divided by tensor_model_parallel_size). With
+/// qkv_format thd: packing = scenario_packing(scenario) (thd_packing.hpp) and batch 1; seq_length stays
+/// model.seq_length, which validation requires to be the packed length.
 AttentionShape attention_shape(const Scenario& scenario);
 
 /// The CP layout a comm type uses, by its config row's adapter (cp_variant_config.hpp): p2p and all_gather →

@@ -12,7 +12,8 @@ namespace hcpsim {
 /// Scenario always gives the same bytes:
 /// - schema_version, name;
 /// - model: every ModelConfig field the loader reads; the optional ones (hidden_size, ffn_hidden_size,
-///   global_batch_size, vocab_size, window_size) only when set;
+///   global_batch_size, vocab_size, window_size, packed_sequence_lengths, packing) only when set; pad_between_seqs
+///   when set, and as auto with qkv_format thd; seq_length always (with thd the derived packed length);
 /// - parallel: every ParallelConfig field; data_parallel_size, hierarchical_context_parallel_sizes, te_version and
 ///   virtual_pipeline_model_parallel_size only when set; cp_comm_type as one value, or a list with one per layer;
 /// - cluster written out in full, so the file does not depend on a preset's values: preset (when the scenario has
