@@ -558,7 +558,7 @@ std::vector<LogFinding> check_nan_iterations(const MegatronLog& log, const std::
            "(NVIDIA/TransformerEngine#2186); fix: check the padding of the packed sequences (cu_seqlens_padded: "
            "each sequence padded to a multiple of 2*CP so that no CP rank holds only padding), use a Transformer "
            "Engine release with the fix of TransformerEngine#2186, and check the CP attention with `hcpsim verify` "
-           "on a scenario of this configuration (thd itself is not modelled yet: validate rejects qkv_format thd)";
+           "on a scenario of this configuration (qkv_format: thd with the run's packed_sequence_lengths)";
   } else {
     msg += ", not CP-specific (" +
            (cp ? "context-parallel size " + std::to_string(cp->first) + ", from " + cp->second

@@ -163,16 +163,22 @@ TEST_CASE("config: every thd rule names its key, the problem and a fix", "[confi
                 "qkv_format thd with cp_comm_type a2a+p2p needs Transformer Engine >= 2.19 (8ff60f8de, PR #3290",
                 "upgrade Transformer Engine to 2.19 or newer, or use cp_comm_type p2p");
   REQUIRE(error_of({"parallel.te_version=2.19"}).empty());
-  require_error({"parallel.cp_comm_type=all_gather", "parallel.hierarchical_context_parallel_sizes=null"},
-                "parallel.cp_comm_type", "TE >= 2.18 runs it (PR #2829), but hcpsim does not model it yet",
-                "use cp_comm_type p2p or a2a+p2p");
-  const std::vector<std::string> a2a{"parallel.cp_comm_type=a2a", "parallel.hierarchical_context_parallel_sizes=null"};
-  std::vector<std::string> old_a2a = a2a;
-  old_a2a.push_back("parallel.te_version=2.9");
-  require_error(old_a2a, "parallel.te_version", "cp_comm_type a2a needs Transformer Engine >= 2.10 (e52bdb414",
-                "upgrade Transformer Engine to 2.10");
-  old_a2a.back() = "parallel.te_version=2.10";
-  REQUIRE(error_of(old_a2a).empty());
+  // all_gather needs TE 2.18 (PR #2829), a2a TE 2.10 (e52bdb414): the release before is refused, that one accepted.
+  struct Gate {
+    const char* type;
+    const char* older;
+    const char* first;
+    const char* message;
+  };
+  for (const Gate& g : {Gate{"all_gather", "2.17", "2.18", "cp_comm_type all_gather needs Transformer Engine >= 2.18 (PR #2829)"},
+                        Gate{"a2a", "2.9", "2.10", "cp_comm_type a2a needs Transformer Engine >= 2.10 (e52bdb414"}}) {
+    std::vector<std::string> keys{std::string("parallel.cp_comm_type=") + g.type,
+                                  "parallel.hierarchical_context_parallel_sizes=null",
+                                  std::string("parallel.te_version=") + g.older};
+    require_error(keys, "parallel.te_version", g.message, std::string("upgrade Transformer Engine to ") + g.first);
+    keys.back() = std::string("parallel.te_version=") + g.first;
+    REQUIRE(error_of(keys).empty());
+  }
   require_error({"parallel.cp_comm_type=p2p", "parallel.hierarchical_context_parallel_sizes=null",
                  "parallel.te_version=1.6"},
                 "parallel.te_version", "cp_comm_type p2p needs Transformer Engine >= 1.7 (476f659e8", "upgrade");
