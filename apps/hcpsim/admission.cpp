@@ -112,6 +112,10 @@ void admit_simulation(const Scenario& s, uint64_t limit, const std::string& comm
   if (by_tokens) {
     key = "model.seq_length";
     fix = "use a shorter model.seq_length or raise --max-memory";
+    if (s.model.qkv_format == QkvFormat::thd) {  // seq_length is derived from the packed sequences
+      key = s.model.packing ? "model.packing" : "model.packed_sequence_lengths";
+      fix = "use fewer or shorter packed sequences or raise --max-memory";
+    }
   } else {
     int64_t cp = s.parallel.context_parallel_size;  // halve until a p2p ring of cp fits
     while (cp > 1 &&
@@ -147,7 +151,13 @@ void admit_verify(const Scenario& s, Dtype dtype, int threads, uint64_t limit) {
     int64_t seq = full.seq_length;
     while (seq / 2 >= step && (seq / 2) % step == 0 && cost_for(s.oracle.heads, seq).bytes > limit_d) seq /= 2;
     const bool heads_fit = cost_for(std::to_string(heads), full.seq_length).bytes <= limit_d;
-    if (heads_fit) {
+    if (full.packing.thd()) {  // THD derives seq_length from the packed lengths: shorten those instead
+      const std::string lengths = s.model.packing ? "model.packing" : "model.packed_sequence_lengths";
+      key = heads_fit ? key : lengths;
+      fix = fmt::format("{}use fewer or shorter packed sequences ({}: about {} tokens in all{}), or raise --max-memory",
+                        heads_fit ? fmt::format("use oracle.heads={}, or ", heads) : "", lengths, seq,
+                        heads_fit || cost_for("1", seq).bytes <= limit_d ? " fit" : " is the smallest tried");
+    } else if (heads_fit) {
       fix = fmt::format("use oracle.heads={} or a smaller model.seq_length (model.seq_length={} fits), or raise "
                         "--max-memory",
                         heads, seq);

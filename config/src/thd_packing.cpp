@@ -5,9 +5,11 @@
 namespace hcpsim {
 namespace {
 
-// Bounds that keep every padded total exact in int64: at most 2^20 sequences of at most 2^34 tokens (the
-// validator's seq_length bound then rejects a total above 2^34).
-constexpr int64_t kMaxSequences = int64_t{1} << 20;
+// Bounds that keep every padded total exact in int64 and a schedule's document masks small: at most 2^14
+// sequences per micro-batch (a 1M-token micro-batch of 64-token sequences; every attention block carries a run per
+// sequence and chunk, so 10^5 sequences took 7.6 GB in `simulate`), of at most 2^34 tokens (the packed total is
+// then checked against the seq_length bound in validation_thd.cpp).
+constexpr int64_t kMaxSequences = int64_t{1} << 14;
 constexpr int64_t kMaxLength = int64_t{1} << 34;
 
 /// SplitMix64's increment (2^64 / φ) and output function. Source: Steele, Lea, Flood 2014; Vigna's splitmix64.c.
@@ -26,13 +28,14 @@ std::optional<ThdKeyProblem> lengths_problem(const std::vector<int64_t>& lengths
   if (static_cast<int64_t>(lengths.size()) > kMaxSequences)
     return ThdKeyProblem{key, str(static_cast<int64_t>(lengths.size())) + " sequences are more than hcpsim models (at most " +
                                   str(kMaxSequences) + ")",
-                         "pack fewer sequences"};
+                         "pack at most " + str(kMaxSequences) + " sequences per micro-batch"};
   for (size_t i = 0; i < lengths.size(); ++i)
     if (lengths[i] < 1 || lengths[i] > kMaxLength)
       return ThdKeyProblem{key,
                            "entry " + str(static_cast<int64_t>(i)) + " is " + str(lengths[i]) +
                                " (every actual length must be from 1 to " + str(kMaxLength) + ")",
-                           "give actual sequence lengths of at least 1 token; padding is added by hcpsim"};
+                           lengths[i] < 1 ? "give actual sequence lengths of at least 1 token; padding is added by hcpsim"
+                                          : "give the real length of the sequence, at most " + str(kMaxLength)};
   return std::nullopt;
 }
 
@@ -40,7 +43,7 @@ std::optional<ThdKeyProblem> generator_problem(const PackingGenerator& g) {
   if (g.num_sequences < 1 || g.num_sequences > kMaxSequences)
     return ThdKeyProblem{"model.packing.num_sequences",
                          "must be from 1 to " + str(kMaxSequences) + ", got " + str(g.num_sequences),
-                         "give the number of packed sequences"};
+                         "give the number of packed sequences of one micro-batch, from 1 to " + str(kMaxSequences)};
   if (g.min_length < 1 || g.min_length > kMaxLength)
     return ThdKeyProblem{"model.packing.min_length",
                          "must be from 1 to " + str(kMaxLength) + ", got " + str(g.min_length),

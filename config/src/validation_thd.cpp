@@ -9,6 +9,10 @@
 namespace hcpsim {
 namespace {
 
+/// The longest packed sequence hcpsim models: validation.cpp's model.seq_length bound (2^34), which the derived
+/// packed length must meet too.
+constexpr int64_t kMaxPackedLength = int64_t{1} << 34;
+
 std::string str(int64_t v) { return std::to_string(v); }
 
 [[noreturn]] void fail(const Scenario& s, const std::string& key, const std::string& problem, const std::string& fix) {
@@ -64,6 +68,12 @@ void check_thd_model(const Scenario& s) {
   const int64_t cp = s.parallel.context_parallel_size;
   if (cp < 1) return;  // the parallel rules name it
   const PackedSequences p = scenario_packing(s);
+  const std::string lengths_key = m.packing ? "model.packing" : "model.packed_sequence_lengths";
+  if (p.total_padded() > kMaxPackedLength)  // before seq_length, which is derived from it
+    fail(s, lengths_key,
+         "the packed length " + str(p.total_padded()) + " of the " + str(p.num_sequences()) +
+             " padded sequences is larger than hcpsim models (at most " + str(kMaxPackedLength) + " tokens)",
+         "pack fewer or shorter sequences");
   if (m.seq_length != p.total_padded())
     fail(s, "model.seq_length",
          "seq_length " + str(m.seq_length) + " is not the packed length " + str(p.total_padded()) + " of the " +

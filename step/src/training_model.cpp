@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "hcpsim/config/pipeline_split.hpp"
+#include "hcpsim/config/thd_packing.hpp"
 #include "hcpsim/core/error.hpp"
 
 namespace hcpsim {
@@ -75,6 +76,18 @@ double megatron_model_flops(const Scenario& s, int64_t global_batch_size, FlopsC
   const double causal_factor =
       convention == FlopsConvention::megatron_causal && m.attn_mask_type == AttnMaskType::causal ? 0.5 : 1.0;
   const double expansion = 3 * 2 * 2;
+  if (m.qkv_format == QkvFormat::thd) {
+    // Packed sequences: the real tokens Σ L_s in the linear terms and Σ L_s² in the core attention (each sequence
+    // attends only to itself); the formula's s·s would count attention across the whole packed length.
+    double tokens = 0, squares = 0;
+    for (int64_t len : packed_actual_lengths(m)) {
+      tokens += static_cast<double>(len);
+      squares += static_cast<double>(len) * static_cast<double>(len);
+    }
+    return expansion * B * L * h * h *
+           (tokens * ((1 + Hkv / H) * q_ratio + static_cast<double>(m.ffn_hidden()) / h * gated + vpad / (2 * L * h)) +
+            causal_factor * squares / h * q_ratio);
+  }
   return expansion * B * S * L * h * h *
          ((1 + Hkv / H + causal_factor * S / h) * q_ratio + static_cast<double>(m.ffn_hidden()) / h * gated +
           vpad / (2 * L * h));

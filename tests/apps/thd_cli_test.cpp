@@ -33,3 +33,41 @@ TEST_CASE("apps: plan re-pads the packed sequences for every CP size and skips w
   for (const char* expected : {"needs Transformer Engine >= 2.19", "all_gather TP1 ", "p2p TP1 ", "p2p TP2 "})
     CHECK(r.output.find(expected) != std::string::npos);
 }
+
+TEST_CASE("apps: verify of a thd scenario passes, and each thd fault exits 1 naming the tensor and rank",
+          "[apps][thd]") {
+  const std::string f = "scenarios/ci/thd_hcp_2x2_padding_half.yaml oracle.dtype=fp64";
+  auto r = run_hcpsim("verify " + f);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("result: PASS") != std::string::npos);
+  // floor_cu_seqlens drops real tokens (a finite reference LSE becomes -inf); unguarded_empty_merge turns the
+  // merged LSE of the all-padding rows into NaN.
+  for (const char* fault : {"floor_cu_seqlens", "unguarded_empty_merge"}) {
+    r = run_hcpsim("verify " + f + " oracle.inject=" + fault);
+    INFO(fault << "\n" << r.output);
+    REQUIRE(r.exit_code == 1);
+    REQUIRE(r.output.find("result: FAIL: worst tensor softmax_lse") != std::string::npos);
+    REQUIRE(r.output.find(", cp_rank ") != std::string::npos);
+  }
+  // tail_padding_blind needs only the last sequence padded: [16, 24, 13] at cp 4 is [16, 24, 16].
+  r = run_hcpsim("verify scenarios/ci/thd_fault_tail_padding_blind.yaml oracle.dtype=fp64");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.find("result: FAIL: worst tensor ") != std::string::npos);
+  REQUIRE(r.output.find(", cp_rank ") != std::string::npos);
+  // ... and is refused where it cannot act (every sequence padded).
+  r = run_hcpsim("verify " + f + " oracle.inject=tail_padding_blind");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+}
+
+TEST_CASE("apps: a thd verify over --max-memory names the packed lengths, not seq_length, as the fix",
+          "[apps][thd]") {
+  const auto r = run_hcpsim("verify scenarios/ci/thd_hcp_2x2_padding_half.yaml --max-memory 1K");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("use fewer or shorter packed sequences (model.packed_sequence_lengths: about ") !=
+          std::string::npos);
+  REQUIRE(r.output.find("model.seq_length=") == std::string::npos);
+}

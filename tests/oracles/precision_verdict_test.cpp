@@ -42,6 +42,7 @@ TensorError tensor_error(double err, double tol, double base, double rounding = 
   e.baseline_rel_l2_err = base;
   e.rounding_rel_l2_err = rounding;
   e.ref_l2_norm = 1;
+  e.compared = 1;
   e.finite = true;
   e.pass = err <= tol;
   return e;

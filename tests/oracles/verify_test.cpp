@@ -75,11 +75,23 @@ TEST_CASE("oracles: compare_tensor semantics (-inf matching, NaN, vacuous pass)"
   e = compare_tensor("softmax_lse", got, ref, 1e-9);
   REQUIRE_FALSE(e.finite);
   REQUIRE_FALSE(e.pass);
-  // all-zero reference: no vacuous pass even when the result agrees
+  // An exactly zero reference (dq, dk of one-token packed sequences): the RMS absolute error decides; roundoff
+  // passes, an O(1) value fails. A report whose every reference is zero is still no pass (compare_outputs).
   const HostTensor zeros(1, 2, 1, 3);
   e = compare_tensor("dq", zeros, zeros, 1e-10);
   REQUIRE(e.rel_l2_err == 0.0);
+  REQUIRE(e.pass);
+  HostTensor tiny = zeros;
+  tiny(0, 0, 0, 0) = 1.1102230246251565e-16;
+  e = compare_tensor("dq", tiny, zeros, 1e-10);
+  REQUIRE(e.rel_l2_err == Approx(1.1102230246251565e-16 / std::sqrt(6.0)));
+  REQUIRE(e.pass);
+  tiny(0, 1, 0, 2) = 0.5;
+  e = compare_tensor("dq", tiny, zeros, 1e-10);
   REQUIRE_FALSE(e.pass);
+  AttentionOutputs all_zero;
+  for (HostTensor* t : {&all_zero.out, &all_zero.softmax_lse, &all_zero.dq, &all_zero.dk, &all_zero.dv}) *t = zeros;
+  REQUIRE_FALSE(compare_outputs(all_zero, all_zero, 1e-10).pass);
   // shape mismatch
   e = compare_tensor("dq", HostTensor(1, 2, 1, 2), zeros, 1e-10);
   REQUIRE_FALSE(e.finite);

@@ -94,7 +94,9 @@ struct TensorError {
   double worst_value = 0;      ///< x at worst_index
   double worst_reference = 0;  ///< ref at worst_index
   int64_t worst_cp_rank = -1;  ///< CP rank whose output binding holds worst_index (−1: unknown)
-  double rel_l2_err = 0;       ///< ‖x − ref‖₂ / ‖ref‖₂ over compared entries
+  /// ‖x − ref‖₂ / ‖ref‖₂ over compared entries; for an exactly zero reference (‖ref‖₂ = 0, e.g. dq and dk of
+  /// one-token packed sequences) the RMS absolute error ‖x − ref‖₂ / √compared, the inputs being unit-scale
+  double rel_l2_err = 0;
   double ref_l2_norm = 0;      ///< ‖ref‖₂ over compared entries
   double tolerance = 0;        ///< bound on rel_l2_err
   /// Bound on rel_l2_err under which a failing tensor is precision-limited rather than CP-attributable:
@@ -107,7 +109,7 @@ struct TensorError {
   /// the norm of a difference with a non-finite entry is not a number, and printing the finite part alone (0 when
   /// every entry is NaN) would read as a match.
   bool finite = false;
-  bool pass = false;           ///< finite && ref_l2_norm > 0 (no vacuous pass) && rel_l2_err ≤ tolerance
+  bool pass = false;           ///< finite && compared > 0 (no vacuous pass) && rel_l2_err ≤ tolerance
 };
 
 /// The verdict of one schedule verification.

@@ -49,6 +49,9 @@ std::string to_string(FlopsConvention c);
 /// Model FLOPs of one iteration (forward + backward, global batch), Megatron's num_floating_point_operations:
 /// 12·B·s·L·h²·[(1 + Hkv/H + f·s/h)·(H·dk/h) + (ffn/h)·g + Vpad/(2·L·h)], with g = 3/2 for a gated MLP and
 /// f = 1 (full attention) or 1/2 (causal mask, megatron_causal). Recomputation is not counted (model FLOPs).
+/// Packed sequences (qkv_format thd): B·s becomes the real tokens B·Σ L_s and the attention term's B·s² becomes
+/// B·Σ L_s² (each sequence attends only to itself); Megatron's function uses the padded packed length s for both,
+/// which overstates a packed run's work (hcpsim reports the useful work, so MFU stays below 100%).
 /// Source: megatron/training/training.py num_floating_point_operations; Narayanan et al. 2021 (arXiv:2104.04473)
 /// appendix "Floating-point operations".
 /// @param global_batch_size samples per iteration (B). @throws InputError without model.vocab_size.
