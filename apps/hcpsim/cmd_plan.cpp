@@ -102,6 +102,9 @@ int cmd_plan(const PlanArgs& a) {
   fmt::print("plan: {} legal options, {} ruled out; objective {}; whole training step per option at global batch {} "
              "(layer simulated; model TFLOP/s in the megatron_causal convention)\n",
              r.ranked.size(), r.dropped.size(), a.objective, r.global_batch_size);
+  if (s.model.qkv_format == QkvFormat::thd)
+    fmt::print("packed sequences: each option pads every sequence to a multiple of 2 x its own CP size and derives "
+               "its seq_length from that (the header shows the scenario's own CP size)\n");
   fmt::print("\n{}\n\n", r.explanation);
   if (r.nothing_fits) fmt::print("warning: no option fits in GPU memory; ranked by time anyway\n\n");
   fmt::print("{:>4}  {:<26} {:>12} {:>9} {:>12} {:>12} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option", "step time",
