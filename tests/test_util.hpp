@@ -1,6 +1,6 @@
 #pragma once
 // Small helpers shared by the test sources: read a whole file, a fresh scratch directory per test case, an
-// attention shape, TE's comm type for [A, P], the full structural check of a schedule, and a schedule that
+// attention shape, the message of a thrown InputError, TE's comm type for [A, P], the full structural check of a schedule, and a schedule that
 // deadlocks under rendezvous semantics.
 #include <unistd.h>
 
@@ -12,10 +12,22 @@
 #include <string>
 
 #include "hcpsim/core/cp_variant.hpp"
+#include "hcpsim/core/error.hpp"
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/core/schedule_hazards.hpp"
 
 namespace hcpsim::test {
+
+/// The message of the InputError that `f()` throws, or "" when it throws none.
+template <class F>
+std::string input_error_of(F&& f) {
+  try {
+    (void)f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /// The whole content of `path` ("" when it cannot be read).
 inline std::string slurp(const std::filesystem::path& path) {

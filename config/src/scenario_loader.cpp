@@ -71,7 +71,10 @@ Scenario load_from_node(YAML::Node root, const std::string& display_name, const 
     l.file = display_name;
     throw InputError(l, "", "the scenario must be a YAML mapping of sections", "see README, Scenario schema");
   }
-  YamlReader reader(display_name, apply_overrides(root, overrides), sc.locations);
+  // Bridge spellings in the file move to their canonical keys first, so an override of either spelling wins.
+  std::map<std::string, AliasUse> aliases = rewrite_alias_keys(root, display_name);
+  YamlReader reader(display_name, apply_overrides(root, overrides, aliases), sc.locations);
+  reader.set_aliases(std::move(aliases));
   try {
     read_scenario(reader, root, sc);
   } catch (const YAML::Exception& e) {

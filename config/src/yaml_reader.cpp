@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "hcpsim/config/key_aliases.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 
 namespace hcpsim {
@@ -108,7 +109,12 @@ SourceLoc YamlReader::loc(const YAML::Node& n, const std::string& path) const {
 
 void YamlReader::fail(const YAML::Node& n, const std::string& path, const std::string& problem,
                       const std::string& fix) const {
-  throw InputError(loc(n, path), path, problem, fix);
+  throw InputError(loc(n, path), shown_key(path), problem, fix);
+}
+
+std::string YamlReader::shown_key(const std::string& path) const {
+  const auto a = aliases_.find(path);
+  return a == aliases_.end() ? path : alias_display(a->second.alias, path);
 }
 
 void YamlReader::check_map(const YAML::Node& map, const std::string& path, const std::vector<std::string>& allowed) {
@@ -123,7 +129,12 @@ void YamlReader::check_map(const YAML::Node& map, const std::string& path, const
   }
 }
 
-void YamlReader::record(const YAML::Node& key, const std::string& path) { locations_[path] = loc(key, path); }
+void YamlReader::record(const YAML::Node& key, const std::string& path) {
+  // A key moved from its Bridge spelling has a fresh key node: point at the key as written.
+  const auto a = aliases_.find(path);
+  const bool moved = a != aliases_.end() && a->second.key_node.IsDefined();
+  locations_[path] = loc(moved ? a->second.key_node : key, path);
+}
 
 int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const {
   if (!n.IsScalar()) fail(n, path, "expected an integer", "write a whole number, e.g. '" + path + ": 8'");

@@ -14,6 +14,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "plausible_ranges.hpp"
+#include "scenario_overrides.hpp"
 
 namespace hcpsim {
 
@@ -40,6 +41,13 @@ class YamlReader {
   /// at or below such a key points at that text); check_map records each key's location into `locations`.
   YamlReader(std::string file, std::map<std::string, std::string> overridden,
              std::map<std::string, SourceLoc>& locations);
+
+  /// Keys the user spelled the Megatron-Bridge way (canonical key → use): messages name them as
+  /// "alias (Megatron-Bridge spelling of canonical)", and a moved file key's location is its alias's.
+  void set_aliases(std::map<std::string, AliasUse> aliases) { aliases_ = std::move(aliases); }
+
+  /// `path` as messages name it: with the user's Bridge spelling beside it when they wrote one.
+  [[nodiscard]] std::string shown_key(const std::string& path) const;
 
   /// Where the value of `path` (node `n`) came from: the override that set it or a parent of it, else the
   /// 1-based line and column of `n` in the file.
@@ -106,6 +114,7 @@ class YamlReader {
   std::string file_;
   bool echo_ = true;
   std::map<std::string, std::string> overridden_;
+  std::map<std::string, AliasUse> aliases_;
   std::map<std::string, SourceLoc>& locations_;
 };
 

@@ -1,17 +1,13 @@
 #include "catch_compat.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
+#include "test_util.hpp"
 
 using namespace hcpsim;
 
 namespace {
 
 std::string load_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  try {
-    load_scenario_text(text, "s.yaml", overrides);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return test::input_error_of([&] { return load_scenario_text(text, "s.yaml", overrides); });
 }
 
 const char* kMinimal = R"(schema_version: 1
