@@ -73,6 +73,25 @@ std::string csv_text(const sim::PlanResult& r) {
   return out;
 }
 
+/// No option survived the sweep: exit 2 (bad input) naming the first few reasons, not an empty ranking with exit 0.
+[[noreturn]] void fail_no_legal_option(const sim::PlanResult& r, const std::string& scenario_path) {
+  constexpr size_t kShown = 3;
+  std::string reasons;
+  for (size_t i = 0; i < r.dropped.size() && i < kShown; ++i) {
+    std::string reason = r.dropped[i].dropped_reason;
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    reasons += fmt::format("{}{}: {}", i == 0 ? "" : "; ", r.dropped[i].label, reason);
+  }
+  if (r.dropped.size() > kShown) reasons += fmt::format("; and {} more", r.dropped.size() - kShown);
+  SourceLoc where;
+  where.file = scenario_path;
+  throw InputError(where, "",
+                   fmt::format("no legal option: all {} ruled out ({})", r.dropped.size(),
+                               reasons.empty() ? "nothing to enumerate" : reasons),
+                   "change what the reasons name in the scenario or overrides, or sweep other sizes with --cp, --gpus "
+                   "or --tp (hcpsim validate shows the scenario's own problems)");
+}
+
 int cmd_plan(const PlanArgs& a) {
   for (const auto& [value, option] : {std::pair{a.cp, "--cp"}, std::pair{a.gpus, "--gpus"}}) {
     if (value > kMaxPlanGpus || value < 0)
@@ -98,6 +117,7 @@ int cmd_plan(const PlanArgs& a) {
     throw InputError(SourceLoc{}, "--objective", "unknown objective '" + a.objective + "'", "use time or memory");
   }
   const sim::PlanResult r = sim::plan(s, req);
+  if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path);
   print_header(s);
   fmt::print("plan: {} legal options, {} ruled out; objective {}; whole training step per option at global batch {} "
              "(layer simulated; model TFLOP/s in the megatron_causal convention)\n",

@@ -124,6 +124,17 @@ TEST_CASE("apps: plan ranks the options, lists the ruled-out ones, writes CSV an
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("apps: plan with no legal option exits 2 naming the first reasons and a fix", "[apps][step]") {
+  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 3");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find("tests/fixtures/plan/slow_network_cp32.yaml: no legal option: all 9 ruled out (p2p TP3: "
+                      "parallel.tensor_model_parallel_size: tensor_model_parallel_size 3 must divide") !=
+        std::string::npos);
+  CHECK(r.output.find("; and 6 more); fix: ") != std::string::npos);
+  CHECK(r.output.find("rank  option") == std::string::npos);  // no empty ranking
+}
+
 TEST_CASE("apps: diff of a scenario with itself shows no change; an [A,P] change is listed", "[apps][step]") {
   const std::string s = "tests/fixtures/plan/tp_sweep_cp16.yaml";
   auto r = run_hcpsim("diff " + s + " " + s);
