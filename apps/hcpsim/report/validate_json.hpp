@@ -2,6 +2,7 @@
 /// The JSON report of `hcpsim validate --json FILE` (schema: README, "validate --json").
 
 #include <string>
+#include <vector>
 
 #include "hcpsim/config/scenario.hpp"
 #include "hcpsim/config/validation.hpp"
