@@ -105,44 +105,50 @@ void print_thd_split(const PackedSequences& packing, const CpLayout& layout) {
 
 }  // namespace
 
-/// Prints the process groups of the first CP group as a Megatron log names them, with node placement.
-void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
+CpGroups cp_groups_of(const Scenario& s, CpCommType type, int64_t dp) {
   const auto layout = cp_layout_for(s, type);
-  const auto& c = s.cluster;
-  const auto place = place_cp_group(s.parallel.order, parallel_sizes(s, dp), c.gpus_per_node);
-  auto globals = [&](const std::vector<int64_t>& cps) {
-    std::vector<int64_t> g;
-    for (int64_t r : cps) g.push_back(place[static_cast<size_t>(r)].global_rank);
+  const auto place = place_cp_group(s.parallel.order, parallel_sizes(s, dp), s.cluster.gpus_per_node);
+  auto group = [&](const std::vector<int64_t>& cps) {
+    RankGroup g;
+    for (int64_t r : cps) {
+      g.global_ranks.push_back(place[static_cast<size_t>(r)].global_rank);
+      g.nodes.push_back(place[static_cast<size_t>(r)].node);
+      g.one_node = g.one_node && g.nodes.back() == g.nodes.front();
+    }
     return g;
-  };
-  auto nodes = [&](const std::vector<int64_t>& cps) {
-    std::vector<int64_t> n;
-    for (int64_t r : cps) n.push_back(place[static_cast<size_t>(r)].node);
-    return n;
-  };
-  auto one_node = [&](const std::vector<int64_t>& cps) {
-    for (int64_t r : cps)
-      if (place[static_cast<size_t>(r)].node != place[static_cast<size_t>(cps.front())].node) return false;
-    return true;
   };
   std::vector<int64_t> all;
   for (int64_t g = 0; g < layout.cp_size(); ++g) all.push_back(g);
-  const int64_t groups = s.parallel.tensor_model_parallel_size * dp * s.parallel.pipeline_model_parallel_size;
+  CpGroups out;
+  out.context_parallel = group(all);
+  out.num_cp_groups = s.parallel.tensor_model_parallel_size * dp * s.parallel.pipeline_model_parallel_size;
+  if (cp_variant(type).takes_hierarchical_sizes) {
+    for (int64_t p = 0; p < layout.p2p_size(); ++p) out.a2a.push_back(group(layout.a2a_group(p)));
+    for (int64_t a = 0; a < layout.a2a_size(); ++a) out.p2p.push_back(group(layout.p2p_group(a)));
+  }
+  return out;
+}
+
+/// Prints the process groups of the first CP group as a Megatron log names them, with node placement.
+void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
+  const auto layout = cp_layout_for(s, type);
+  const auto place = place_cp_group(s.parallel.order, parallel_sizes(s, dp), s.cluster.gpus_per_node);
+  const CpGroups groups = cp_groups_of(s, type, dp);
   fmt::print("\ncp_comm_type {}: A={} (a2a) x P={} (p2p) = context_parallel_size {}\n", to_string(type),
              layout.a2a_size(), layout.p2p_size(), layout.cp_size());
-  fmt::print("  CONTEXT_PARALLEL_GROUP: global ranks {} (first of {} CP groups; nodes {})\n", join(globals(all)),
-             groups, join(nodes(all)));
+  fmt::print("  CONTEXT_PARALLEL_GROUP: global ranks {} (first of {} CP groups; nodes {})\n",
+             join(groups.context_parallel.global_ranks), groups.num_cp_groups, join(groups.context_parallel.nodes));
   if (cp_variant(type).takes_hierarchical_sizes) {
     fmt::print("  HIERARCHICAL_CONTEXT_PARALLEL_GROUPS:\n");
-    for (int64_t p = 0; p < layout.p2p_size(); ++p) {
-      const auto g = layout.a2a_group(p);
-      fmt::print("    level 0 (a2a) group {}: global ranks {} on nodes {} -> {}\n", p, join(globals(g)),
-                 join(nodes(g)), one_node(g) ? "intra-node" : "SPANS NODES");
+    for (size_t p = 0; p < groups.a2a.size(); ++p) {
+      const RankGroup& g = groups.a2a[p];
+      fmt::print("    level 0 (a2a) group {}: global ranks {} on nodes {} -> {}\n", p, join(g.global_ranks),
+                 join(g.nodes), g.one_node ? "intra-node" : "SPANS NODES");
     }
-    for (int64_t a = 0; a < layout.a2a_size(); ++a) {
-      const auto g = layout.p2p_group(a);
-      fmt::print("    level 1 (p2p) group {}: global ranks {} on nodes {} -> ring {}\n", a, join(globals(g)),
-                 join(nodes(g)), one_node(g) ? "intra-node" : "crosses nodes");
+    for (size_t a = 0; a < groups.p2p.size(); ++a) {
+      const RankGroup& g = groups.p2p[a];
+      fmt::print("    level 1 (p2p) group {}: global ranks {} on nodes {} -> ring {}\n", a, join(g.global_ranks),
+                 join(g.nodes), g.one_node ? "intra-node" : "crosses nodes");
     }
   }
   if (const PackedSequences packing = scenario_packing(s); packing.thd()) return print_thd_split(packing, layout);

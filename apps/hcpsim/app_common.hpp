@@ -42,6 +42,21 @@ std::string join(const std::vector<int64_t>& v);
 void print_header(const Scenario& s);
 /// Prints each validation warning on its own "warning: " line.
 void print_warnings(const ValidationReport& r);
+/// One process group of the placed job.
+struct RankGroup {
+  std::vector<int64_t> global_ranks;  ///< members in group-rank order
+  std::vector<int64_t> nodes;         ///< the node of each member (same order)
+  bool one_node = true;               ///< every member on the same node
+};
+/// The process groups of the first CP group of `type` (as Megatron's logs name them), placed with `dp`.
+struct CpGroups {
+  RankGroup context_parallel;   ///< CONTEXT_PARALLEL_GROUP
+  int64_t num_cp_groups = 0;    ///< TP * DP * PP groups like it
+  std::vector<RankGroup> a2a;   ///< HIERARCHICAL_CONTEXT_PARALLEL_GROUPS level 0, one per p2p rank (a2a+p2p only)
+  std::vector<RankGroup> p2p;   ///< level 1, one per a2a rank (a2a+p2p only; empty otherwise)
+};
+/// The CpGroups of `s` for `type` with data-parallel size `dp` (place_cp_group with the scenario's order).
+CpGroups cp_groups_of(const Scenario& s, CpCommType type, int64_t dp);
 /// Prints the process groups of the first CP group as a Megatron log names them, with node placement.
 void print_layout(const Scenario& s, CpCommType type, int64_t dp);
 /// Prints every rank's ops, one line each.

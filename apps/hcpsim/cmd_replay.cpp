@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@ struct Outcome {
   std::string status = "pass";       ///< pass | FAIL | skipped
   std::vector<std::string> failures;  ///< "field: golden X, actual Y"
   std::string digest;                 ///< of everything the scenario produced
+  double seconds = 0.0;               ///< steady-clock time of every run of the file (JUnit time only)
   // Actual values, for --update.
   int validate_exit_code = 0;
   std::string validate_error;
@@ -191,9 +193,19 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
   check_thread_count(threads, "--threads");
   const auto files = collect(paths);
   if (files.empty()) throw InputError(SourceLoc{}, "", "no *.yaml scenario files found", "give a folder of scenarios");
+  // JUnit's time and timestamp are the only clock readings in any output (the format requires them); the
+  // timestamp is read first so that a malformed SOURCE_DATE_EPOCH fails before anything runs.
+  using Clock = std::chrono::steady_clock;
+  const auto elapsed = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  const auto run_start = Clock::now();
+  const JUnitRun run_info{junit.empty() ? std::string() : junit_timestamp(),
+                          junit.empty() ? std::string() : junit_hostname(), 0.0};
   std::vector<Outcome> outcomes;
   int n_fail = 0, n_updated = 0;
   for (const auto& f : files) {
+    const auto case_start = Clock::now();
     Outcome o = replay_one(f, threads);
     if (twice) {
       // Second run with a different thread count: every output digest must be identical.
@@ -208,6 +220,7 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
       fmt::print("updated {}\n", f);
       o = replay_one(f, threads);
     }
+    o.seconds = elapsed(case_start);
     fmt::print("{:<7} {}{}\n", o.status, f, o.failures.empty() ? "" : "");
     for (const auto& msg : o.failures) fmt::print("        {}\n", msg);
     n_fail += o.status == "FAIL";
@@ -215,8 +228,10 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
   }
   if (!junit.empty()) {
     std::vector<JUnitCase> cases;
-    for (const auto& o : outcomes) cases.push_back(JUnitCase{o.path, o.status, o.failures});
-    write_junit(junit, cases);
+    for (const auto& o : outcomes) cases.push_back(JUnitCase{o.path, o.status, o.failures, o.seconds});
+    JUnitRun run = run_info;
+    run.seconds = elapsed(run_start);
+    write_junit(junit, cases, run);
   }
   fmt::print("replay: {} scenarios, {} passed, {} failed{}\n", outcomes.size(), outcomes.size() - static_cast<size_t>(n_fail),
              n_fail, update ? fmt::format(", {} updated", n_updated) : "");

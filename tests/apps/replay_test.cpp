@@ -1,6 +1,7 @@
 // `hcpsim replay` through the real binary: goldens, --update, --twice, JUnit.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -29,12 +30,31 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
+/// `xmllint --noout --schema` of a JUnit report against tests/fixtures/junit_report.xsd; nullopt if xmllint is
+/// absent (Debian package libxml2-utils, scripts/install_deps.sh).
+std::optional<Run> lint_junit(const std::string& xml) {
+  if (sh("command -v xmllint").exit_code != 0) return std::nullopt;
+  return sh("xmllint --noout --schema tests/fixtures/junit_report.xsd '" + xml + "'");
+}
+
 }  // namespace
 
-TEST_CASE("apps: replay of every bundled scenario holds its goldens and writes valid JUnit", "[apps][replay]") {
+// A macro, not a function: skipping must return from the test case.
+#define REQUIRE_SCHEMA_VALID_JUNIT_OR_SKIP(path)                                                              \
+  do {                                                                                                        \
+    const auto lint = lint_junit(path);                                                                       \
+    if (!lint) TEST_SKIP_BECAUSE("xmllint (Debian libxml2-utils) is not installed: the schema check is not run"); \
+    INFO(lint->output);                                                                                       \
+    REQUIRE(lint->exit_code == 0);                                                                            \
+  } while (0)
+
+TEST_CASE("apps: replay of every bundled scenario holds its goldens and writes a schema-valid JUnit report",
+          "[apps][replay]") {
   const auto dir = scratch("junit");
   const auto junit = (dir / "replay.xml").string();
-  const auto r = hcpsim::test::run_hcpsim("replay scenarios --junit " + junit);
+  // SOURCE_DATE_EPOCH fixes the timestamp (1700000000 s = 2023-11-14T22:13:20 UTC); measured times are not checked.
+  const auto r = sh("SOURCE_DATE_EPOCH=1700000000 '" + std::string(HCPSIM_BINARY) + "' replay scenarios --junit " +
+                    junit);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   size_t yaml_files = 0;
@@ -43,15 +63,67 @@ TEST_CASE("apps: replay of every bundled scenario holds its goldens and writes v
   REQUIRE(yaml_files >= 24 + 21 + 3);
   REQUIRE(r.output.find(std::to_string(yaml_files) + " scenarios, " + std::to_string(yaml_files) + " passed, 0 failed") !=
           std::string::npos);
-  // A real XML parser accepts the file (xmllint from libxml2-utils).
-  const auto lint = sh("xmllint --noout '" + junit + "'");
-  INFO(lint.output);
-  REQUIRE(lint.exit_code == 0);
   const std::string xml = slurp(junit);
   size_t cases = 0;
   for (size_t pos = 0; (pos = xml.find("<testcase ", pos)) != std::string::npos; ++pos) ++cases;
   REQUIRE(cases == yaml_files);
-  REQUIRE(xml.find("failures=\"0\"") != std::string::npos);
+  const std::string totals = "tests=\"" + std::to_string(yaml_files) + "\" failures=\"0\" errors=\"0\" skipped=\"0\"";
+  REQUIRE(std::regex_search(xml, std::regex("<testsuites name=\"hcpsim replay\" " + totals +
+                                            " time=\"[0-9]+\\.[0-9]{3}\" timestamp=\"2023-11-14T22:13:20\">")));
+  REQUIRE(std::regex_search(xml, std::regex("<testsuite name=\"hcpsim replay\" " + totals +
+                                            " time=\"[0-9.]+\" timestamp=\"2023-11-14T22:13:20\" hostname=\"[^\"]+\" "
+                                            "id=\"0\" package=\"hcpsim\">")));
+  REQUIRE(std::regex_search(xml, std::regex("<testcase name=\"scenarios/ci/hcp_2x2_causal_gqa.yaml\" "
+                                            "classname=\"hcpsim.replay\" time=\"[0-9]+\\.[0-9]{3}\"></testcase>")));
+  REQUIRE_SCHEMA_VALID_JUNIT_OR_SKIP(junit);
+}
+
+TEST_CASE("apps: replay JUnit drops XML-invalid characters, escapes the rest and stays schema-valid on a failure",
+          "[apps][replay]") {
+  const auto dir = scratch("junit_fail");
+  const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/hcp_2x2_causal_gqa.yaml");
+  std::smatch m;
+  REQUIRE(std::regex_search(text, m, std::regex("total_ps: ([0-9]+)")));
+  const long long golden = std::stoll(m[1].str());
+  // A file name with ESC, SOH and the markup characters (no single quote: the shell command quotes with it).
+  const std::string odd = "bad\x1b[31m\x01 <&\">.yaml";
+  std::ofstream(dir / odd, std::ios::binary)
+      << std::regex_replace(text, std::regex("total_ps: [0-9]+"), "total_ps: " + std::to_string(golden + 1));
+  std::ofstream(dir / "good.yaml", std::ios::binary) << text;
+  const auto junit = (dir / "replay.xml").string();
+  const auto r = sh("SOURCE_DATE_EPOCH=0 '" + std::string(HCPSIM_BINARY) + "' replay '" + dir.string() +
+                    "' --junit " + junit);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  const std::string xml = slurp(junit);
+  INFO(xml);
+  REQUIRE(xml.find('\x1b') == std::string::npos);
+  REQUIRE(xml.find('\x01') == std::string::npos);
+  REQUIRE(xml.find("bad[31m &lt;&amp;&quot;&gt;.yaml\" classname=\"hcpsim.replay\"") != std::string::npos);
+  const std::string msg = "expect.simulate.total_ps: golden " + std::to_string(golden + 1) + ", actual " +
+                          std::to_string(golden);
+  REQUIRE(xml.find("<failure message=\"" + msg + "\" type=\"golden\">" + msg + "\n</failure>") != std::string::npos);
+  REQUIRE(xml.find("tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\"") != std::string::npos);
+  REQUIRE(xml.find("timestamp=\"1970-01-01T00:00:00\"") != std::string::npos);
+  REQUIRE_SCHEMA_VALID_JUNIT_OR_SKIP(junit);
+}
+
+TEST_CASE("apps: replay --junit without SOURCE_DATE_EPOCH stamps the clock, and a malformed one is an input error",
+          "[apps][replay]") {
+  const auto dir = scratch("junit_epoch");
+  const auto junit = (dir / "replay.xml").string();
+  const std::string bin = "'" + std::string(HCPSIM_BINARY) + "' replay scenarios/ci/hcp_2x2_causal_gqa.yaml --junit ";
+  auto r = sh("env -u SOURCE_DATE_EPOCH " + bin + junit);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(std::regex_search(slurp(junit), std::regex("timestamp=\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\"")));
+  for (const std::string bad : {"", "-5", "12abc", "1.5"}) {
+    r = sh("SOURCE_DATE_EPOCH='" + bad + "' " + bin + (dir / "bad.xml").string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.output.find("SOURCE_DATE_EPOCH") != std::string::npos);
+    REQUIRE(!fs::exists(dir / "bad.xml"));
+  }
 }
 
 TEST_CASE("apps: a simulate golden off by one picosecond fails naming the field; --update restores it",

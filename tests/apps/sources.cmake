@@ -1,6 +1,7 @@
 list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/replay_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/validate_json_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/verify_verdict_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/step_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/collective_cli_test.cpp
