@@ -30,7 +30,8 @@ TEST_CASE("apps: plan re-pads the packed sequences for every CP size and skips w
   const auto r = run_hcpsim("plan scenarios/ci/thd_p2p_cp4_causal.yaml parallel.te_version=2.18 --gpus 8 --tp 1,2");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  for (const char* expected : {"needs Transformer Engine >= 2.19", "all_gather TP1 ", "p2p TP1 ", "p2p TP2 "})
+  for (const char* expected : {"needs Transformer Engine >= 2.19", "all_gather TP1 ", "p2p TP1 ", "p2p TP2 ",
+                               "packed sequences: each option pads every sequence to a multiple of 2 x its own CP"})
     CHECK(r.output.find(expected) != std::string::npos);
 }
 

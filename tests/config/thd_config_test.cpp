@@ -155,6 +155,16 @@ TEST_CASE("config: every thd rule names its key, the problem and a fix", "[confi
                 "seq_length 120 is not the packed length 128 of the 4 packed sequences, each padded to a multiple of "
                 "2*context_parallel_size = 8",
                 "set model.seq_length: 128, or remove model.seq_length");
+  // The derived packed length is bounded like seq_length, and blamed on the lengths; at most 16384 sequences.
+  require_error({"model.packed_sequence_lengths=[17179869184, 17179869184]"}, "model.packed_sequence_lengths",
+                "the packed length 34359738368 of the 2 padded sequences is larger than hcpsim models (at most "
+                "17179869184 tokens)",
+                "pack fewer or shorter sequences");
+  std::string many = "model.packed_sequence_lengths=[1";
+  for (int i = 1; i < 16385; ++i) many += ", 1";
+  require_error({many + "]"}, "model.packed_sequence_lengths",
+                "16385 sequences are more than hcpsim models (at most 16384)",
+                "pack at most 16384 sequences per micro-batch");
   require_error({"model.micro_batch_size=2"}, "model.micro_batch_size", "must be 1 with qkv_format thd, got 2",
                 "set model.micro_batch_size: 1");
   require_error({"model.pad_between_seqs=false"}, "model.pad_between_seqs",

@@ -66,6 +66,19 @@ TEST_CASE("step: Megatron model FLOPs in both conventions match a hand computati
         Approx(6.0 * 4 * 256 * 2 * per_token_gemm / 2 + attention_causal + logits).epsilon(1e-12));
 }
 
+TEST_CASE("step: model FLOPs of packed sequences count each sequence's own attention", "[step][thd]") {
+  // Lengths 100 and 28 (multiples of 2·cp = 4, no padding): tokens 128, Σ L² = 10000 + 784 = 10784.
+  // 12·B·L·h² = 12·4·2·4096 = 393216; bracket: 128·((1 + 2/4)·1 + (256/64)·1.5 + 1024/(2·2·64)) + f·10784/64.
+  const Scenario s = small({"model.qkv_format=thd", "model.packed_sequence_lengths=[100, 28]", "model.seq_length=128"});
+  CHECK(megatron_model_flops(s, 4, FlopsConvention::megatron_causal) == Approx(393216.0 * (128 * 11.5 + 0.5 * 10784 / 64.0)));
+  CHECK(megatron_model_flops(s, 4, FlopsConvention::megatron_full_attention) ==
+        Approx(393216.0 * (128 * 11.5 + 10784 / 64.0)));
+  // Megatron's own formula on the packed length would count 128² = 16384 pairs of attention, more than Σ L².
+  const Scenario packed_as_one = small({"model.seq_length=128"});
+  CHECK(megatron_model_flops(packed_as_one, 4, FlopsConvention::megatron_causal) >
+        megatron_model_flops(s, 4, FlopsConvention::megatron_causal));
+}
+
 TEST_CASE("step: memory per GPU of a small model equals the closed form", "[step]") {
   const Scenario s = small();
   const MemoryBreakdown m = memory_per_gpu(s, 4, 1, 1000);
