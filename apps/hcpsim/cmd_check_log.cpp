@@ -19,6 +19,7 @@
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/config/validation.hpp"
 #include "hcpsim/step/training_step.hpp"
+#include "report/check_log_json.hpp"
 
 namespace hcpsim::app {
 
@@ -69,6 +70,7 @@ struct CheckLogOptions {
   std::string log_path;
   std::string scenario_path;
   std::string gpu;
+  std::string json;  ///< --json FILE; empty: none
 };
 
 std::string read_bytes(const std::string& path) {
@@ -195,16 +197,22 @@ ArgumentsScenario scenario_of_arguments(const MegatronConfig& args, const Megatr
 }
 
 /// Throughput versus the whole-step model of `model_scenario` (the --scenario, else the arguments' scenario):
-/// the summary line, and a finding when the log reports more than the model allows.
-std::string compare_with_model(const MegatronLog& log, const Scenario* model_scenario,
-                               const std::optional<Scenario>& from_args, std::vector<LogFinding>& findings) {
-  if (!model_scenario) return "not checked (no scenario: give --scenario, or a log whose arguments validate)";
+/// the comparison (its summary is the printed line), and a finding when the log reports more than the model allows.
+ModelComparison compare_with_model(const MegatronLog& log, const Scenario* model_scenario,
+                                   const std::optional<Scenario>& from_args, std::vector<LogFinding>& findings) {
+  ModelComparison out;
+  if (!model_scenario) {
+    out.summary = "not checked (no scenario: give --scenario, or a log whose arguments validate)";
+    return out;
+  }
   const auto predicted = predicted_model_tflops_per_gpu(*model_scenario);
-  if (!predicted)
-    return model_scenario->model.vocab_size
-               ? "not checked (the configuration does not validate on its cluster)"
-               : "not checked (the vocabulary size is unknown: neither the arguments nor a 'padded vocab' line "
-                 "give it; pass --scenario with model.vocab_size)";
+  if (!predicted) {
+    out.summary = model_scenario->model.vocab_size
+                      ? "not checked (the configuration does not validate on its cluster)"
+                      : "not checked (the vocabulary size is unknown: neither the arguments nor a 'padded vocab' "
+                        "line give it; pass --scenario with model.vocab_size)";
+    return out;
+  }
   const int64_t world = log.world ? log.world->world_size : 0;
   const auto convention = log_convention(log, from_args ? *from_args : *model_scenario, world);
   // In the log's own convention when its iteration times identify it; else the larger (full attention), so a
@@ -218,10 +226,15 @@ std::string compare_with_model(const MegatronLog& log, const Scenario* model_sce
   const auto low = check_throughput_below_model(log, value);
   for (const auto& x : f) findings.push_back(x);
   for (const auto& x : low) findings.push_back(x);
-  return fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limits: median at least {:.2g}x, every iteration "
-                     "at most {:.2g}x)",
-                     value, which, !f.empty() ? "exceeded" : !low.empty() ? "far below" : "consistent",
-                     kThroughputModelLowFactor, kThroughputModelFactor);
+  out.status = !f.empty() ? "exceeded" : !low.empty() ? "far_below" : "consistent";
+  out.predicted_tflops_per_gpu = value;
+  out.convention = to_string(convention.value_or(FlopsConvention::megatron_full_attention));
+  out.convention_identified = convention.has_value();
+  out.summary = fmt::format("predicted {:.1f} TFLOP/s per GPU ({}); {} (limits: median at least {:.2g}x, every "
+                            "iteration at most {:.2g}x)",
+                            value, which, !f.empty() ? "exceeded" : !low.empty() ? "far below" : "consistent",
+                            kThroughputModelLowFactor, kThroughputModelFactor);
+  return out;
 }
 
 /// What the log states: its world-size line, its arguments block and its throughput reports.
@@ -284,11 +297,20 @@ int print_findings(const std::string& file, const std::vector<std::string>& line
 }
 
 int run_check_log(const CheckLogOptions& o) {
-  const std::string bytes = read_bytes(o.log_path);
-  const MegatronLog log = parse_megatron_log(bytes, o.log_path);
+  std::string bytes;
+  MegatronLog log;
+  GpuChoice gpu;
+  try {
+    bytes = read_bytes(o.log_path);
+    log = parse_megatron_log(bytes, o.log_path);
+    gpu = choose_gpu(o, log);
+  } catch (const InputError& e) {
+    // The JSON carries the error too; it still goes to stderr with exit 2 as without --json.
+    if (!o.json.empty()) write_check_log_error_json(o.json, o.log_path, e);
+    throw;
+  }
   const auto lines = split_lines(bytes);
   const std::string& file = o.log_path;
-  const GpuChoice gpu = choose_gpu(o, log);
 
   std::vector<LogFinding> findings;
   const std::optional<MegatronConfig> args = interpret_log_arguments(log, o.log_path, findings);
@@ -301,7 +323,7 @@ int run_check_log(const CheckLogOptions& o) {
   if (args) from_args = scenario_of_arguments(*args, log, file, gpu.preset_name, findings);
   // (d) throughput versus the whole-step model.
   const Scenario* model_scenario = gpu.given ? &*gpu.given : from_args.scenario ? &*from_args.scenario : nullptr;
-  const std::string model_line = compare_with_model(log, model_scenario, from_args.scenario, findings);
+  const ModelComparison model = compare_with_model(log, model_scenario, from_args.scenario, findings);
   // (e) NaN or Inf in the iteration lines, with the known CP causes when the run used CP.
   for (auto& f : check_nan_iterations(log, args)) findings.push_back(std::move(f));
 
@@ -310,7 +332,12 @@ int run_check_log(const CheckLogOptions& o) {
   print_log_facts(file, log, args);
   fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", gpu.peak.tflops, gpu.peak.source,
              gpu.peak.assumed ? " [assumption]" : "");
-  fmt::print("  throughput vs. model: {}\n", model_line);
+  fmt::print("  throughput vs. model: {}\n", model.summary);
+  if (!o.json.empty()) {
+    CheckLogReport report{file, &log, &args, gpu.peak, model, from_args.warnings, {}};
+    for (const auto& f : findings) report.findings.push_back({f.line, f.message, f.line > 0 ? quote(lines, f.line) : ""});
+    write_check_log_json(o.json, report);
+  }
   return print_findings(file, lines, from_args.warnings, findings);
 }
 
@@ -325,6 +352,7 @@ CLI::App* add_check_log_command(CLI::App& app, int& exit_code) {
   auto* sc = cmd->add_option("--scenario", o->scenario_path, "scenario whose cluster.gpu gives the peak");
   auto* gpu = cmd->add_option("--gpu", o->gpu, "GPU or preset name: H100, H200, A100, B200, dgx-h100, ...");
   sc->excludes(gpu);
+  cmd->add_option("--json", o->json, "also write what the log states, the model comparison and the findings as JSON");
   cmd->callback([&exit_code, o] { exit_code = run_check_log(*o); });
   return cmd;
 }

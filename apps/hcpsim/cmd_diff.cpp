@@ -9,6 +9,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/plan/plan.hpp"
+#include "report/diff_json.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -17,6 +18,7 @@ struct DiffArgs {
   std::string a;
   std::vector<std::string> rest;  ///< [B.yaml] [overrides…]
   std::string max_memory;         ///< --max-memory text; empty: the machine's default (admission.hpp)
+  std::string json;               ///< --json FILE; empty: none
 };
 
 std::string value_text(const sim::DiffRow& r, double v) {
@@ -54,6 +56,8 @@ int cmd_diff(const DiffArgs& args) {
   for (const auto& o : overrides) b_desc += " " + o;
   fmt::print("     B: {} ({}, {})\n", sb.name, b_desc, b.label);
   const auto rows = sim::diff_rows(a, b);
+  if (!args.json.empty())
+    write_diff_json(args.json, DiffSide{&sa, args.a, {}, &a}, DiffSide{&sb, b_path, overrides, &b}, rows);
   size_t changed = 0;
   for (const auto& r : rows) changed += r.relative() > 0 ? 1 : 0;
   if (changed == 0) {
@@ -85,6 +89,7 @@ CLI::App* add_diff_command(CLI::App& app, int& exit_code) {
   cmd->add_option("B_or_overrides", a->rest,
                   "scenario B, or overrides applied to A to make B (a B file followed by overrides: they apply to B)");
   add_max_memory_option(cmd, a->max_memory);
+  cmd->add_option("--json", a->json, "also write both sides and every compared quantity (SI units) as JSON");
   cmd->callback([&exit_code, a] { exit_code = cmd_diff(*a); });
   return cmd;
 }

@@ -81,13 +81,21 @@ std::vector<ThdHalfValid> thd_valid_on_cp_rank(const PackedSequences& packing, i
   return out;
 }
 
+namespace {
+
+// The floor rule for one sequence of actual length `len` on a ring of `cp` ranks whose two local chunks hold
+// `half` rows each: per-step length len // cp counts as a prefix of [first chunk | second chunk].
+ThdHalfValid floor_valid_halves(int64_t len, int64_t cp, int64_t half) {
+  const int64_t n = len / cp;  // cu_seqlens // cp, per sequence
+  return ThdHalfValid{clamp_to(n, half), clamp_to(n - half, half)};
+}
+
+}  // namespace
+
 std::vector<ThdHalfValid> thd_floor_valid_on_cp_rank(const PackedSequences& packing, int64_t cp_size) {
   std::vector<ThdHalfValid> out;
-  for (size_t s = 0; s < packing.seq_lengths.size(); ++s) {
-    const int64_t half = packing.seq_lengths_padded[s] / (2 * cp_size);
-    const int64_t n = packing.seq_lengths[s] / cp_size;  // cu_seqlens // cp_size, per sequence
-    out.push_back(ThdHalfValid{clamp_to(n, half), clamp_to(n - half, half)});
-  }
+  for (size_t s = 0; s < packing.seq_lengths.size(); ++s)
+    out.push_back(floor_valid_halves(packing.seq_lengths[s], cp_size, packing.seq_lengths_padded[s] / (2 * cp_size)));
   return out;
 }
 
@@ -136,9 +144,9 @@ std::vector<TokenRun> ThdLayout::post_a2a_runs(int64_t p2p_rank) const {
       const int64_t x0 = super_chunk * rows;           // its first token's offset in the sequence
       const int64_t len = packing_.seq_lengths[s];
       int64_t valid = clamp_to(len - x0, rows);
-      if (rule_ == ValidRule::floor) {
-        const int64_t n = len / P;  // cu_seqlens // P: a prefix of [super-chunk p | super-chunk 2P-1-p]
-        valid = region == 0 ? clamp_to(n, rows) : clamp_to(n - rows, rows);
+      if (rule_ == ValidRule::floor) {  // a prefix of [super-chunk p | super-chunk 2P-1-p]
+        const ThdHalfValid halves = floor_valid_halves(len, P, rows);
+        valid = region == 0 ? halves.first : halves.second;
       }
       push_run(runs, valid, static_cast<int64_t>(s), cu_padded_[s] + x0);
       push_run(runs, rows - valid, -1, cu_padded_[s] + x0 + valid);

@@ -125,6 +125,17 @@ class BridgeReader {
     throw InputError(loc(n), key, "expected true or false, got '" + scalar_text(n) + "'", "write true or false");
   }
 
+  /// A scalar that must be one of two words (Megatron's argparse choices for the key), as written.
+  /// @throws InputError at the value: "unknown <what> '<value>'", fix "use <first>, <second> or null".
+  std::string as_choice(const YAML::Node& n, const std::string& key, const std::string& what, const char* first,
+                        const char* second) const {
+    const std::string s = scalar_text(n);
+    if (s != first && s != second)
+      throw InputError(loc(n), key, "unknown " + what + " '" + s + "'",
+                       std::string("use ") + first + ", " + second + " or null");
+    return s;
+  }
+
   /// A map key as text: a scalar, or "null" for an empty key (what yaml-cpp's string conversion gives).
   /// @throws InputError at the key for a sequence or map used as a key (`? [a, b]: 1`).
   std::string key_text(const YAML::Node& k, const std::string& parent) const {
@@ -271,12 +282,7 @@ class BridgeReader {
       mark("untie_embeddings_and_output_weights", v);
     } else if (k == "recompute_granularity") {
       mark(k, v);
-      if (!is_null(v)) {
-        const std::string g = scalar_text(v);
-        if (g != "full" && g != "selective")
-          throw InputError(loc(v), key, "unknown recompute granularity '" + g + "'", "use full, selective or null");
-        c_.recompute_granularity = g;
-      }
+      if (!is_null(v)) c_.recompute_granularity = as_choice(v, key, "recompute granularity", "full", "selective");
     } else if (k == "fp8") {
       c_.fp8 = c_.fp8 || !is_null(v);
       mark("fp8_format", v);
@@ -285,12 +291,7 @@ class BridgeReader {
       mark(k, v);
     } else if (k == "recompute_method") {
       mark(k, v);
-      if (!is_null(v)) {
-        const std::string m = scalar_text(v);
-        if (m != "uniform" && m != "block")
-          throw InputError(loc(v), key, "unknown recompute method '" + m + "'", "use uniform, block or null");
-        c_.recompute_method = m;
-      }
+      if (!is_null(v)) c_.recompute_method = as_choice(v, key, "recompute method", "uniform", "block");
     } else if (k == "recompute_num_layers") {
       mark(k, v);
       if (!is_null(v)) c_.recompute_num_layers = as_int(v, key);

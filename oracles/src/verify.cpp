@@ -11,6 +11,21 @@
 #include "hcpsim/oracles/precision.hpp"
 
 namespace hcpsim {
+namespace {
+
+/// The relative L2 error ‖x − ref‖ / ‖ref‖ from the sums over the `compared` entries where both are finite:
+/// diff_sq = Σ (x − ref)², ref_sq = Σ ref². An exactly zero reference (dq and dk of packed sequences of one token:
+/// softmax over one key has no gradient) has no relative scale, so the error is then the RMS absolute error against
+/// the oracle's unit-scale inputs (docs/algorithm.md §10.1): roundoff (1e-16) passes, a wrong schedule's O(1)
+/// values do not. Nothing compared: 0 when the difference is 0, else +inf.
+double relative_l2_error(double diff_sq, double ref_sq, int64_t compared) {
+  const double diff_norm = std::sqrt(diff_sq);
+  if (ref_sq > 0) return diff_norm / std::sqrt(ref_sq);
+  if (compared > 0) return diff_norm / std::sqrt(static_cast<double>(compared));
+  return diff_norm == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
 
 TensorError compare_tensor(const std::string& name, const HostTensor& got, const HostTensor& ref, double tolerance) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -74,17 +89,7 @@ TensorError compare_tensor(const std::string& name, const HostTensor& got, const
     e.worst_reference = r[worst];
   }
   e.ref_l2_norm = std::sqrt(ref_sq);
-  const double diff_norm = std::sqrt(diff_sq);
-  if (e.ref_l2_norm > 0) {
-    e.rel_l2_err = diff_norm / e.ref_l2_norm;
-  } else if (e.compared > 0) {
-    // An exactly zero reference (dq and dk of packed sequences of one token: softmax over one key has no
-    // gradient): no relative scale exists, so the error is the RMS absolute error against the oracle's unit-scale
-    // inputs (docs/algorithm.md §10.1). Roundoff (1e-16) passes; a wrong schedule's O(1) values do not.
-    e.rel_l2_err = diff_norm / std::sqrt(static_cast<double>(e.compared));
-  } else {
-    e.rel_l2_err = diff_norm == 0 ? 0.0 : kInf;
-  }
+  e.rel_l2_err = relative_l2_error(diff_sq, ref_sq, e.compared);
   e.finite = e.nonfinite == 0;
   if (!e.finite) {  // a norm over a non-finite difference is not a number (shown as nan, never as 0)
     e.max_abs_err = std::numeric_limits<double>::quiet_NaN();
@@ -161,8 +166,8 @@ double emulated_tolerance(Dtype dtype, double baseline_rel_l2, double rounding_r
 
 namespace {
 
-/// Relative L2 error of x vs ref over entries where both are finite, as compare_tensor measures it: the RMS
-/// absolute error when ref is exactly zero there, 0 when no entry is finite.
+/// Relative L2 error of x vs ref over entries where both are finite, as compare_tensor measures it
+/// (relative_l2_error): the RMS absolute error when ref is exactly zero there, 0 when no entry is finite.
 double rel_l2(const HostTensor& x, const HostTensor& ref) {
   double d2 = 0, r2 = 0;
   int64_t n = 0;
@@ -173,8 +178,7 @@ double rel_l2(const HostTensor& x, const HostTensor& ref) {
     r2 += b * b;
     ++n;
   }
-  if (r2 > 0) return std::sqrt(d2 / r2);
-  return n > 0 ? std::sqrt(d2 / static_cast<double>(n)) : 0.0;
+  return relative_l2_error(d2, r2, n);
 }
 
 const HostTensor& tensor_of(const AttentionOutputs& o, size_t i) {

@@ -13,4 +13,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/admission_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hdf5_input_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/report_json_cli_test.cpp
 )

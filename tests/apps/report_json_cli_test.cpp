@@ -1,0 +1,141 @@
+// `hcpsim diff --json` and `hcpsim check-log --json` through the real binary, parsed with nlohmann-json: the values
+// the text prints, in SI units, and the error report of an unreadable log.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "catch_compat.hpp"
+#include "run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return nlohmann::json::parse(in);
+}
+
+fs::path scratch_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("hcpsim_report_json_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+const std::string k8b = "scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml";
+
+}  // namespace
+
+TEST_CASE("apps: diff --json holds both sides and every compared quantity in SI units", "[apps][diff]") {
+  const auto out = scratch_dir("diff") / "diff.json";
+  const std::string args = "diff " + k8b + " \"parallel.hierarchical_context_parallel_sizes=[2,8]\"";
+  const auto r = hcpsim::test::run_hcpsim(args + " --json " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto j = read_json(out);
+  REQUIRE(j.at("a").at("option") == "a2a+p2p [8,2] TP1");
+  REQUIRE(j.at("a").at("a2a_size") == 8);
+  REQUIRE(j.at("a").at("overrides").empty());
+  REQUIRE(j.at("b").at("option") == "a2a+p2p [2,8] TP1");
+  REQUIRE(j.at("b").at("p2p_size") == 8);
+  REQUIRE(j.at("b").at("overrides").at(0) == "parallel.hierarchical_context_parallel_sizes=[2,8]");
+  REQUIRE(j.at("a").at("scenario_digest") != j.at("b").at("scenario_digest"));
+  // The text says "19 of 29 quantities changed".
+  REQUIRE(j.at("compared") == 29);
+  REQUIRE(j.at("changed") == 19);
+  const auto& rows = j.at("rows");
+  REQUIRE(rows.size() == 29);
+  // Largest relative change first: the backward intra-node bytes, 4.38 GiB -> 10.38 GiB (+137.1%), in bytes.
+  const auto& top = rows.at(0);
+  REQUIRE(top.at("quantity") == "layer messages backward intra_node bytes");
+  REQUIRE(top.at("unit") == "bytes");
+  REQUIRE(top.at("a").get<double>() / (1024.0 * 1024 * 1024) == Approx(4.375).epsilon(1e-3));
+  REQUIRE(top.at("delta").get<double>() == top.at("b").get<double>() - top.at("a").get<double>());
+  REQUIRE(top.at("relative").get<double>() == Approx(1.371).epsilon(1e-3));
+  size_t step_rows = 0;
+  for (const auto& row : rows) {
+    if (row.at("quantity") != "step time") continue;
+    ++step_rows;
+    REQUIRE(row.at("unit") == "s");
+    REQUIRE(row.at("a").get<double>() == Approx(j.at("a").at("step_time_s").get<double>()));
+    REQUIRE(row.at("b").get<double>() == Approx(j.at("b").at("step_time_s").get<double>()));
+  }
+  REQUIRE(step_rows == 1);
+  REQUIRE(j.at("provenance").at("overrides").at(0) == "parallel.hierarchical_context_parallel_sizes=[2,8]");
+  // stdout is the same as without --json.
+  REQUIRE(hcpsim::test::run_hcpsim(args).output == r.output);
+}
+
+TEST_CASE("apps: diff --json of a configuration against itself changes nothing", "[apps][diff]") {
+  const auto out = scratch_dir("diff_same") / "same.json";
+  const auto r = hcpsim::test::run_hcpsim("diff scenarios/llama32_1b_cp4_a2a_p2p.yaml --json " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto j = read_json(out);
+  REQUIRE(j.at("changed") == 0);
+  REQUIRE(j.at("compared") == j.at("rows").size());
+  for (const auto& row : j.at("rows")) REQUIRE(row.at("relative") == 0.0);
+}
+
+TEST_CASE("apps: check-log --json of a run with CP silently off lists the three findings with their lines",
+          "[apps][check_log]") {
+  const auto out = scratch_dir("log_off") / "log.json";
+  const std::string args = "check-log tests/fixtures/megatron/log_cp_silently_off.txt --scenario " + k8b;
+  const auto r = hcpsim::test::run_hcpsim(args + " --json " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  const auto j = read_json(out);
+  REQUIRE(j.at("result") == "findings");
+  REQUIRE(j.at("exit_code") == 1);
+  REQUIRE(j.at("world").at("line") == 2);
+  REQUIRE(j.at("world").at("context_parallel_size") == 16);
+  REQUIRE(j.at("world").at("hierarchical_context_parallel_sizes").is_null());
+  REQUIRE(j.at("arguments").at("count") == 67);
+  REQUIRE(j.at("arguments").at("cp_comm_type").at(0) == "a2a+p2p");
+  REQUIRE(j.at("throughput").at("iterations") == 6);
+  REQUIRE(j.at("throughput").at("max_tflops_per_gpu") == 1102.5);
+  REQUIRE(j.at("throughput").at("max_line") == 94);
+  REQUIRE(j.at("gpu_peak").at("tflops_per_gpu").get<double>() == Approx(989.4));
+  REQUIRE(j.at("gpu_peak").at("assumed") == false);
+  REQUIRE(j.at("model").at("status") == "exceeded");
+  REQUIRE(j.at("model").at("convention") == "megatron_full_attention");
+  REQUIRE(j.at("model").at("convention_identified") == true);
+  REQUIRE(j.at("model").at("predicted_tflops_per_gpu").get<double>() > 100);
+  const auto& f = j.at("findings");
+  REQUIRE(f.size() == 3);
+  REQUIRE(f.at(0).at("line") == 14);
+  REQUIRE(f.at(0).at("quote") == "cp_comm_type .................................... a2a+p2p");
+  REQUIRE(f.at(1).at("line") == 91);
+  REQUIRE(f.at(2).at("message").get<std::string>().find("more than 1.5x the whole-step model") != std::string::npos);
+  REQUIRE(hcpsim::test::run_hcpsim(args).output == r.output);
+}
+
+TEST_CASE("apps: check-log --json of a healthy log is clean with its warning; an unreadable log gives the error",
+          "[apps][check_log]") {
+  const auto dir = scratch_dir("log_clean");
+  const auto r = hcpsim::test::run_hcpsim("check-log tests/fixtures/megatron/log_healthy.txt --scenario " + k8b +
+                                          " --json " + (dir / "clean.json").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto j = read_json(dir / "clean.json");
+  REQUIRE(j.at("result") == "clean");
+  REQUIRE(j.at("exit_code") == 0);
+  REQUIRE(j.at("findings").empty());
+  REQUIRE(j.at("model").at("status") == "consistent");
+  REQUIRE(j.at("world").at("hierarchical_context_parallel_sizes") == std::vector<int64_t>{8, 2});
+  REQUIRE(j.at("warnings").size() == 1);
+
+  const auto bad = hcpsim::test::run_hcpsim("check-log " + (dir / "missing.txt").string() + " --json " +
+                                            (dir / "error.json").string());
+  REQUIRE(bad.exit_code == 2);
+  const auto e = read_json(dir / "error.json");
+  REQUIRE(e.at("result") == "error");
+  REQUIRE(e.at("exit_code") == 2);
+  REQUIRE(!e.at("error").at("problem").get<std::string>().empty());
+  REQUIRE(!e.at("error").at("fix").get<std::string>().empty());
+}
