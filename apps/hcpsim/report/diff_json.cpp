@@ -6,6 +6,7 @@
 
 #include "../app_common.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/config/scenario_yaml.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/io/provenance.hpp"
 
