@@ -5,6 +5,8 @@
 
 #include "hcpsim/oracles/cpu_executor.hpp"
 
+#include <algorithm>
+#include <exception>
 #include <string>
 
 #include "executor_bindings.hpp"
@@ -51,19 +53,65 @@ void execute(ExecutorState& state, const OpRef& ref) {
                [&](const GemmOp& p) { layer_op(p); },
                [&](const ElementwiseOp& p) { layer_op(p); },
            });
+#pragma omp atomic
   ++state.stats.ops_executed;
 }
 
-/// Walks the schedule (ProgramWalker) to its end: single ops one by one, batches as copy segments.
-void run(ExecutorState& state) {
-  ProgramWalker walker(state.schedule);
-  for (WalkStep step; walker.next(step);) {
-    if (step.is_batch) {
-      run_batch(state, step.members);
-    } else {
-      execute(state, step.op);
+/// Executes the single ops the walk yielded between two communication batches (`pending`, in walk order).
+/// Ops of different ranks touch only their own rank's buffers there (the ordering contract: data crosses ranks
+/// only in a batch), so the ranks run concurrently, each through its own ops in walk order, one rank per thread
+/// with single-threaded kernels; a lone rank keeps every thread for its kernels. Every kernel computes the same
+/// bits for any thread count, so the results do not depend on this split. An assertion is rethrown for the op
+/// that comes first in walk order, the one a sequential walk would have stopped at.
+void run_pending(ExecutorState& state, const std::vector<OpRef>& pending) {
+  std::vector<std::vector<size_t>> by_rank(state.ranks.size());  // indices into pending
+  for (size_t i = 0; i < pending.size(); ++i) by_rank[static_cast<size_t>(pending[i].rank)].push_back(i);
+  std::vector<size_t> busy;
+  for (size_t r = 0; r < by_rank.size(); ++r)
+    if (!by_rank[r].empty()) busy.push_back(r);
+  if (busy.size() <= 1 || state.threads <= 1) {
+    for (const OpRef& ref : pending) execute(state, ref);
+    return;
+  }
+  const int kernel_threads = state.threads;
+  state.threads = 1;  // kernels inside the rank-parallel region
+  std::vector<std::exception_ptr> errors(busy.size());
+  std::vector<size_t> failed_at(busy.size(), pending.size());
+  const int n = static_cast<int>(std::min<size_t>(static_cast<size_t>(kernel_threads), busy.size()));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n)
+  for (size_t b = 0; b < busy.size(); ++b) {
+    for (size_t i : by_rank[busy[b]]) {
+      try {
+        execute(state, pending[i]);
+      } catch (...) {
+        errors[b] = std::current_exception();
+        failed_at[b] = i;
+        break;
+      }
     }
   }
+  state.threads = kernel_threads;
+  size_t first = busy.size();
+  for (size_t b = 0; b < busy.size(); ++b)
+    if (errors[b] && (first == busy.size() || failed_at[b] < failed_at[first])) first = b;
+  if (first < busy.size()) std::rethrow_exception(errors[first]);
+}
+
+/// Walks the schedule (ProgramWalker) to its end: the single ops between two batches as run_pending runs them,
+/// batches as copy segments.
+void run(ExecutorState& state) {
+  ProgramWalker walker(state.schedule);
+  std::vector<OpRef> pending;
+  for (WalkStep step; walker.next(step);) {
+    if (step.is_batch) {
+      run_pending(state, pending);
+      pending.clear();
+      run_batch(state, step.members);
+    } else {
+      pending.push_back(step.op);
+    }
+  }
+  run_pending(state, pending);
 }
 
 }  // namespace

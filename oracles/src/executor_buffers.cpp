@@ -53,12 +53,21 @@ HostTensor& allocate(ExecutorState& state, RankState& st, BufferId id, const cha
   // Reuse the storage of a freed buffer of the same shape: a fresh multi-megabyte allocation costs a page fault
   // per 4 KiB on first touch, which dominated the executor's own time. Refilled with NaN either way, so a read of
   // an unwritten element still surfaces; which storage is reused changes no value.
+  // Ranks run concurrently between communication batches (cpu_executor.cpp): the pool is shared, so it is taken
+  // from under a lock; the refill runs outside it.
   const std::array<int64_t, 4> dims{d.batch, d.rows, d.heads, d.width};
-  auto& spare = state.spare;
-  const auto it = std::find_if(spare.begin(), spare.end(), [&](const HostTensor& t) { return t.shape() == dims; });
-  if (it != spare.end()) {
-    buf = std::move(*it);
-    spare.erase(it);
+  bool reused = false;
+#pragma omp critical(hcpsim_executor_spare_pool)
+  {
+    auto& spare = state.spare;
+    const auto it = std::find_if(spare.begin(), spare.end(), [&](const HostTensor& t) { return t.shape() == dims; });
+    if (it != spare.end()) {
+      buf = std::move(*it);
+      spare.erase(it);
+      reused = true;
+    }
+  }
+  if (reused) {
     buf.fill(kNaN);
   } else {
     buf = HostTensor(d.batch, d.rows, d.heads, d.width, kNaN);
@@ -69,7 +78,10 @@ HostTensor& allocate(ExecutorState& state, RankState& st, BufferId id, const cha
 
 void release(ExecutorState& state, RankState& st, BufferId id) {
   HostTensor& freed = live_buffer(st, id, "FreeOp");
-  if (state.spare.size() < kMaxSpareBuffers) state.spare.push_back(std::move(freed));
+#pragma omp critical(hcpsim_executor_spare_pool)
+  {
+    if (state.spare.size() < kMaxSpareBuffers) state.spare.push_back(std::move(freed));
+  }
   st.buffers[static_cast<size_t>(id)] = HostTensor();
   st.live[static_cast<size_t>(id)] = false;
 }

@@ -144,12 +144,17 @@ TEST_CASE("oracles: executor results are byte-identical for any thread count", "
   const Schedule schedule = build(2, 2, shape);
   const AttentionInputs in = make_attention_inputs(77, shape, "clamped_normal");
   const ExecutionResult one = execute_schedule(schedule, in, 1);
-  const ExecutionResult two = execute_schedule(schedule, in, 2);
-  REQUIRE(bytes_equal(one.outputs.out, two.outputs.out));
-  REQUIRE(bytes_equal(one.outputs.softmax_lse, two.outputs.softmax_lse));
-  REQUIRE(bytes_equal(one.outputs.dq, two.outputs.dq));
-  REQUIRE(bytes_equal(one.outputs.dk, two.outputs.dk));
-  REQUIRE(bytes_equal(one.outputs.dv, two.outputs.dv));
+  // 2 threads: two ranks at a time between batches; 3 and 8: more threads than ranks with work.
+  for (int threads : {2, 3, 8}) {
+    const ExecutionResult two = execute_schedule(schedule, in, threads);
+    INFO("threads " << threads);
+    REQUIRE(bytes_equal(one.outputs.out, two.outputs.out));
+    REQUIRE(bytes_equal(one.outputs.softmax_lse, two.outputs.softmax_lse));
+    REQUIRE(bytes_equal(one.outputs.dq, two.outputs.dq));
+    REQUIRE(bytes_equal(one.outputs.dk, two.outputs.dk));
+    REQUIRE(bytes_equal(one.outputs.dv, two.outputs.dv));
+    REQUIRE(two.stats.ops_executed == one.stats.ops_executed);
+  }
   // and verify_schedule's report does not depend on it either
   const VerifyReport r1 = verify_schedule(schedule, 77, "clamped_normal", 1);
   const VerifyReport r2 = verify_schedule(schedule, 77, "clamped_normal", 2);
