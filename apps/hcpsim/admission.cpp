@@ -93,6 +93,11 @@ int max_threads() {
   return n == 0 ? 256 : std::max(static_cast<int>(n), 2);
 }
 
+int default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
 void check_thread_count(int threads, const char* option) {
   if (threads > max_threads())
     throw InputError(SourceLoc{}, option,

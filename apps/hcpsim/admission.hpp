@@ -37,6 +37,10 @@ uint64_t max_memory_limit(const std::string& text);
 /// `replay`), 256 when the machine does not say.
 int max_threads();
 
+/// The default thread count of `verify`: std::thread::hardware_concurrency(), 1 when the machine does not say.
+/// Results do not depend on it (byte-identical for any count).
+int default_threads();
+
 /// @throws InputError naming `option` when threads > max_threads().
 void check_thread_count(int threads, const char* option);
 

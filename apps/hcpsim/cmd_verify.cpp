@@ -264,7 +264,8 @@ CLI::App* add_verify_command(CLI::App& app, int& exit_code) {
   // `--inject list` needs no scenario.
   cmd->get_option("scenario")->required(false);
   cmd->add_option("--backend", args->backend, "cpu (Eigen) or gpu")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "CPU threads (results are identical for any count)")
+  args->threads = default_threads();
+  cmd->add_option("--threads", args->threads, "CPU threads (default: every hardware thread; results are identical for any count)")
       ->capture_default_str();
   cmd->add_option("--dtype", args->dtype,
                   "precision: fp64, fp32 (default, or oracle.dtype), bf16, fp16 (emulated at TE's rounding points); "

@@ -17,7 +17,7 @@ namespace hcpsim::app {
 /// Options of `hcpsim verify` besides the scenario.
 struct VerifyArgs {
   std::string backend = "cpu";
-  int threads = 1;
+  int threads = 1;  ///< --threads; the command sets default_threads() (admission.hpp) before parsing
   std::string dtype;   ///< empty: oracle.dtype
   std::string inject;  ///< empty: oracle.inject (or none); "list" prints the injectors
   std::string json_path;
