@@ -5,6 +5,7 @@ given width, then flattened on white and stored with a palette of the 256 colour
 Standard library only.
 
 Usage: chart_png.py CHART.svg OUT.png [--width PX]      (default width 1000)
+       chart_png.py --ink RENDERED.png BAND_PX             (the tests: ink extent of each horizontal band)
 """
 import argparse
 import os
@@ -59,14 +60,14 @@ def read_png(data):
 
 
 def write_png(path, width, height, rows):
-    # A colour's weight: its pixels inside flat areas (same colour right and below), so that a small legend swatch
-    # outranks the many anti-aliased shades of text edges.
+    # A colour's weight: its pixels that continue a flat area or a line (same colour right or below), so that a small
+    # legend swatch or a thin dashed line outranks the many anti-aliased shades of text edges.
     counts = {}
     for y, row in enumerate(rows):
         below = rows[y + 1] if y + 1 < height else row
         for i in range(0, len(row), 3):
             c = bytes(row[i:i + 3])
-            flat = i + 3 < len(row) and row[i:i + 3] == row[i + 3:i + 6] and row[i:i + 3] == below[i:i + 3]
+            flat = (i + 3 < len(row) and row[i:i + 3] == row[i + 3:i + 6]) or (y + 1 < height and row[i:i + 3] == below[i:i + 3])
             counts[c] = counts.get(c, 0) + (1 if flat else 0)
     palette = sorted(counts, key=lambda c: (-counts[c], c))[:256]
     index = {c: n for n, c in enumerate(palette)}
@@ -88,7 +89,25 @@ def write_png(path, width, height, rows):
         f.write(png)
 
 
+def print_ink_bands(path, band):
+    """One line "band x0 x1 y0 y1" (inclusive pixel bounds of the non-white pixels) per band of `band` rows with ink;
+    the tests lay one text out per band and compare its rendered extent with the charts' estimate."""
+    with open(path, "rb") as f:
+        width, height, rows = read_png(f.read())
+    ink = {}
+    for y, row in enumerate(rows):
+        xs = [i // 3 for i in range(0, len(row), 3) if min(row[i:i + 3]) < 224]
+        if xs:
+            b = ink.setdefault(y // band, [xs[0], xs[-1], y, y])
+            b[0], b[1], b[3] = min(b[0], xs[0]), max(b[1], xs[-1]), y
+    for b in sorted(ink):
+        print(b, *ink[b])
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--ink":
+        print_ink_bands(sys.argv[2], int(sys.argv[3]))
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("svg")
     ap.add_argument("png")

@@ -296,6 +296,56 @@ TEST_CASE("timeline chart: at most max_gpus GPUs, labels only inside bars they f
   CHECK(timeline_svg(r, "synthetic", 2).find("Only the first 2 of 5 GPUs") != std::string::npos);
 }
 
+TEST_CASE("the text width estimate bounds what rsvg-convert draws for the charts' texts", "[apps][chart]") {
+  if (test::run_command("command -v rsvg-convert && command -v python3").exit_code != 0)
+    TEST_SKIP_BECAUSE("rsvg-convert (Debian librsvg2-bin) or python3 is not installed: the estimate is not checked");
+  // The charts' distinct texts up to 400 px (longer ones are captions of the same characters), one per 22 px band.
+  std::vector<SvgText> samples;
+  const ParsedSvg plan = parse_svg(plan_svg(synthetic_plan(12, false), "hcpsim plan: synthetic"));
+  const ParsedSvg timeline = parse_svg(timeline_svg(synthetic_timeline(3), "synthetic", 3));
+  for (const ParsedSvg* p : {&plan, &timeline})
+    for (const SvgText& t : p->texts) {
+      const bool seen = std::any_of(samples.begin(), samples.end(), [&](const SvgText& u) {
+        return u.text == t.text && u.size == t.size && u.bold == t.bold;
+      });
+      if (!seen && t.box.x1 - t.box.x0 <= 400) samples.push_back(t);
+    }
+  REQUIRE(samples.size() >= 30);
+  constexpr double kBand = 22;
+  std::string svg = svg_open(420, kBand * static_cast<double>(samples.size()), "text extents");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    SvgText& t = samples[i];
+    t.x = 4;
+    t.y = kBand * static_cast<double>(i) + 17;
+    t.box = text_box(t.x, t.y, t.size, TextAnchor::start, t.text, t.bold);
+    svg += svg_text(t.x, t.y, t.size, TextAnchor::start, t.text, t.bold ? "font-weight=\"bold\"" : "");
+  }
+  const std::string in = write_temp("hcpsim_chart_test_extents.svg", svg + "</svg>\n");
+  const std::string png = in.substr(0, in.size() - 4) + ".png";
+  REQUIRE(test::run_command(fmt::format("rsvg-convert -o '{}' '{}'", png, in)).exit_code == 0);
+  const auto ink = test::run_command(fmt::format("python3 scripts/chart_png.py --ink '{}' {}", png, kBand));
+  INFO(ink.output);
+  REQUIRE(ink.exit_code == 0);
+  std::istringstream lines(ink.output);
+  size_t band = 0, bands = 0;
+  double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+  while (lines >> band >> x0 >> x1 >> y0 >> y1) {
+    REQUIRE(band < samples.size());
+    const SvgText& t = samples[band];
+    INFO("'" << t.text << "' size " << t.size << (t.bold ? " bold" : "") << ": ink x [" << x0 << ", " << x1 + 1
+             << "] y [" << y0 << ", " << y1 + 1 << "], estimate x [" << t.box.x0 << ", " << t.box.x1 << "] y ["
+             << t.box.y0 << ", " << t.box.y1 << "]");
+    CHECK(x0 >= t.box.x0 - 1);
+    CHECK(x1 + 1 <= t.box.x1 + 0.5);
+    CHECK(y0 >= t.box.y0 - 0.5);
+    CHECK(y1 + 1 <= t.box.y1 + 0.5);
+    ++bands;
+  }
+  CHECK(bands == samples.size());  // every sample drew ink in its own band
+  std::filesystem::remove(in);
+  std::filesystem::remove(png);
+}
+
 TEST_CASE("charts render to PNG with rsvg-convert", "[apps][chart]") {
   if (test::run_command("command -v rsvg-convert").exit_code != 0)
     TEST_SKIP_BECAUSE("rsvg-convert (Debian librsvg2-bin) is not installed: the PNG rendering is not checked");

@@ -24,8 +24,9 @@ struct TextBox {
 };
 
 /// Estimated advance width (px) of `text` (UTF-8; one advance per code point) at `font_size` px in
-/// kChartFontFamily: 0.62 em per character, 0.68 em bold. Conservative: DejaVu Sans averages about 0.55 em
-/// (digits 0.64 em, capitals up to 0.77 em); strings of capitals only may exceed it.
+/// kChartFontFamily: per character an upper bound of DejaVu Sans's advance (lowercase and digits 0.64 em, capitals
+/// 0.78 em, the widest letters and symbols up to 1 em, space 0.32 em, non-ASCII 1 em), × 1.12 bold. Conservative:
+/// never narrower than what rsvg-convert draws (tests/apps/chart_svg_test.cpp checks it on the charts' texts).
 double text_width(std::string_view text, double font_size, bool bold = false);
 
 /// The box of a text drawn at (x, y) (y the baseline): text_width wide, aligned by `anchor`, from 0.95 em above
