@@ -299,6 +299,8 @@ TEST_CASE("timeline chart: at most max_gpus GPUs, labels only inside bars they f
 TEST_CASE("the text width estimate bounds what rsvg-convert draws for the charts' texts", "[apps][chart]") {
   if (test::run_command("command -v rsvg-convert && command -v python3").exit_code != 0)
     TEST_SKIP_BECAUSE("rsvg-convert (Debian librsvg2-bin) or python3 is not installed: the estimate is not checked");
+  if (!std::filesystem::exists("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"))
+    TEST_SKIP_BECAUSE("DejaVu Sans (Debian fonts-dejavu-core), the font the estimate bounds, is not installed");
   // The charts' distinct texts up to 400 px (longer ones are captions of the same characters), one per 22 px band.
   std::vector<SvgText> samples;
   const ParsedSvg plan = parse_svg(plan_svg(synthetic_plan(12, false), "hcpsim plan: synthetic"));
