@@ -7,4 +7,4 @@ $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends \
   build-essential cmake ninja-build git ca-certificates python3 \
   libeigen3-dev libboost-graph-dev catch2 libhdf5-dev hdf5-tools libyaml-cpp-dev \
-  libcli11-dev nlohmann-json3-dev libfmt-dev libxml2-utils
+  libcli11-dev nlohmann-json3-dev libfmt-dev libxml2-utils librsvg2-bin fonts-dejavu-core

@@ -162,7 +162,7 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tp", a->tp, "comma-separated TP sizes to sweep, e.g. 1,2,4 (default: the scenario's)");
   cmd->add_option("--objective", a->objective, "rank by time (default; options that fit first) or memory");
   cmd->add_option("--csv", a->csv, "write every option (ranked and ruled out) as CSV");
-  cmd->add_option("--svg", a->svg, "write a grouped bar chart of the ranked options");
+  cmd->add_option("--svg", a->svg, "write an SVG chart of the ranked options: time per iteration and memory per GPU, winner marked");
   cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
   add_max_memory_option(cmd, a->max_memory);
   cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });

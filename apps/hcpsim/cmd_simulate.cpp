@@ -8,6 +8,7 @@
 #include "admission.hpp"
 #include "app_common.hpp"
 #include "report/kernel_table.hpp"
+#include "report/timeline_chart.hpp"
 #include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
@@ -32,6 +33,7 @@ struct SimulateOutputs {
   std::string trace;
   std::string summary;
   std::string links;
+  std::string timeline_svg;  ///< --timeline-svg: the per-GPU timeline chart (report/timeline_chart.hpp)
   bool kernels = false;  ///< --kernels: the busiest CP rank's attention kernels with their shapes and times
   std::string max_memory;  ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
@@ -151,10 +153,11 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));
 }
 
-/// Writes the --trace, --summary and --links files of one comm type (`suffix` tells comm types apart), the trace
-/// and the summary with the run's provenance.
+/// Writes the --trace, --summary, --links and --timeline-svg files of one comm type (`suffix` tells comm types
+/// apart), the trace and the summary with the run's provenance; `chart_title` titles the timeline chart.
 void write_outputs(const SimulateOutputs& out, const std::string& suffix, const sim::SimResult& r,
-                   const sim::StepResult* step, const std::string& calibration, const Provenance& provenance) {
+                   const sim::StepResult* step, const std::string& calibration, const Provenance& provenance,
+                   const std::string& chart_title) {
   if (!out.trace.empty()) {
     TraceTimeline timeline = sim::trace_timeline(r);
     timeline.provenance = provenance;
@@ -170,13 +173,18 @@ void write_outputs(const SimulateOutputs& out, const std::string& suffix, const 
     sim::write_links_csv(out.links + suffix, r);
     fmt::print("  wrote link usage {}\n", out.links + suffix);
   }
+  if (!out.timeline_svg.empty()) {
+    write_output_file(out.timeline_svg + suffix, timeline_svg(r, chart_title), "timeline chart", "--timeline-svg");
+    fmt::print("  wrote timeline chart {}\n", out.timeline_svg + suffix);
+  }
 }
 
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   const auto report = validate_scenario(s, ValidationScope::placement);
-  admit_simulation(s, max_memory, "simulate", !out.trace.empty());  // before any schedule is built
+  const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
+  admit_simulation(s, max_memory, "simulate", timeline);  // before any schedule is built
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
@@ -191,10 +199,13 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
-    options.record_timeline = !out.trace.empty();  // only the trace needs every op's entry
-    // The trace lists flows in run order, which the symmetry reduction changes, so it needs the full run.
-    const auto attention = sim::simulate_attention(s, t, report.data_parallel_size, topology, options,
-                                                   out.trace.empty() ? "" : "--trace needs the full run");
+    options.record_timeline = timeline;
+    // The trace lists flows in run order, which the symmetry reduction changes, and both it and the timeline chart
+    // show every GPU's ops, which a reduced run executes for the representatives only: they need the full run.
+    const std::string full_run = !out.trace.empty()          ? "--trace needs the full run"
+                                 : !out.timeline_svg.empty() ? "--timeline-svg needs the full run"
+                                                             : "";
+    const auto attention = sim::simulate_attention(s, t, report.data_parallel_size, topology, options, full_run);
     const sim::SimResult& r = attention.result;
     const std::string& reduction_note = attention.note;
     fmt::print("\nsimulate {} [A={}, P={}] on {} x {} ({}), one attention layer per TP rank, flow-level network ({})\n",
@@ -259,7 +270,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
                  "model.vocab_size=128256 for Llama 3, to get time per iteration, TFLOP/s per GPU and memory)\n");
     }
     write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
-                  provenance);
+                  provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
   }
   return kExitOk;
 }
@@ -274,6 +285,8 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", out->trace, "write a Chrome trace (chrome://tracing, Perfetto)");
   cmd->add_option("--summary,--json", out->summary, "write a JSON summary (--json is an alias)");
   cmd->add_option("--links", out->links, "write per-link bytes and busy time as CSV");
+  cmd->add_option("--timeline-svg", out->timeline_svg,
+                  "write an SVG chart of the layer per GPU over time: each stream's ops and each link's messages");
   cmd->add_flag("--kernels", out->kernels,
                 "list the busiest CP rank's attention kernels, merges and copies with their block shapes and times");
   add_max_memory_option(cmd, out->max_memory);

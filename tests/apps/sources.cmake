@@ -14,4 +14,9 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/hdf5_input_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report_json_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chart_svg_test.cpp
+  # The chart writers are tested directly on hand-made results (they live in the hcpsim executable).
+  ${PROJECT_SOURCE_DIR}/apps/hcpsim/report/svg_chart.cpp
+  ${PROJECT_SOURCE_DIR}/apps/hcpsim/report/plan_chart.cpp
+  ${PROJECT_SOURCE_DIR}/apps/hcpsim/report/timeline_chart.cpp
 )
