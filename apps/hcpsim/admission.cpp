@@ -141,11 +141,12 @@ void admit_verify(const Scenario& s, Dtype dtype, int threads, uint64_t limit) {
   const AttentionShape full = attention_shape(s);
   const double limit_d = static_cast<double>(limit);
   for (CpCommType t : s.parallel.distinct_cp_comm_types()) {
-    const int64_t a2a = cp_layout_for(s, t).a2a_size();
+    const CpLayout layout = cp_layout_for(s, t);
+    const int64_t a2a = layout.a2a_size();
     const auto cost_for = [&](const std::string& heads, int64_t seq) {
       AttentionShape f = full;
       f.seq_length = seq;
-      return estimate_oracle_cost(select_heads(f, a2a, heads).shape, dtype, threads);
+      return estimate_oracle_cost(select_heads(f, a2a, heads).shape, dtype, threads, layout.cp_size());
     };
     const OracleCost c = cost_for(s.oracle.heads, full.seq_length);
     if (c.bytes <= limit_d) continue;

@@ -86,7 +86,7 @@ TEST_CASE("admission: the oracle memory estimate bounds verify's measured peak w
     shape.heads_q = c.heads_q;
     shape.heads_kv = c.heads_kv;
     shape.head_dim_qk = shape.head_dim_v = 64;
-    const double estimate = hcpsim::estimate_oracle_cost(shape, hcpsim::Dtype::fp32, 2).bytes;
+    const double estimate = hcpsim::estimate_oracle_cost(shape, hcpsim::Dtype::fp32, 2, 4).bytes;
     const PeakRun r = run_with_peak({"verify", kScenario, "model.seq_length=" + std::to_string(c.seq),
                                      "oracle.heads=" + c.heads, "--threads", "2"});
     INFO("S=" << c.seq << " oracle.heads=" << c.heads << ": estimate " << estimate / 1048576 << " MiB, peak RSS "

@@ -21,10 +21,12 @@ struct OracleCost {
 /// live at the peak (the schedule's execution): the inputs, the fp64 reference, the executor's per-rank copies of
 /// the inputs and outputs with its two in-flight KV ring buffers per rank, the gathered results, and (any dtype but
 /// fp64) the same-precision baseline; under GQA the reference's per-q-head dK/dV partials B·S·Hq·(dk + dv):
-///   bytes = 8·(2·I + 3·O + [not fp64] O + 2·B·S·Hkv·(dk + dv) + [GQA] B·S·Hq·(dk + dv)) + 64 MiB (the process).
+///   bytes = 8·(2·I + 3·O + [not fp64] O + 2·B·S·Hkv·(dk + dv) + [GQA] B·S·Hq·(dk + dv) + (c − 1)·O) + 64 MiB
+/// (the process), where c = min(threads, ranks) ranks run at once between communication batches (cpu_executor.hpp).
 /// An upper bound of the measured peak RSS within 1.5x (docs/robustness.md "Admission control").
 /// flops: 3 passes (reference, schedule, baseline; 2 in fp64) of 4·B·Hq·S²·(dk + dv)·(½ causal); seconds at
 /// 5 GFLOP/s per thread (the measured rate, order of magnitude).
-OracleCost estimate_oracle_cost(const AttentionShape& checked, Dtype dtype, int threads);
+/// `ranks`: the schedule's virtual CP ranks (context_parallel_size).
+OracleCost estimate_oracle_cost(const AttentionShape& checked, Dtype dtype, int threads, int64_t ranks = 1);
 
 }  // namespace hcpsim
