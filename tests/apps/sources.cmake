@@ -14,3 +14,6 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/hdf5_input_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_cli_test.cpp
 )
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/plan_search_cli_test.cpp
+)
