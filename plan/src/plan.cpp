@@ -7,6 +7,7 @@
 #include <exception>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <tuple>
 
@@ -44,45 +45,75 @@ void simulate_option_attention(const Scenario& s, PlanOption& o) {
   for (const RankStats& r : attn.ranks) o.attention_exposed_comm_ps = std::max(o.attention_exposed_comm_ps, r.exposed_comm_ps);
 }
 
-/// Runs the two simulations of every option on up to `threads` OpenMP threads. Every simulation is independent and
-/// writes only its own fields, so the results do not depend on the thread count or on scheduling. `progress`, when
-/// set, hears of every finished simulation, one thread at a time.
+/// The option whose attention-alone simulation option `i` shares: the first with the same comm type, [A, P], TP,
+/// CP, PP and micro-batch. Options differ only in those, recompute and VP, and the attention alone reads neither
+/// recompute nor VP (simulate_attention: placement, layout, attention shape and cluster), so their results are
+/// identical.
+std::vector<size_t> shared_attention(const std::vector<PlanOption>& options) {
+  std::map<std::tuple<CpCommType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, size_t> first;
+  std::vector<size_t> out(options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    const PlanOption& o = options[i];
+    out[i] = first.try_emplace({o.cp_comm_type, o.a2a_size, o.p2p_size, o.tp, o.cp, o.pp, o.micro_batch_size}, i)
+                 .first->second;
+  }
+  return out;
+}
+
+/// Runs the simulations of every option (its step, and its attention alone unless an earlier option's is the same,
+/// shared_attention) on up to `threads` OpenMP threads. Every simulation is independent and writes only its own
+/// fields, so the results do not depend on the thread count or on scheduling. `progress`, when set, hears of every
+/// finished simulation, one thread at a time.
 void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads,
                       const std::function<void(size_t, size_t)>& progress) {
-  const size_t tasks = 2 * options.size();
-  // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
-  auto cost_rank = [&](size_t option) {
-    const PlanOption& o = options[option];
-    return std::make_tuple(o.cp_comm_type == CpCommType::all_gather ? 0 : 1, -o.p2p_size, option);
+  const std::vector<size_t> attention_of = shared_attention(options);
+  struct Task {
+    size_t option;
+    bool attention;
   };
-  std::vector<size_t> order(tasks);
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < options.size(); ++i) {
+    tasks.push_back({i, false});
+    if (attention_of[i] == i) tasks.push_back({i, true});
+  }
+  // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
+  auto cost_rank = [&](size_t task) {
+    const PlanOption& o = options[tasks[task].option];
+    return std::make_tuple(o.cp_comm_type == CpCommType::all_gather ? 0 : 1, -o.p2p_size, tasks[task].option);
+  };
+  std::vector<size_t> order(tasks.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return cost_rank(x / 2) < cost_rank(y / 2); });
-  std::vector<std::exception_ptr> errors(tasks);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return cost_rank(x) < cost_rank(y); });
+  std::vector<std::exception_ptr> errors(tasks.size());
   const int n = static_cast<int>(
-      std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1)));
+      std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks.size(), 1)));
   size_t done = 0;
   // Dynamic scheduling in `order`, one task at a time: the longest tasks start first. No exception may leave
   // the parallel region, so each task's is kept and the first in task order rethrown afterwards.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n)
-  for (size_t k = 0; k < tasks; ++k) {
-    const size_t i = order[k];
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    const Task& task = tasks[order[k]];
     try {
-      if (i % 2 == 0) simulate_option_step(scenarios[i / 2], options[i / 2]);
-      else simulate_option_attention(scenarios[i / 2], options[i / 2]);
+      if (task.attention) simulate_option_attention(scenarios[task.option], options[task.option]);
+      else simulate_option_step(scenarios[task.option], options[task.option]);
     } catch (...) {
-      errors[i] = std::current_exception();
+      errors[order[k]] = std::current_exception();
     }
 #pragma omp critical(hcpsim_plan_progress)
     {
       ++done;
-      if (progress) progress(done, tasks);
+      if (progress) progress(done, tasks.size());
     }
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);  // the first failure in task order
-  for (PlanOption& o : options) o.simulated = true;
+  for (size_t i = 0; i < options.size(); ++i) {
+    const PlanOption& from = options[attention_of[i]];
+    options[i].attention_forward_ps = from.attention_forward_ps;
+    options[i].attention_backward_ps = from.attention_backward_ps;
+    options[i].attention_exposed_comm_ps = from.attention_exposed_comm_ps;
+    options[i].simulated = true;
+  }
 }
 
 // The options to simulate: every one whose closed-form memory fits, or when none does the kLeastMemory that need
@@ -121,15 +152,18 @@ PlanEstimate estimate_search(const detail::LegalOptions& simulated, size_t legal
   e.fit_in_memory = fit;
   e.simulated = simulated.options.size();
   e.threads = threads;
+  const std::vector<size_t> attention_of = shared_attention(simulated.options);
   for (size_t i = 0; i < simulated.options.size(); ++i) {
     const PlanOption& o = simulated.options[i];
     const SimulationCost cost =
         estimate_simulation_cost(o.cp_comm_type, o.a2a_size, o.p2p_size, simulated.scenarios[i].model.seq_length);
     const int layers = o.recompute == PlanRecompute::partial ? 2 : 1;
-    e.simulations += 1 + static_cast<size_t>(layers);
+    const double attention = attention_of[i] == i ? 1.0 : 0.0;  // shared with an earlier option
+    e.simulations += static_cast<size_t>(layers) + (attention_of[i] == i ? 1 : 0);
     // Event handling grows with the layer's TP ranks; first-touching the per-token state (long sequences) costs
     // about 1.5 s per GB per simulation (measured on the 256k-token 70B scenario, rounded up).
-    e.seconds += cost.seconds * (1.0 + static_cast<double>(layers * o.tp)) + 1.5e-9 * cost.bytes * (1.0 + layers);
+    e.seconds += cost.seconds * (attention + static_cast<double>(layers * o.tp)) +
+                 1.5e-9 * cost.bytes * (attention + layers);
   }
   return e;
 }

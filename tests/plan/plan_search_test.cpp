@@ -62,12 +62,20 @@ TEST_CASE("plan search: PP and recompute find a fitting layout of the 70B scenar
   for (const auto& o : r.over_memory) CHECK(o.step.memory.total_bytes > o.step.memory.capacity_bytes);
   CHECK(r.explanation.rfind("p2p TP8 PP1 full mbs1 wins with ", 0) == 0);
   CHECK(r.explanation.find("the runner-up ") != std::string::npos);
-  // The estimate came first; progress heard every simulation (two per option).
+  // The estimate came first; progress heard every simulation: one step per option and one attention alone per
+  // comm type, [A, P], TP, CP, PP and micro-batch (options differing in recompute or VP share it).
   CHECK(estimated == r.ranked.size());
   CHECK(r.estimate.simulated == r.ranked.size());
   CHECK(r.estimate.legal == r.ranked.size() + r.over_memory.size());
-  CHECK(progress_calls == 2 * r.ranked.size());
+  CHECK(progress_calls == r.estimate.simulations);  // no partial recompute here: one layer per step
+  CHECK(progress_calls < 2 * r.ranked.size());
   CHECK(last_done == last_total);
+  // Shared attention: p2p TP8 PP2 with and without VP 2 time the same attention layer.
+  const auto at = [&](const std::string& label) {
+    return *std::find_if(r.ranked.begin(), r.ranked.end(), [&](const PlanOption& o) { return o.label == label; });
+  };
+  CHECK(at("p2p TP8 PP2 VP2 full mbs1").attention_forward_ps == at("p2p TP8 PP2 full mbs1").attention_forward_ps);
+  CHECK(at("p2p TP8 PP2 VP2 full mbs1").attention_forward_ps > 0);
 }
 
 TEST_CASE("plan search: --fixed holds dimensions at the scenario's values", "[plan]") {

@@ -37,8 +37,9 @@ struct PlanEstimate {
   size_t legal = 0;           ///< options validation accepts
   size_t fit_in_memory = 0;   ///< legal options whose closed-form memory (without CP attention buffers) fits
   size_t simulated = 0;       ///< options to simulate: those that fit, or the few least-memory ones when none does
-  size_t simulations = 0;     ///< simulations of those: the step's layer, the attention alone, and for partial
-                              ///< recompute the layer without recompute
+  size_t simulations = 0;     ///< simulations of those: the step's layer (partial recompute: also the layer
+                              ///< without recompute) and the attention alone, shared by options that differ only
+                              ///< in recompute and VP
   double seconds = 0;         ///< estimated wall time of the simulations on one core (simulation_cost.hpp)
   int threads = 1;            ///< threads the simulations run on
 };
@@ -65,7 +66,8 @@ struct PlanRequest {
   int threads = 0;
   /// Called once with the size of the search before any simulation (and before the refusal above the bound).
   std::function<void(const PlanEstimate&)> on_estimate;
-  /// Called after each finished option simulation (done, total), from one thread at a time; unset by default.
+  /// Called after each finished simulation task, a step or an attention alone (done, total), from one thread at a
+  /// time; unset by default.
   std::function<void(size_t done, size_t total)> progress;
 };
 
