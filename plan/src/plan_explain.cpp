@@ -43,7 +43,9 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
                                        : fmt::format("is {:.1f}% slower", pct);
   const TimeSplit a = time_split(w.step), b = time_split(ru.step);
   const std::array<std::tuple<const char*, double, double, const char*>, 5> parts{{
-      {"pipeline bubble", a.bubble, b.bubble, "more micro-batches per iteration or interleaving (VP)"},
+      {"pipeline bubble", a.bubble, b.bubble,
+       ru.vp > 1 ? "more micro-batches per iteration (a larger global batch)"
+                 : "more micro-batches per iteration or interleaving (VP)"},
       {"recomputed forwards", a.recompute, b.recompute, "the memory to recompute fewer layers"},
       {"exposed layer communication", a.comm, b.comm, "more of its CP and TP traffic hidden or on NVLink"},
       {"exposed data-parallel collectives and optimizer", a.data_parallel, b.data_parallel,
