@@ -2,21 +2,19 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
-#include <system_error>
 #include <utility>
 
 #include "admission.hpp"
 #include "app_common.hpp"
-#include "hcpsim/io/csv.hpp"
-#include "report/plan_chart.hpp"
-#include "hcpsim/io/output_file.hpp"
-#include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/io/csv.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/plan/plan.hpp"
+#include "report/plan_chart.hpp"
+#include "report/plan_json.hpp"
 
 namespace hcpsim::app {
 
@@ -26,49 +24,81 @@ struct PlanArgs {
   Common common;
   int64_t cp = 0;
   int64_t gpus = 0;
-  std::string tp;
+  std::string tp, pp, vp, recompute, micro_batch, fixed;
+  size_t max_configurations = 5000;
   std::string objective = "time";
   std::string csv;
   std::string svg;
+  std::string json;
   int threads = 0;
   std::string max_memory;  ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
 
-std::vector<int64_t> parse_tp_list(const std::string& text) {
-  std::vector<int64_t> out;
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
   std::stringstream ss(text);
   std::string part;
-  while (std::getline(ss, part, ',')) {
+  while (std::getline(ss, part, ',')) out.push_back(part);
+  return out;
+}
+
+// A comma list of positive sizes for `option` (--tp, --pp, --vp, --micro-batch).
+std::vector<int64_t> parse_size_list(const std::string& text, const std::string& option) {
+  std::vector<int64_t> out;
+  for (const std::string& part : split_list(text)) {
     try {
       size_t used = 0;
       const long long v = std::stoll(part, &used);
       if (used != part.size() || v < 1) throw std::invalid_argument(part);
       out.push_back(v);
     } catch (const std::exception&) {
-      throw InputError(SourceLoc{}, "--tp", "'" + part + "' is not a positive TP size", "give e.g. --tp 1,2,4,8");
+      throw InputError(SourceLoc{}, option, "'" + part + "' is not a positive size", "give e.g. " + option + " 1,2,4");
     }
+  }
+  return out;
+}
+
+std::vector<sim::PlanRecompute> parse_recompute_list(const std::string& text) {
+  std::vector<sim::PlanRecompute> out;
+  for (const std::string& part : split_list(text)) {
+    bool known = false;
+    for (auto r : {sim::PlanRecompute::none, sim::PlanRecompute::selective, sim::PlanRecompute::full,
+                   sim::PlanRecompute::partial})
+      if (to_string(r) == part) {
+        out.push_back(r);
+        known = true;
+      }
+    if (!known)
+      throw InputError(SourceLoc{}, "--recompute", "unknown recompute setting '" + part + "'",
+                       "use a comma list of none, selective, full, partial");
   }
   return out;
 }
 
 std::string csv_text(const sim::PlanResult& r) {
   std::string out =
-      "rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,dp,step_time_s,model_tflops_per_gpu,attention_forward_s,"
-      "attention_backward_s,layer_exposed_comm_s,memory_per_gpu_bytes,fits,a2a_intra_node,dropped_reason\n";
+      "rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,pp,vp,dp,recompute,recompute_num_layers,micro_batch_size,"
+      "step_time_s,model_tflops_per_gpu,attention_forward_s,attention_backward_s,layer_exposed_comm_s,"
+      "memory_per_gpu_bytes,fits,simulated,a2a_intra_node,dropped_reason\n";
+  auto config = [](const sim::PlanOption& o) {
+    return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}", csv_quoted(o.label), to_string(o.cp_comm_type),
+                       o.a2a_size, o.p2p_size, o.tp, o.cp, o.pp, o.vp, o.data_parallel_size, to_string(o.recompute),
+                       o.recompute_num_layers, o.micro_batch_size);
+  };
   for (const auto& o : r.ranked)
-    out += fmt::format("{},{},{},{},{},{},{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.0f},{},{},\n", o.rank,
-                       csv_quoted(o.label),
-                       to_string(o.cp_comm_type), o.a2a_size, o.p2p_size, o.tp, o.cp, o.data_parallel_size,
+    out += fmt::format("{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.0f},{},yes,{},\n",
+                       o.rank > 0 ? std::to_string(o.rank) : "", config(o),
                        static_cast<double>(o.step.step_ps) * 1e-12, o.step.model_tflops_per_gpu,
                        static_cast<double>(o.attention_forward_ps) * 1e-12,
                        static_cast<double>(o.attention_backward_ps) * 1e-12,
                        static_cast<double>(o.step.layer_exposed_comm_ps) * 1e-12, o.step.memory.total_bytes,
                        o.step.memory.fits ? "yes" : "no", o.has_a2a ? (o.a2a_intra_node ? "yes" : "no") : "n/a");
+  for (const auto& o : r.over_memory)
+    out += fmt::format(",{},,,,,,{:.0f},no,no,,\n", config(o), o.step.memory.total_bytes);
   for (const auto& o : r.dropped) {
     std::string reason = o.dropped_reason;  // one line per option
     std::replace(reason.begin(), reason.end(), '\n', ' ');
-    out += fmt::format(",{},{},{},{},{},{},,,,,,,,,,{}\n", csv_quoted(o.label), to_string(o.cp_comm_type), o.a2a_size,
-                       o.p2p_size, o.tp, o.cp, csv_quoted(reason));
+    out += fmt::format(",{},,,,,,,,,,{}\n", config(o), csv_quoted(reason));
   }
   return out;
 }
@@ -88,8 +118,85 @@ std::string csv_text(const sim::PlanResult& r) {
   throw InputError(where, "",
                    fmt::format("no legal option: all {} ruled out ({})", r.dropped.size(),
                                reasons.empty() ? "nothing to enumerate" : reasons),
-                   "change what the reasons name in the scenario or overrides, or sweep other sizes with --cp, --gpus "
-                   "or --tp (hcpsim validate shows the scenario's own problems)");
+                   "change what the reasons name in the scenario or overrides, or search other sizes with --cp, "
+                   "--gpus, --tp or --pp (hcpsim validate shows the scenario's own problems)");
+}
+
+sim::PlanRequest plan_request(const PlanArgs& a) {
+  sim::PlanRequest req;
+  if (a.cp != 0) req.cp = a.cp;
+  req.threads = a.threads;
+  if (a.gpus != 0) req.gpus = a.gpus;
+  if (!a.tp.empty()) req.tp = parse_size_list(a.tp, "--tp");
+  if (!a.pp.empty()) req.pp = parse_size_list(a.pp, "--pp");
+  if (!a.vp.empty()) req.vp = parse_size_list(a.vp, "--vp");
+  if (!a.micro_batch.empty()) req.micro_batch = parse_size_list(a.micro_batch, "--micro-batch");
+  if (!a.recompute.empty()) req.recompute = parse_recompute_list(a.recompute);
+  for (const std::string& key : split_list(a.fixed)) req.fixed.push_back(sim::parse_plan_dimension(key));
+  req.max_configurations = a.max_configurations;
+  if (a.objective == "memory") {
+    req.objective = sim::PlanRequest::Objective::memory;
+  } else if (a.objective != "time") {
+    throw InputError(SourceLoc{}, "--objective", "unknown objective '" + a.objective + "'", "use time or memory");
+  }
+  // The size of the search, before it runs (stderr: stdout stays the answer).
+  req.on_estimate = [](const sim::PlanEstimate& e) {
+    std::fprintf(stderr, "plan: searching %zu configurations (%zu legal, %zu fit in memory), simulating %zu, ~%.1f s "
+                 "on %d threads\n",
+                 e.configurations, e.legal, e.fit_in_memory, e.simulated, e.seconds / e.threads, e.threads);
+  };
+  return req;
+}
+
+void print_ruled_out(const sim::PlanResult& r) {
+  constexpr size_t kClosest = 3;
+  if (!r.over_memory.empty()) {
+    fmt::print("\nnot simulated, closed-form memory above the GPU: {} options; the closest:\n", r.over_memory.size());
+    for (size_t i = 0; i < r.over_memory.size() && i < kClosest; ++i)
+      fmt::print("  {:<46} {:.2f} GB of {:.2f} GB\n", r.over_memory[i].label, r.over_memory[i].step.memory.total_bytes / 1e9,
+                 r.over_memory[i].step.memory.capacity_bytes / 1e9);
+  }
+  if (r.dropped.empty()) return;
+  fmt::print("\nruled out: {} options, by reason (count, first example):\n", r.dropped.size());
+  for (const auto& g : r.dropped_summary) fmt::print("  {:>5} x {}\n          e.g. {}\n", g.count, g.key, g.example);
+}
+
+void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& objective) {
+  print_header(s);
+  std::string searched, held;
+  for (const auto& d : r.dimensions) {
+    std::string values;
+    for (const auto& v : d.values) values += (values.empty() ? "" : ",") + v;
+    (d.fixed ? held : searched) += fmt::format("{}{} {}", (d.fixed ? held : searched).empty() ? "" : "; ",
+                                               to_string(d.dimension), values);
+  }
+  fmt::print("plan: {} configurations, {} simulated, {} over memory, {} ruled out; objective {}; whole training step "
+             "per option at global batch {} (layer simulated; model TFLOP/s in the megatron_causal convention)\n",
+             r.estimate.configurations, r.ranked.size(), r.over_memory.size(), r.dropped.size(), objective,
+             r.global_batch_size);
+  fmt::print("searched: {}\n", searched);
+  if (!held.empty()) fmt::print("held by --fixed: {}\n", held);
+  if (s.model.qkv_format == QkvFormat::thd)
+    fmt::print("packed sequences: each option pads every sequence to a multiple of 2 x its own CP size and derives "
+               "its seq_length from that (the header shows the scenario's own CP size)\n");
+  fmt::print("\n{}\n\n", r.explanation);
+  fmt::print("{:>4}  {:<46} {:>12} {:>9} {:>12} {:>12} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option", "step time",
+             "TFLOP/s", "attn fwd", "attn bwd", "exposed/layer", "mem/GPU", "fits", "a2a node");
+  // A wide search simulates hundreds of options: the table shows the best, the files hold them all.
+  constexpr size_t kShown = 30, kShownWhenMore = 25;
+  const size_t shown = r.ranked.size() <= kShown ? r.ranked.size() : kShownWhenMore;
+  for (size_t i = 0; i < shown; ++i) {
+    const sim::PlanOption& o = r.ranked[i];
+    fmt::print("{:>4}  {:<46} {:>12} {:>9.1f} {:>12} {:>12} {:>13} {:>7.2f} GB {:>5} {:>10}\n",
+               o.rank > 0 ? std::to_string(o.rank) : "-", o.label, human_time_ps(o.step.step_ps),
+               o.step.model_tflops_per_gpu, human_time_ps(o.attention_forward_ps),
+               human_time_ps(o.attention_backward_ps), human_time_ps(o.step.layer_exposed_comm_ps),
+               o.step.memory.total_bytes / 1e9, o.step.memory.fits ? "yes" : "NO",
+               o.has_a2a ? (o.a2a_intra_node ? "inside" : "SPANS") : "-");
+  }
+  if (shown < r.ranked.size())
+    fmt::print("  ... and {} more simulated options (all of them in --csv and --json)\n", r.ranked.size() - shown);
+  print_ruled_out(r);
 }
 
 int cmd_plan(const PlanArgs& a) {
@@ -104,48 +211,31 @@ int cmd_plan(const PlanArgs& a) {
   const uint64_t max_memory = max_memory_limit(a.max_memory);
   const Scenario s = load_scenario(a.common.scenario_path, a.common.overrides);
   validate_scenario(s, ValidationScope::placement);  // the scenario itself must be valid
-  const int64_t cp_max = a.cp != 0 ? a.cp : (a.gpus != 0 ? a.gpus : s.parallel.context_parallel_size);
+  // The largest CP the search can reach: --cp, or all GPUs of a replica at TP = PP = 1.
+  const int64_t cp_max = a.cp != 0 ? a.cp
+                                   : (a.gpus != 0 ? a.gpus
+                                                  : s.parallel.tensor_model_parallel_size *
+                                                        s.parallel.context_parallel_size *
+                                                        s.parallel.pipeline_model_parallel_size);
   admit_plan(s, cp_max, a.threads, max_memory, a.gpus != 0 ? "--gpus" : "--cp");
-  sim::PlanRequest req;
-  if (a.cp != 0) req.cp = a.cp;
-  req.threads = a.threads;
-  if (a.gpus != 0) req.gpus = a.gpus;
-  if (!a.tp.empty()) req.tp = parse_tp_list(a.tp);
-  if (a.objective == "memory") {
-    req.objective = sim::PlanRequest::Objective::memory;
-  } else if (a.objective != "time") {
-    throw InputError(SourceLoc{}, "--objective", "unknown objective '" + a.objective + "'", "use time or memory");
-  }
+  const sim::PlanRequest req = plan_request(a);
   const sim::PlanResult r = sim::plan(s, req);
   if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path);
-  print_header(s);
-  fmt::print("plan: {} legal options, {} ruled out; objective {}; whole training step per option at global batch {} "
-             "(layer simulated; model TFLOP/s in the megatron_causal convention)\n",
-             r.ranked.size(), r.dropped.size(), a.objective, r.global_batch_size);
-  if (s.model.qkv_format == QkvFormat::thd)
-    fmt::print("packed sequences: each option pads every sequence to a multiple of 2 x its own CP size and derives "
-               "its seq_length from that (the header shows the scenario's own CP size)\n");
-  fmt::print("\n{}\n\n", r.explanation);
-  if (r.nothing_fits) fmt::print("warning: no option fits in GPU memory; ranked by time anyway\n\n");
-  fmt::print("{:>4}  {:<26} {:>12} {:>9} {:>12} {:>12} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option", "step time",
-             "TFLOP/s", "attn fwd", "attn bwd", "exposed/layer", "mem/GPU", "fits", "a2a node");
-  for (const auto& o : r.ranked)
-    fmt::print("{:>4}  {:<26} {:>12} {:>9.1f} {:>12} {:>12} {:>13} {:>7.2f} GB {:>5} {:>10}\n", o.rank, o.label,
-               human_time_ps(o.step.step_ps), o.step.model_tflops_per_gpu, human_time_ps(o.attention_forward_ps),
-               human_time_ps(o.attention_backward_ps), human_time_ps(o.step.layer_exposed_comm_ps),
-               o.step.memory.total_bytes / 1e9, o.step.memory.fits ? "yes" : "NO",
-               o.has_a2a ? (o.a2a_intra_node ? "inside" : "SPANS") : "-");
-  if (!r.dropped.empty()) {
-    fmt::print("\nruled out:\n");
-    for (const auto& o : r.dropped) fmt::print("  {:<26} {}\n", o.label, o.dropped_reason);
-  }
+  print_plan(s, r, a.objective);
   if (!a.csv.empty()) {
     write_output_file(a.csv, csv_text(r), "plan CSV", "--csv");
     fmt::print("\nwrote {}\n", a.csv);
   }
   if (!a.svg.empty()) {
-    write_output_file(a.svg, plan_svg(r, "hcpsim plan: " + s.name), "plan chart", "--svg");
+    sim::PlanResult best = r;  // the chart shows the best options only (one row each; its layout is tested to 40)
+    constexpr size_t kCharted = 20;
+    if (best.ranked.size() > kCharted) best.ranked.resize(kCharted);
+    write_output_file(a.svg, plan_svg(best, "hcpsim plan: " + s.name), "plan chart", "--svg");
     fmt::print("wrote {}\n", a.svg);
+  }
+  if (!a.json.empty()) {
+    write_plan_json(a.json, s, r, req.max_configurations, a.common.overrides);
+    fmt::print("wrote {}\n", a.json);
   }
   return kExitOk;
 }
@@ -153,16 +243,27 @@ int cmd_plan(const PlanArgs& a) {
 }  // namespace
 
 CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("plan", "rank every legal CP option (p2p, a2a, all_gather, a2a+p2p [A,P]) and TP");
+  auto* cmd = app.add_subcommand("plan", "search TP, CP variant and [A,P], PP and VP, recompute and micro-batch; rank "
+                                         "what fits by iteration time");
   auto a = std::make_shared<PlanArgs>();
   add_scenario_args(cmd, a->common);
-  cmd->add_option("--cp", a->cp, "context_parallel_size of every option (default: the scenario's)");
-  cmd->add_option("--gpus", a->gpus, "GPUs per model replica, TP*CP*PP (CP = GPUs / (TP*PP) for each TP)")
+  cmd->add_option("--cp", a->cp, "context_parallel_size of every option (default: GPUs / (TP*PP))");
+  cmd->add_option("--gpus", a->gpus, "GPUs per model replica, TP*CP*PP (default: the scenario's; CP = GPUs / (TP*PP))")
       ->excludes("--cp");
-  cmd->add_option("--tp", a->tp, "comma-separated TP sizes to sweep, e.g. 1,2,4 (default: the scenario's)");
+  cmd->add_option("--tp", a->tp, "comma-separated TP sizes, e.g. 1,2,4 (default: every divisor of gpus_per_node)");
+  cmd->add_option("--pp", a->pp, "comma-separated PP sizes (default: every divisor of num_layers)");
+  cmd->add_option("--vp", a->vp, "comma-separated VP sizes, 1 = not interleaved (default: 1, and 2 with PP > 1)");
+  cmd->add_option("--recompute", a->recompute, "comma list of none, selective, full, partial (default: all four)");
+  cmd->add_option("--micro-batch", a->micro_batch, "comma-separated micro-batch sizes (default: the scenario's and "
+                                                   "twice it; 1 for packed sequences)");
+  cmd->add_option("--fixed", a->fixed, "comma list of tp, cp, pp, vp, recompute, micro_batch, cp_comm_type held at "
+                                       "the scenario's values");
+  cmd->add_option("--max-configurations", a->max_configurations,
+                  "refuse a search that would simulate more options than this (default 5000)");
   cmd->add_option("--objective", a->objective, "rank by time (default; options that fit first) or memory");
-  cmd->add_option("--csv", a->csv, "write every option (ranked and ruled out) as CSV");
-  cmd->add_option("--svg", a->svg, "write an SVG chart of the ranked options: time per iteration and memory per GPU, winner marked");
+  cmd->add_option("--csv", a->csv, "write every option (simulated, over memory and ruled out) as CSV");
+  cmd->add_option("--svg", a->svg, "write an SVG chart of the best options: time per iteration and memory per GPU, winner marked");
+  cmd->add_option("--json", a->json, "write the search and its answer as JSON (schema: README, plan --json)");
   cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
   add_max_memory_option(cmd, a->max_memory);
   cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });

@@ -7,67 +7,20 @@
 #include <exception>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
-#include <set>
 #include <tuple>
 
-#include "hcpsim/core/cp_layout.hpp"
-#include "hcpsim/core/cp_variant.hpp"
-#include "hcpsim/config/cp_variant_config.hpp"
-#include "hcpsim/core/error.hpp"
-#include "hcpsim/config/scenario_adapters.hpp"
-#include "hcpsim/config/thd_packing.hpp"
-#include "hcpsim/core/schedule_builder.hpp"
-#include "hcpsim/sim/attention_simulation.hpp"
-#include "hcpsim/sim/topology.hpp"
 #include "hcpsim/config/validation.hpp"
-#include "hcpsim/sim/trace_writer.hpp"
+#include "hcpsim/core/error.hpp"
+#include "hcpsim/sim/attention_simulation.hpp"
+#include "hcpsim/sim/simulation_cost.hpp"
+#include "hcpsim/sim/topology.hpp"
+#include "hcpsim/step/training_model.hpp"
+#include "plan_search.hpp"
 
 namespace hcpsim::sim {
 namespace {
-
-std::string label_of(CpCommType t, int64_t a, int64_t p, int64_t tp) {
-  if (cp_variant(t).takes_hierarchical_sizes) return fmt::format("{} [{},{}] TP{}", to_string(t), a, p, tp);
-  return fmt::format("{} TP{}", to_string(t), tp);
-}
-
-std::string time_text(TimePs ps) {
-  const double s = static_cast<double>(ps) * 1e-12;
-  if (s >= 1) return fmt::format("{:.3f} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-  return fmt::format("{:.3f} us", s * 1e6);
-}
-
-std::string gb_text(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
-
-/// Labels, layout and placement facts of option `t` of a validated scenario (no simulation).
-PlanOption describe(const Scenario& s, CpCommType t, int64_t dp) {
-  PlanOption o;
-  o.cp_comm_type = t;
-  o.tp = s.parallel.tensor_model_parallel_size;
-  o.cp = s.parallel.context_parallel_size;
-  o.data_parallel_size = dp;
-  const CpLayout layout = cp_layout_for(s, t);
-  o.a2a_size = layout.a2a_size();
-  o.p2p_size = layout.p2p_size();
-  o.label = label_of(t, o.a2a_size, o.p2p_size, o.tp);
-  o.has_a2a = o.a2a_size > 1;  // an a2a level: only a2a and a2a+p2p take A > 1 (CpVariant::accepts)
-  if (o.has_a2a) {
-    ParallelSizes sizes;
-    sizes.tp = o.tp;
-    sizes.cp = o.cp;
-    sizes.dp = dp;
-    sizes.pp = s.parallel.pipeline_model_parallel_size;
-    const auto place = place_cp_group(s.parallel.order, sizes, s.cluster.gpus_per_node);
-    o.a2a_intra_node = true;
-    for (int64_t p = 0; p < o.p2p_size; ++p) {
-      std::set<int64_t> nodes;
-      for (int64_t g : layout.a2a_group(p)) nodes.insert(place[static_cast<size_t>(g)].node);
-      o.a2a_intra_node = o.a2a_intra_node && nodes.size() == 1;
-    }
-  }
-  return o;
-}
 
 /// The whole step of option `o` (writes step and the per-layer message bytes only).
 void simulate_option_step(const Scenario& s, PlanOption& o) {
@@ -92,224 +45,146 @@ void simulate_option_attention(const Scenario& s, PlanOption& o) {
   for (const RankStats& r : attn.ranks) o.attention_exposed_comm_ps = std::max(o.attention_exposed_comm_ps, r.exposed_comm_ps);
 }
 
-/// Runs the two simulations of every option on up to `threads` OpenMP threads. Every simulation is independent and
-/// writes only its own fields, so the results do not depend on the thread count or on scheduling.
-void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads) {
-  const size_t tasks = 2 * options.size();
-  // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
-  auto cost_rank = [&](size_t option) {
-    const PlanOption& o = options[option];
-    return std::make_tuple(o.cp_comm_type == CpCommType::all_gather ? 0 : 1, -o.p2p_size, option);
+/// The option whose attention-alone simulation option `i` shares: the first with the same comm type, [A, P], TP,
+/// CP, PP and micro-batch. Options differ only in those, recompute and VP, and the attention alone reads neither
+/// recompute nor VP (simulate_attention: placement, layout, attention shape and cluster), so their results are
+/// identical.
+std::vector<size_t> shared_attention(const std::vector<PlanOption>& options) {
+  std::map<std::tuple<CpCommType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, size_t> first;
+  std::vector<size_t> out(options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    const PlanOption& o = options[i];
+    out[i] = first.try_emplace({o.cp_comm_type, o.a2a_size, o.p2p_size, o.tp, o.cp, o.pp, o.micro_batch_size}, i)
+                 .first->second;
+  }
+  return out;
+}
+
+/// Runs the simulations of every option (its step, and its attention alone unless an earlier option's is the same,
+/// shared_attention) on up to `threads` OpenMP threads. Every simulation is independent and writes only its own
+/// fields, so the results do not depend on the thread count or on scheduling. `progress`, when set, hears of every
+/// finished simulation, one thread at a time.
+void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads,
+                      const std::function<void(size_t, size_t)>& progress) {
+  const std::vector<size_t> attention_of = shared_attention(options);
+  struct Task {
+    size_t option;
+    bool attention;
   };
-  std::vector<size_t> order(tasks);
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < options.size(); ++i) {
+    tasks.push_back({i, false});
+    if (attention_of[i] == i) tasks.push_back({i, true});
+  }
+  // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
+  auto cost_rank = [&](size_t task) {
+    const PlanOption& o = options[tasks[task].option];
+    return std::make_tuple(o.cp_comm_type == CpCommType::all_gather ? 0 : 1, -o.p2p_size, tasks[task].option);
+  };
+  std::vector<size_t> order(tasks.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return cost_rank(x / 2) < cost_rank(y / 2); });
-  std::vector<std::exception_ptr> errors(tasks);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return cost_rank(x) < cost_rank(y); });
+  std::vector<std::exception_ptr> errors(tasks.size());
   const int n = static_cast<int>(
-      std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1)));
+      std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks.size(), 1)));
+  size_t done = 0;
   // Dynamic scheduling in `order`, one task at a time: the longest tasks start first. No exception may leave
   // the parallel region, so each task's is kept and the first in task order rethrown afterwards.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n)
-  for (size_t k = 0; k < tasks; ++k) {
-    const size_t i = order[k];
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    const Task& task = tasks[order[k]];
     try {
-      if (i % 2 == 0) simulate_option_step(scenarios[i / 2], options[i / 2]);
-      else simulate_option_attention(scenarios[i / 2], options[i / 2]);
+      if (task.attention) simulate_option_attention(scenarios[task.option], options[task.option]);
+      else simulate_option_step(scenarios[task.option], options[task.option]);
     } catch (...) {
-      errors[i] = std::current_exception();
+      errors[order[k]] = std::current_exception();
+    }
+#pragma omp critical(hcpsim_plan_progress)
+    {
+      ++done;
+      if (progress) progress(done, tasks.size());
     }
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);  // the first failure in task order
-}
-
-std::string explain(const PlanResult& r) {
-  if (r.ranked.empty()) return "no option is legal for this scenario; see the dropped options below";
-  const PlanOption& w = r.ranked[0];
-  const StepResult& ws = w.step;
-  if (r.objective == PlanRequest::Objective::memory) {
-    if (r.ranked.size() == 1)
-      return fmt::format("{} is the only legal option: {} per GPU, {} per iteration", w.label,
-                         gb_text(ws.memory.total_bytes), time_text(ws.step_ps));
-    const PlanOption& ru = r.ranked[1];
-    return fmt::format("{} needs the least memory per GPU, {} ({} activations), against {} for the runner-up {}; "
-                       "it takes {} per iteration",
-                       w.label, gb_text(ws.memory.total_bytes), gb_text(ws.memory.activations_bytes),
-                       gb_text(ru.step.memory.total_bytes), ru.label, time_text(ws.step_ps));
+  for (size_t i = 0; i < options.size(); ++i) {
+    const PlanOption& from = options[attention_of[i]];
+    options[i].attention_forward_ps = from.attention_forward_ps;
+    options[i].attention_backward_ps = from.attention_backward_ps;
+    options[i].attention_exposed_comm_ps = from.attention_exposed_comm_ps;
+    options[i].simulated = true;
   }
-  std::string head = fmt::format("{} wins with {} per iteration ({:.1f} model TFLOP/s per GPU, {} per GPU{})",
-                                 w.label, time_text(ws.step_ps), ws.model_tflops_per_gpu,
-                                 gb_text(ws.memory.total_bytes), ws.memory.fits ? "" : ", but nothing fits");
-  // A faster option that does not fit explains the choice best.
-  for (const auto& o : r.ranked)
-    if (!o.step.memory.fits && o.step.step_ps < ws.step_ps && ws.memory.fits)
-      return head + fmt::format("; the faster {} ({}) does not fit: it needs {} of {}", o.label,
-                                time_text(o.step.step_ps), gb_text(o.step.memory.total_bytes),
-                                gb_text(o.step.memory.capacity_bytes));
-  if (r.ranked.size() == 1) return head + "; it is the only legal option";
-  const PlanOption& ru = r.ranked[1];
-  const double pct = 100.0 * static_cast<double>(ru.step.step_ps - ws.step_ps) / static_cast<double>(ws.step_ps);
-  // Below 1% the two are a tie within what the cost model can tell apart (assumed efficiencies, no jitter).
-  const std::string slower = pct < 1.0 ? fmt::format("is only {:.1f}% slower, a tie within the model's accuracy", pct)
-                                       : fmt::format("is {:.1f}% slower", pct);
-  const bool network = ru.inter_node_bytes_per_layer > 0 || w.inter_node_bytes_per_layer > 0;
-  const std::string bytes = network ? fmt::format(" ({} against {} cross the network per layer)",
-                                                  gb_text(static_cast<double>(ru.inter_node_bytes_per_layer)),
-                                                  gb_text(static_cast<double>(w.inter_node_bytes_per_layer)))
-                                    : std::string(" (all of it on NVLink)");
-  if (ru.step.layer_exposed_comm_ps > ws.layer_exposed_comm_ps)
-    return head + fmt::format("; the runner-up {} {}: its layer exposes {} of communication against {}{}", ru.label,
-                              slower, time_text(ru.step.layer_exposed_comm_ps), time_text(ws.layer_exposed_comm_ps),
-                              bytes);
-  return head + fmt::format("; the runner-up {} {}: its layer computes for longer ({} against {} forward + backward) "
-                            "although it exposes no more communication",
-                            ru.label, slower, time_text(ru.step.layer_forward_ps + ru.step.layer_backward_ps),
-                            time_text(ws.layer_forward_ps + ws.layer_backward_ps));
 }
 
-// The TP sizes to sweep (--tp, or the scenario's), sorted and unique, after the checks of the request.
-std::vector<int64_t> sweep_tp_sizes(const Scenario& scenario, const PlanRequest& request) {
-  const SourceLoc cmd{};
-  if (request.cp && request.gpus)
-    throw InputError(cmd, "--cp", "--cp and --gpus both given", "give one: --cp N fixes CP, --gpus N fixes TP*CP*PP");
-  if (request.cp && *request.cp < 1) throw InputError(cmd, "--cp", "must be at least 1", "give a positive CP size");
-  if (request.gpus && *request.gpus < 1) throw InputError(cmd, "--gpus", "must be at least 1", "give a positive count");
-  std::vector<int64_t> tps = request.tp;
-  if (tps.empty()) tps.push_back(scenario.parallel.tensor_model_parallel_size);
-  for (int64_t t : tps)
-    if (t < 1) throw InputError(cmd, "--tp", "every TP size must be at least 1", "give e.g. --tp 1,2,4");
-  std::sort(tps.begin(), tps.end());
-  tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
-  return tps;
-}
+// The options to simulate: every one whose closed-form memory fits, or when none does the kLeastMemory that need
+// the least (so the answer can say what would be needed); the rest stay in `over_memory`, least memory first.
+constexpr size_t kLeastMemory = 3;
 
-// One global batch for every option, so step times compare the same work: the scenario's, or else
-// micro_batch_size x the least common multiple of the options' data-parallel sizes (each divides it).
-int64_t common_global_batch_size(const Scenario& scenario, const PlanRequest& request, const std::vector<int64_t>& tps) {
-  int64_t dp_lcm = 1;
-  for (int64_t tp : tps) {
-    const int64_t model_gpus = request.gpus ? *request.gpus
-                                            : tp * request.cp.value_or(scenario.parallel.context_parallel_size) *
-                                                  scenario.parallel.pipeline_model_parallel_size;
-    if (request.gpus && *request.gpus % (tp * scenario.parallel.pipeline_model_parallel_size) != 0) continue;
-    int64_t world = scenario.cluster.world_size();
-    if (request.gpus && scenario.cluster.topology.vertices.empty())
-      world = std::max(world, (model_gpus + scenario.cluster.gpus_per_node - 1) / scenario.cluster.gpus_per_node *
-                                  scenario.cluster.gpus_per_node);
-    const int64_t dp = scenario.parallel.data_parallel_size.value_or(model_gpus > 0 && world % model_gpus == 0
-                                                                          ? std::max<int64_t>(1, world / model_gpus)
-                                                                          : 1);
-    dp_lcm = std::lcm(dp_lcm, dp);
-  }
-  return scenario.model.global_batch_size.value_or(scenario.model.micro_batch_size * dp_lcm);
-}
-
-// One option of the sweep: a comm type at (TP, CP) with its layout [A, P], A·P = CP.
-struct Candidate {
-  CpCommType type = CpCommType::p2p;
-  int64_t tp = 1, cp = 1, a = 1, p = 1;
-};
-
-// The options of one (TP, CP), from the table of CP variants in its order: every layout each comm type a scenario
-// can name sweeps at CP (CpVariant::plan_sizes: p2p always; a2a, all_gather and a2a+p2p [A, CP/A] for every
-// divisor A when CP > 1).
-std::vector<Candidate> comm_candidates(int64_t tp, int64_t cp) {
-  std::vector<Candidate> candidates;
-  for (CpCommType t : scenario_cp_comm_types())
-    for (const CpSizes& ap : cp_variant(t).plan_sizes(cp)) candidates.push_back({t, tp, cp, ap[0], ap[1]});
-  return candidates;
-}
-
-// The scenario of option `k`: the common global batch, its TP, CP and comm type, and enough nodes for --gpus.
-Scenario option_scenario(const Scenario& scenario, const PlanRequest& request, int64_t global_batch_size,
-                         const Candidate& k) {
-  Scenario c = scenario;
-  c.model.global_batch_size = global_batch_size;
-  c.parallel.tensor_model_parallel_size = k.tp;
-  c.parallel.context_parallel_size = k.cp;
-  // Packed sequences are padded to multiples of 2·CP: each CP size has its own packed length.
-  if (c.model.qkv_format == QkvFormat::thd && thd_seq_length(c) > 0) c.model.seq_length = thd_seq_length(c);
-  c.parallel.cp_comm_type = {k.type};
-  c.parallel.hierarchical_context_parallel_sizes.reset();
-  if (cp_variant(k.type).takes_hierarchical_sizes)
-    c.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{k.a, k.p};
-  if (request.gpus && c.cluster.topology.vertices.empty())
-    c.cluster.nodes = std::max(c.cluster.nodes, (*request.gpus + c.cluster.gpus_per_node - 1) / c.cluster.gpus_per_node);
-  return c;
-}
-
-// What the sweep has collected so far, in sweep order.
-struct Sweep {
-  PlanResult& result;           ///< ranked: the legal options (not ranked yet); dropped: the others with reasons
-  std::vector<Scenario> legal;  ///< the scenario of each entry of result.ranked
-  bool any_cp = false;          ///< some TP of the list gave a CP size
-};
-
-// Adds option `k` to the legal ones, or to the dropped ones with the reason: a2a+p2p [1, CP] and [CP, 1] are
-// what TE runs as plain p2p and a2a, and a scenario that validation rejects names the rejected key.
-void consider_option(const Scenario& scenario, const PlanRequest& request, const Candidate& k, Sweep& sweep) {
-  PlanOption o;
-  o.cp_comm_type = k.type;
-  o.tp = k.tp;
-  o.cp = k.cp;
-  o.a2a_size = k.a;
-  o.p2p_size = k.p;
-  o.label = label_of(k.type, o.a2a_size, o.p2p_size, k.tp);
-  const CpVariant& runs_as = cp_variant_for_hierarchical_sizes(k.a, k.p);
-  if (cp_variant(k.type).takes_hierarchical_sizes && runs_as.comm_type != k.type) {
-    o.dropped_reason = fmt::format("{} runs as plain {} in TE (see the {} option)", k.a == 1 ? "[1, CP]" : "[CP, 1]",
-                                   runs_as.name, runs_as.name);
-    sweep.result.dropped.push_back(o);
-    return;
-  }
-  Scenario c = option_scenario(scenario, request, sweep.result.global_batch_size, k);
-  ValidationReport report;
-  try {
-    report = validate_scenario(c, ValidationScope::placement);
-  } catch (const InputError& e) {
-    o.dropped_reason = e.key() + ": " + e.problem();
-    sweep.result.dropped.push_back(o);
-    return;
-  }
-  sweep.legal.push_back(c);
-  sweep.result.ranked.push_back(describe(c, k.type, report.data_parallel_size));
-}
-
-// Every option of one TP size: CP is --cp (or the scenario's), or --gpus / (TP*PP); a TP that does not divide
-// --gpus is dropped as a whole.
-void sweep_tp(const Scenario& scenario, const PlanRequest& request, int64_t tp, Sweep& sweep) {
-  const int64_t pp = scenario.parallel.pipeline_model_parallel_size;
-  int64_t cp = request.cp.value_or(scenario.parallel.context_parallel_size);
-  if (request.gpus) {
-    if (*request.gpus % (tp * pp) != 0) {
-      PlanOption d;
-      d.tp = tp;
-      d.label = fmt::format("TP{}", tp);
-      d.dropped_reason = fmt::format("--gpus {} is not divisible by TP*PP = {}", *request.gpus, tp * pp);
-      sweep.result.dropped.push_back(d);
-      return;
+void split_by_memory(detail::LegalOptions& legal, std::vector<PlanOption>& over_memory) {
+  std::vector<size_t> order(legal.options.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  auto mem = [&](size_t i) { return std::make_tuple(legal.options[i].step.memory.total_bytes, legal.options[i].label); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return mem(x) < mem(y); });
+  const bool any = std::any_of(legal.options.begin(), legal.options.end(),
+                               [](const PlanOption& o) { return o.step.memory.fits; });
+  std::vector<bool> keep(order.size(), false);
+  for (size_t k = 0; k < order.size(); ++k)
+    keep[order[k]] = any ? legal.options[order[k]].step.memory.fits : k < kLeastMemory;
+  detail::LegalOptions kept;
+  kept.configurations = legal.configurations;
+  for (size_t i = 0; i < legal.options.size(); ++i)
+    if (keep[i]) {
+      kept.options.push_back(std::move(legal.options[i]));
+      kept.scenarios.push_back(std::move(legal.scenarios[i]));
     }
-    cp = *request.gpus / (tp * pp);
-  }
-  sweep.any_cp = true;
-  for (const Candidate& k : comm_candidates(tp, cp)) consider_option(scenario, request, k, sweep);
+  for (size_t i : order)
+    if (!keep[i]) over_memory.push_back(std::move(legal.options[i]));
+  legal = std::move(kept);
 }
 
-// Ranks the simulated options: by memory (then time) for the memory objective, else the ones that fit first,
-// then by step time and memory; the label breaks ties, so the order is total.
+// The size of the search before any simulation: per option the step (its layer; partial recompute a second one
+// without recompute) and the attention alone, each costed from simulation_cost.hpp's estimate of the attention
+// layer (an order of magnitude, for the message before the search).
+PlanEstimate estimate_search(const detail::LegalOptions& simulated, size_t legal, size_t fit, int threads) {
+  PlanEstimate e;
+  e.configurations = simulated.configurations;
+  e.legal = legal;
+  e.fit_in_memory = fit;
+  e.simulated = simulated.options.size();
+  e.threads = threads;
+  const std::vector<size_t> attention_of = shared_attention(simulated.options);
+  for (size_t i = 0; i < simulated.options.size(); ++i) {
+    const PlanOption& o = simulated.options[i];
+    const SimulationCost cost =
+        estimate_simulation_cost(o.cp_comm_type, o.a2a_size, o.p2p_size, simulated.scenarios[i].model.seq_length);
+    const int layers = o.recompute == PlanRecompute::partial ? 2 : 1;
+    const double attention = attention_of[i] == i ? 1.0 : 0.0;  // shared with an earlier option
+    e.simulations += static_cast<size_t>(layers) + (attention_of[i] == i ? 1 : 0);
+    // Event handling grows with the layer's TP ranks; first-touching the per-token state (long sequences) costs
+    // about 1.5 s per GB per simulation (measured on the 256k-token 70B scenario, rounded up).
+    e.seconds += cost.seconds * (attention + static_cast<double>(layers * o.tp)) +
+                 1.5e-9 * cost.bytes * (attention + layers);
+  }
+  return e;
+}
+
+// Ranks the simulated options: the ones that fit first, then by memory (then time) for the memory objective, else
+// by step time and memory; the label breaks ties, so the order is total.
 void rank_options(PlanResult& result, PlanRequest::Objective objective) {
   result.nothing_fits = std::none_of(result.ranked.begin(), result.ranked.end(),
                                      [](const PlanOption& o) { return o.step.memory.fits; });
   auto key = [&](const PlanOption& o) {
     if (objective == PlanRequest::Objective::memory)
-      return std::make_tuple(0, o.step.memory.total_bytes, static_cast<double>(o.step.step_ps), o.label);
+      return std::make_tuple(o.step.memory.fits ? 0 : 1, o.step.memory.total_bytes, static_cast<double>(o.step.step_ps),
+                             o.label);
     return std::make_tuple(o.step.memory.fits ? 0 : 1, static_cast<double>(o.step.step_ps), o.step.memory.total_bytes,
                            o.label);
   };
   std::sort(result.ranked.begin(), result.ranked.end(),
             [&](const PlanOption& x, const PlanOption& y) { return key(x) < key(y); });
-  for (size_t i = 0; i < result.ranked.size(); ++i) result.ranked[i].rank = static_cast<int>(i + 1);
+  // Only options that fit get a place: one that does not is never called a winner (rank 0, listed after).
+  int rank = 0;
+  for (PlanOption& o : result.ranked) o.rank = o.step.memory.fits ? ++rank : 0;
 }
 
 }  // namespace
@@ -319,20 +194,65 @@ double DiffRow::relative() const {
   return a == 0 ? std::numeric_limits<double>::infinity() : std::fabs(b - a) / std::fabs(a);
 }
 
+std::string to_string(PlanRecompute r) {
+  switch (r) {
+    case PlanRecompute::none: return "none";
+    case PlanRecompute::selective: return "selective";
+    case PlanRecompute::full: return "full";
+    case PlanRecompute::partial: return "partial";
+  }
+  return "none";
+}
+
+std::string to_string(PlanDimension d) {
+  switch (d) {
+    case PlanDimension::tp: return "tp";
+    case PlanDimension::cp: return "cp";
+    case PlanDimension::pp: return "pp";
+    case PlanDimension::vp: return "vp";
+    case PlanDimension::recompute: return "recompute";
+    case PlanDimension::micro_batch: return "micro_batch";
+    case PlanDimension::cp_comm_type: return "cp_comm_type";
+  }
+  return "tp";
+}
+
+PlanDimension parse_plan_dimension(const std::string& key) {
+  for (PlanDimension d : {PlanDimension::tp, PlanDimension::cp, PlanDimension::pp, PlanDimension::vp,
+                          PlanDimension::recompute, PlanDimension::micro_batch, PlanDimension::cp_comm_type})
+    if (to_string(d) == key) return d;
+  throw InputError(SourceLoc{}, "--fixed", "unknown key '" + key + "'",
+                   "use a comma list of tp, cp, pp, vp, recompute, micro_batch, cp_comm_type");
+}
+
 PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
   parameter_counts(scenario);  // the whole step needs model.vocab_size: fail before any work
-  const std::vector<int64_t> tps = sweep_tp_sizes(scenario, request);
+  const detail::SearchSpace space = detail::resolve_search_space(scenario, request);
   PlanResult result;
   result.objective = request.objective;
-  result.global_batch_size = common_global_batch_size(scenario, request, tps);
-  Sweep sweep{result, {}, false};
-  for (int64_t tp : tps) sweep_tp(scenario, request, tp, sweep);
-  simulate_options(sweep.legal, result.ranked, request.threads > 0 ? request.threads : omp_get_num_procs());
-  if (!sweep.any_cp)
-    throw InputError(SourceLoc{}, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
-                     "give a GPU count divisible by TP*PP");
+  result.dimensions = space.dimensions;
+  result.model_gpus = space.model_gpus;
+  detail::LegalOptions legal = detail::enumerate_options(scenario, space, result);
+  const size_t n_legal = legal.options.size();
+  const auto fit = static_cast<size_t>(std::count_if(legal.options.begin(), legal.options.end(),
+                                                     [](const PlanOption& o) { return o.step.memory.fits; }));
+  split_by_memory(legal, result.over_memory);
+  const int threads = request.threads > 0 ? request.threads : omp_get_num_procs();
+  result.estimate = estimate_search(legal, n_legal, fit, threads);
+  if (request.on_estimate) request.on_estimate(result.estimate);
+  if (legal.options.size() > request.max_configurations)
+    throw InputError(SourceLoc{}, "--max-configurations",
+                     fmt::format("the search would simulate {} configurations (of {} enumerated, ~{:.0f} s on one "
+                                 "core), above the bound of {}",
+                                 legal.options.size(), legal.configurations, result.estimate.seconds,
+                                 request.max_configurations),
+                     "narrow it with --fixed KEYS or shorter --tp/--pp/--vp/--recompute/--micro-batch lists, or raise "
+                     "--max-configurations");
+  simulate_options(legal.scenarios, legal.options, threads, request.progress);
+  result.ranked = std::move(legal.options);
   rank_options(result, request.objective);
-  result.explanation = explain(result);
+  result.dropped_summary = detail::summarise_dropped(result.dropped);
+  result.explanation = detail::explain(result, space);
   return result;
 }
 
@@ -383,7 +303,7 @@ std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
 PlanOption evaluate_scenario(const Scenario& scenario) {
   parameter_counts(scenario);
   const ValidationReport report = validate_scenario(scenario, ValidationScope::placement);
-  PlanOption o = describe(scenario, scenario.parallel.cp_comm_type.front(), report.data_parallel_size);
+  PlanOption o = detail::describe(scenario, scenario.parallel.cp_comm_type.front(), report.data_parallel_size);
   simulate_option_step(scenario, o);
   simulate_option_attention(scenario, o);
   return o;

@@ -45,9 +45,15 @@ TEST_CASE("apps: every bundled scenario validates and prints the Megatron group 
     const auto r = run_hcpsim("validate " + f.string());
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    REQUIRE(r.output.find("HIERARCHICAL_CONTEXT_PARALLEL_GROUPS") != std::string::npos);
+    REQUIRE(r.output.find("CONTEXT_PARALLEL_GROUP: global ranks [") != std::string::npos);
+    // a2a+p2p scenarios also print both levels of hierarchical_context_parallel_sizes (the 70B one runs p2p,
+    // the layout plan found to fit).
+    if (r.output.find("cp_comm_type a2a+p2p:") != std::string::npos)
+      REQUIRE(r.output.find("HIERARCHICAL_CONTEXT_PARALLEL_GROUPS") != std::string::npos);
     REQUIRE(r.output.find("valid: ") != std::string::npos);
   }
+  REQUIRE(run_hcpsim("validate scenarios/llama32_1b_cp4_a2a_p2p.yaml").output.find(
+              "HIERARCHICAL_CONTEXT_PARALLEL_GROUPS") != std::string::npos);
   // Llama-3-8B [8,2] on 4 nodes: a2a inside each node, p2p ring between nodes 0 and 1 (DP 2 fills nodes 2, 3).
   const auto r = run_hcpsim("validate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
   REQUIRE(r.output.find("level 0 (a2a) group 0: global ranks [0, 1, 2, 3, 4, 5, 6, 7] on nodes [0, 0, 0, 0, 0, 0, "

@@ -20,3 +20,6 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${PROJECT_SOURCE_DIR}/apps/hcpsim/report/plan_chart.cpp
   ${PROJECT_SOURCE_DIR}/apps/hcpsim/report/timeline_chart.cpp
 )
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/plan_search_cli_test.cpp
+)

@@ -102,22 +102,26 @@ TEST_CASE("apps: calibrate writes a file that a scenario includes and simulate n
 TEST_CASE("apps: plan ranks the options, lists the ruled-out ones, writes CSV and a valid SVG", "[apps][step]") {
   const auto dir = scratch_dir("plan");
   const std::string csv = (dir / "plan.csv").string(), svg = (dir / "plan.svg").string();
-  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --csv " + csv + " --svg " + svg);
+  // The CP variants and [A, P] only: TP, PP, VP, recompute and micro-batch held at the fixture's values.
+  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --fixed tp,pp,vp,recompute,micro_batch "
+                            "--csv " + csv + " --svg " + svg);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("\na2a+p2p [8,4] TP1 wins with ") != std::string::npos);
-  CHECK(r.output.find("   1  a2a+p2p [8,4] TP1 ") != std::string::npos);
-  CHECK(r.output.find("ruled out:\n  a2a TP1 ") != std::string::npos);
+  CHECK(r.output.find("\na2a+p2p [8,4] TP1 PP1 none mbs1 wins with ") != std::string::npos);
+  CHECK(r.output.find("   1  a2a+p2p [8,4] TP1 PP1 none mbs1 ") != std::string::npos);
+  CHECK(r.output.find("ruled out: 4 options, by reason (count, first example):\n      1 x [1, CP] runs as plain p2p\n"
+                      "          e.g. a2a+p2p [1,32] TP1 PP1 none mbs1: ") != std::string::npos);
+  CHECK(r.output.find("held by --fixed: tp 1; pp 1; vp 1; recompute none; micro_batch 1\n") != std::string::npos);
   const std::string text = slurp(csv);
   CHECK(text.rfind("rank,option,cp_comm_type,", 0) == 0);
-  CHECK(text.find("\n1,\"a2a+p2p [8,4] TP1\",a2a+p2p,8,4,1,32,1,") != std::string::npos);
+  CHECK(text.find("\n1,\"a2a+p2p [8,4] TP1 PP1 none mbs1\",a2a+p2p,8,4,1,32,1,1,1,none,0,1,") != std::string::npos);
   CHECK(std::count(text.begin(), text.end(), '\n') == 1 + 5 + 4);
   // A real XML parser (libxml2's xmllint) accepts the chart.
   const auto x = run_command("xmllint --noout '" + svg + "' && echo parsed");
   INFO(x.output);
   CHECK(x.exit_code == 0);
   CHECK(x.output.find("parsed") != std::string::npos);
-  CHECK(slurp(svg).find("a2a+p2p [8,4] TP1") != std::string::npos);
+  CHECK(slurp(svg).find("a2a+p2p [8,4] TP1 PP1 none mbs1") != std::string::npos);
   // Bad options exit 2.
   CHECK(run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --objective cost").exit_code == 2);
   CHECK(run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 1,x").exit_code == 2);
@@ -125,10 +129,11 @@ TEST_CASE("apps: plan ranks the options, lists the ruled-out ones, writes CSV an
 }
 
 TEST_CASE("apps: plan with no legal option exits 2 naming the first reasons and a fix", "[apps][step]") {
-  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 3");
+  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 3 --fixed cp,pp,vp,recompute,micro_batch");
   INFO(r.output);
   REQUIRE(r.exit_code == 2);
-  CHECK(r.output.find("tests/fixtures/plan/slow_network_cp32.yaml: no legal option: all 9 ruled out (p2p TP3: "
+  CHECK(r.output.find("tests/fixtures/plan/slow_network_cp32.yaml: no legal option: all 9 ruled out (p2p TP3 PP1 none "
+                      "mbs1: "
                       "parallel.tensor_model_parallel_size: tensor_model_parallel_size 3 must divide") !=
         std::string::npos);
   CHECK(r.output.find("; and 6 more); fix: ") != std::string::npos);

@@ -27,7 +27,8 @@ TEST_CASE("apps: validate --schedule and simulate run on a thd scenario", "[apps
 TEST_CASE("apps: plan re-pads the packed sequences for every CP size and skips what TE cannot run", "[apps][thd]") {
   // --gpus 8: TP 1 gives CP 8 (lengths padded to multiples of 16), TP 2 CP 4. TE 2.18 runs THD with p2p and a2a,
   // and all_gather, not with a2a+p2p.
-  const auto r = run_hcpsim("plan scenarios/ci/thd_p2p_cp4_causal.yaml parallel.te_version=2.18 --gpus 8 --tp 1,2");
+  const auto r = run_hcpsim("plan scenarios/ci/thd_p2p_cp4_causal.yaml parallel.te_version=2.18 --gpus 8 --tp 1,2 "
+                            "--fixed pp,vp,recompute,micro_batch");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   for (const char* expected : {"needs Transformer Engine >= 2.19", "all_gather TP1 ", "p2p TP1 ", "p2p TP2 ",

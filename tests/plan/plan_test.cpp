@@ -15,25 +15,34 @@ Scenario fixture(const std::string& name, const std::vector<std::string>& overri
   return load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/tests/fixtures/plan/" + name, overrides);
 }
 
-const PlanOption* find(const std::vector<PlanOption>& v, const std::string& label) {
+// Labels of the comm-only requests below: PP 1, no recompute, micro-batch 1 (the fixtures' own values).
+const PlanOption* find(const std::vector<PlanOption>& v, const std::string& comm_label) {
+  const std::string label = comm_label + " PP1 none mbs1";
   const auto it = std::find_if(v.begin(), v.end(), [&](const PlanOption& o) { return o.label == label; });
   return it == v.end() ? nullptr : &*it;
+}
+
+// The CP variants and [A, P] only (TP as listed, else the scenario's): the other dimensions held by --fixed.
+PlanRequest comm_only(PlanRequest r = {}) {
+  r.fixed = {PlanDimension::pp, PlanDimension::vp, PlanDimension::recompute, PlanDimension::micro_batch};
+  if (r.tp.empty()) r.fixed.push_back(PlanDimension::tp);
+  return r;
 }
 
 }  // namespace
 
 TEST_CASE("plan: fast NVLink and a slow network make A = GPUs per node win", "[plan]") {
-  const PlanResult r = plan(fixture("slow_network_cp32.yaml"), PlanRequest{});
+  const PlanResult r = plan(fixture("slow_network_cp32.yaml"), comm_only());
   REQUIRE(r.ranked.size() == 5);  // p2p, all_gather, [2,16], [4,8], [8,4]
-  CHECK(r.ranked[0].label == "a2a+p2p [8,4] TP1");
+  CHECK(r.ranked[0].label == "a2a+p2p [8,4] TP1 PP1 none mbs1");
   CHECK(r.ranked[0].rank == 1);
   CHECK(r.ranked[0].a2a_intra_node);
   CHECK(r.ranked[0].inter_node_bytes_per_layer < find(r.ranked, "p2p TP1")->inter_node_bytes_per_layer);
   // The more of the ring crosses the network, the slower: [8,4] < [4,8] < [2,16] < p2p.
   CHECK(find(r.ranked, "a2a+p2p [4,8] TP1")->step.step_ps < find(r.ranked, "a2a+p2p [2,16] TP1")->step.step_ps);
   CHECK(find(r.ranked, "a2a+p2p [2,16] TP1")->step.step_ps < find(r.ranked, "p2p TP1")->step.step_ps);
-  CHECK(r.explanation.rfind("a2a+p2p [8,4] TP1 wins with", 0) == 0);
-  CHECK(r.explanation.find("exposes") != std::string::npos);
+  CHECK(r.explanation.rfind("a2a+p2p [8,4] TP1 PP1 none mbs1 wins with", 0) == 0);
+  CHECK(r.explanation.find("the largest difference is its exposed layer communication") != std::string::npos);
   // Ruled out, each with its reason: a2a (32 > 8 KV heads), [16,2], and the degenerate [1,32] / [32,1].
   REQUIRE(r.dropped.size() == 4);
   CHECK(find(r.dropped, "a2a TP1")->dropped_reason.find("must both be divisible by context_parallel_size = 32") !=
@@ -43,7 +52,7 @@ TEST_CASE("plan: fast NVLink and a slow network make A = GPUs per node win", "[p
   CHECK(find(r.dropped, "a2a+p2p [1,32] TP1")->dropped_reason.find("plain p2p") != std::string::npos);
   CHECK(find(r.dropped, "a2a+p2p [32,1] TP1")->dropped_reason.find("plain a2a") != std::string::npos);
   // Deterministic.
-  const PlanResult again = plan(fixture("slow_network_cp32.yaml"), PlanRequest{});
+  const PlanResult again = plan(fixture("slow_network_cp32.yaml"), comm_only());
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     CHECK(again.ranked[i].label == r.ranked[i].label);
     CHECK(again.ranked[i].step.step_ps == r.ranked[i].step.step_ps);
@@ -53,6 +62,8 @@ TEST_CASE("plan: fast NVLink and a slow network make A = GPUs per node win", "[p
 TEST_CASE("plan: an option that does not fit is never ranked first unless nothing fits", "[plan]") {
   PlanRequest req;
   req.tp = {1, 2};
+  req.cp = 16;  // CP 16 at both TP sizes (TP 2 then uses twice the GPUs per replica)
+  req = comm_only(req);
   const PlanResult free = plan(fixture("tp_sweep_cp16.yaml"), req);
   const PlanOption* tp1 = find(free.ranked, "a2a+p2p [8,2] TP1");
   const PlanOption* p2p_tp2 = find(free.ranked, "p2p TP2");
@@ -72,13 +83,23 @@ TEST_CASE("plan: an option that does not fit is never ranked first unless nothin
     if (seen_unfit) CHECK_FALSE(o.step.memory.fits);  // every fitting option comes first
   }
   CHECK(limited.ranked[0].step.memory.fits);
-  CHECK(find(limited.ranked, "a2a+p2p [8,2] TP1")->rank > find(limited.ranked, "p2p TP2")->rank);
+  CHECK(limited.ranked[0].rank == 1);
+  // Does not fit: no place (simulated and unranked, or not simulated because its closed-form memory is above 30 GB).
+  const PlanOption* big = find(limited.ranked, "a2a+p2p [8,2] TP1");
+  if (!big) big = find(limited.over_memory, "a2a+p2p [8,2] TP1");
+  REQUIRE(big);
+  CHECK(big->rank == 0);
+  CHECK_FALSE(big->step.memory.fits);
+  CHECK(find(limited.ranked, "p2p TP2")->rank >= 1);
 
   const PlanResult none = plan(fixture("tp_sweep_cp16.yaml", {"cluster.gpu.memory_GB=10"}), req);
   CHECK(none.nothing_fits);
   for (size_t i = 1; i < none.ranked.size(); ++i)
     CHECK(none.ranked[i - 1].step.step_ps <= none.ranked[i].step.step_ps);
-  CHECK(none.explanation.find("but nothing fits") != std::string::npos);
+  for (const auto& o : none.ranked) CHECK(o.rank == 0);  // no winner
+  CHECK(none.explanation.rfind("nothing fits in GPU memory, so there is no winner: the closest option, ", 0) == 0);
+  CHECK(none.explanation.find(" wins") == std::string::npos);
+  CHECK(none.explanation.find("PP is held by --fixed pp") != std::string::npos);
 
   PlanRequest mem = req;
   mem.objective = PlanRequest::Objective::memory;
@@ -95,10 +116,10 @@ TEST_CASE("plan: bad requests and scenarios without a vocabulary are input error
   CHECK_THROWS_AS(plan(fixture("tp_sweep_cp16.yaml"), both), InputError);
   PlanRequest odd;
   odd.gpus = 15;
-  odd.tp = {2};
+  odd.tp = {2};  // 15 is odd: no TP 2 x PP divides it
   CHECK_THROWS_AS(plan(fixture("tp_sweep_cp16.yaml"), odd), InputError);
   try {
-    plan(fixture("tp_sweep_cp16.yaml", {"model.vocab_size=null"}), PlanRequest{});
+    plan(fixture("tp_sweep_cp16.yaml", {"model.vocab_size=null"}), comm_only());
     FAIL("no error");
   } catch (const InputError& e) {
     CHECK(e.key() == "model.vocab_size");
@@ -107,6 +128,7 @@ TEST_CASE("plan: bad requests and scenarios without a vocabulary are input error
   PlanRequest gpus;
   gpus.gpus = 16;
   gpus.tp = {1, 2};
+  gpus = comm_only(gpus);
   const PlanResult g = plan(fixture("tp_sweep_cp16.yaml"), gpus);
   CHECK(find(g.ranked, "p2p TP1")->cp == 16);
   CHECK(find(g.ranked, "p2p TP2")->cp == 8);

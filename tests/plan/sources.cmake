@@ -1,3 +1,6 @@
 list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/plan_test.cpp
 )
+list(APPEND HCPSIM_TEST_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/plan_search_test.cpp
+)

@@ -36,7 +36,8 @@ struct Layout {
   sim::TimePs best_ps = 0;            ///< step time the others are compared with: the winner's, else rank 1's
 };
 
-std::string rank_text(const PlanOption& o) { return fmt::format("#{}", o.rank); }
+// Options that do not fit have no rank (plan.hpp PlanOption::rank 0).
+std::string rank_text(const PlanOption& o) { return o.rank > 0 ? fmt::format("#{}", o.rank) : std::string("-"); }
 
 /// `v` with three significant digits, trailing zeros kept (25.0, 4.20, 128).
 std::string three_digits(double v) {

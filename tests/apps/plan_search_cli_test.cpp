@@ -1,0 +1,131 @@
+// `hcpsim plan` as a configuration search through the real binary: --json (parsed with nlohmann-json) and --csv
+// byte-identical for 1 and 2 threads, the size on stderr first, the refusal above --max-configurations, the
+// nothing-fits wording and bad list values.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "catch_compat.hpp"
+#include "run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using hcpsim::test::run_hcpsim;
+
+const std::string k70b = "scenarios/llama3_70b_256k_tp4_cp16_8xdgx_h100.yaml";
+const std::string kNarrow = " --tp 4,8 --pp 1,2 --recompute none,full --micro-batch 1";
+
+std::string slurp_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path scratch_dir() {
+  const auto dir = fs::temp_directory_path() / "hcpsim_plan_search_cli_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("apps: plan --json and --csv of a PP and recompute search, identical on 1 and 2 threads",
+          "[apps][plan]") {
+  const auto dir = scratch_dir();
+  std::string json_text[2], csv_text[2], stdout_text[2];
+  for (int t = 1; t <= 2; ++t) {
+    const std::string n = std::to_string(t);
+    const fs::path js = dir / (n + ".json"), cs = dir / (n + ".csv");
+    std::string cmd = "plan " + k70b + kNarrow;
+    cmd += " --threads " + n;
+    cmd += " --json " + js.string();
+    cmd += " --csv " + cs.string();
+    const auto r = run_hcpsim(cmd);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    json_text[t - 1] = slurp_file(js);
+    csv_text[t - 1] = slurp_file(cs);
+    // Without the size line on stderr, which names the thread count, and the "wrote" lines naming the files.
+    const size_t from = r.output.find("\nscenario ") + 1;
+    stdout_text[t - 1] = r.output.substr(from, r.output.find("\nwrote ") - from);
+  }
+  CHECK(json_text[0] == json_text[1]);
+  CHECK(csv_text[0] == csv_text[1]);
+  CHECK(stdout_text[0] == stdout_text[1]);
+  const auto j = nlohmann::json::parse(json_text[0]);
+  CHECK(j.at("scenario").at("path") == k70b);
+  CHECK(j.at("objective") == "time");
+  const auto& dims = j.at("request").at("dimensions");
+  REQUIRE(dims.size() == 7);
+  CHECK(dims[0].at("name") == "tp");
+  CHECK(dims[0].at("values") == nlohmann::json::array({"4", "8"}));
+  CHECK(dims[2].at("name") == "pp");
+  CHECK(dims[4].at("values") == nlohmann::json::array({"none", "full"}));
+  CHECK(j.at("request").at("model_gpus") == 64);
+  CHECK(j.at("global_batch_size") == 8);
+  CHECK(j.at("nothing_fits") == false);
+  CHECK(j.at("winner") == "p2p TP8 PP1 full mbs1");
+  CHECK(j.at("explanation").get<std::string>().rfind("p2p TP8 PP1 full mbs1 wins with ", 0) == 0);
+  const auto& first = j.at("options").at(0);
+  CHECK(first.at("rank") == 1);
+  CHECK(first.at("label") == "p2p TP8 PP1 full mbs1");
+  CHECK(first.at("tp") == 8);
+  CHECK(first.at("cp") == 8);
+  CHECK(first.at("pp") == 1);
+  CHECK(first.at("recompute") == "full");
+  CHECK(first.at("fits") == true);
+  CHECK(first.at("step_time_s").get<double>() > 100.0);
+  CHECK(first.at("memory_per_gpu_bytes").get<double>() < first.at("memory_capacity_bytes").get<double>());
+  CHECK(first.at("a2a_intra_node").is_null());  // p2p has no all-to-all
+  for (const auto& o : j.at("options")) CHECK(o.at("rank").is_null() != o.at("fits").get<bool>());
+  CHECK(j.at("over_memory").at("count").get<size_t>() == j.at("over_memory").at("options").size());
+  CHECK(j.at("over_memory").at("count").get<size_t>() > 0);
+  CHECK(j.at("dropped").at("count").get<size_t>() > 0);
+  CHECK(j.at("dropped").at("by_reason").at(0).at("count").get<size_t>() > 0);
+  CHECK(j.at("estimate").at("simulated") == j.at("options").size());
+  CHECK(j.contains("provenance"));
+  CHECK(csv_text[0].rfind("rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,pp,vp,dp,recompute,", 0) == 0);
+  CHECK(csv_text[0].find("\n1,\"p2p TP8 PP1 full mbs1\",p2p,1,8,8,8,1,1,1,full,0,1,") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: plan prints its size on stderr first and refuses a search above --max-configurations",
+          "[apps][plan]") {
+  auto r = run_hcpsim("plan " + k70b + kNarrow + " --threads 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // stderr's size line comes before the answer (stdout, flushed at exit).
+  CHECK(r.output.rfind("plan: searching 82 configurations (30 legal, 9 fit in memory), simulating 9, ~", 0) == 0);
+  CHECK(r.output.find(" s on 1 threads\nscenario ") != std::string::npos);
+  r = run_hcpsim("plan " + k70b + kNarrow + " --max-configurations 2");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--max-configurations") != std::string::npos);
+  CHECK(r.output.find("above the bound of 2") != std::string::npos);
+  CHECK(r.output.find("rank  option") == std::string::npos);  // nothing simulated
+}
+
+TEST_CASE("apps: plan names no winner when nothing fits, and rejects bad list values", "[apps][plan]") {
+  auto r = run_hcpsim("plan " + k70b + " cluster.gpu.memory_GB=40 --fixed tp,pp,vp,recompute,micro_batch");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("\nnothing fits in GPU memory, so there is no winner: the closest option, ") !=
+        std::string::npos);
+  CHECK(r.output.find(" wins ") == std::string::npos);
+  CHECK(r.output.find("\n   1  ") == std::string::npos);  // no rank 1 in the table
+  CHECK(r.output.find("held by --fixed: tp 8; pp 1; vp 1; recompute full; micro_batch 1") != std::string::npos);
+  for (const char* bad : {"--fixed tp,gpus", "--recompute none,most", "--pp 0", "--micro-batch x"}) {
+    const std::string option(bad);
+    std::string cmd = "plan " + k70b;
+    cmd += ' ';
+    cmd += option;
+    r = run_hcpsim(cmd);
+    INFO(option << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(option.substr(0, option.find(' '))) != std::string::npos);
+  }
+}
