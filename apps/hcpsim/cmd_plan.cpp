@@ -11,12 +11,14 @@
 
 #include "admission.hpp"
 #include "app_common.hpp"
+#include "progress.hpp"
 #include "hcpsim/io/csv.hpp"
 #include "report/plan_chart.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/plan/plan.hpp"
+#include "hcpsim/sim/simulation_cost.hpp"
 
 namespace hcpsim::app {
 
@@ -116,7 +118,20 @@ int cmd_plan(const PlanArgs& a) {
   } else if (a.objective != "time") {
     throw InputError(SourceLoc{}, "--objective", "unknown objective '" + a.objective + "'", "use time or memory");
   }
+  const int threads = a.threads > 0 ? a.threads : max_threads();
+  ProgressReporter progress("plan", 0, progress_settings());
+  {
+    // The largest option's simulation (admission's estimate): the sweep runs `threads` of them at once.
+    const sim::SimulationCost one = sim::estimate_simulation_cost(CpCommType::p2p, 1, cp_max, s.model.seq_length);
+    progress.announce(fmt::format("largest option ~{:.3g} schedule ops, ~{} each; up to ~{:.3g} GB peak with {} at "
+                                  "once on {} thread{}",
+                                  one.ops, display_duration(one.seconds), one.bytes * threads / 1e9, threads, threads,
+                                  threads == 1 ? "" : "s"),
+                      one.seconds);
+  }
+  req.progress = progress_callback(&progress);
   const sim::PlanResult r = sim::plan(s, req);
+  progress.finish();
   if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path);
   print_header(s);
   fmt::print("plan: {} legal options, {} ruled out; objective {}; whole training step per option at global batch {} "
@@ -165,6 +180,7 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--svg", a->svg, "write a grouped bar chart of the ranked options");
   cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
   add_max_memory_option(cmd, a->max_memory);
+  add_quiet_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });
   return cmd;
 }

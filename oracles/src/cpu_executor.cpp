@@ -55,14 +55,19 @@ void execute(ExecutorState& state, const OpRef& ref) {
 }
 
 /// Walks the schedule (ProgramWalker) to its end: single ops one by one, batches as copy segments.
-void run(ExecutorState& state) {
+void run(ExecutorState& state, const std::function<void(size_t, size_t)>& progress) {
   ProgramWalker walker(state.schedule);
+  size_t total = 0, done = 0;
+  for (const RankProgram& p : state.schedule.ranks) total += p.ops.size();
   for (WalkStep step; walker.next(step);) {
     if (step.is_batch) {
       run_batch(state, step.members);
+      done += step.members.size();
     } else {
       execute(state, step.op);
+      ++done;
     }
+    if (progress) progress(done, total);
   }
 }
 
@@ -102,7 +107,7 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
                 "execute_schedule: dout is not [B, S, H, dv] of schedule.shape");
   cpu_exec::ExecutorState state(schedule, options);
   cpu_exec::load_inputs(state, inputs);
-  cpu_exec::run(state);
+  cpu_exec::run(state, options.progress);
   ExecutionResult result;
   result.outputs = cpu_exec::gather_outputs(state);
   result.stats = state.stats;

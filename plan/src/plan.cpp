@@ -94,7 +94,8 @@ void simulate_option_attention(const Scenario& s, PlanOption& o) {
 
 /// Runs the two simulations of every option on up to `threads` OpenMP threads. Every simulation is independent and
 /// writes only its own fields, so the results do not depend on the thread count or on scheduling.
-void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads) {
+void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOption>& options, int threads,
+                      const std::function<void(size_t, size_t)>& progress) {
   const size_t tasks = 2 * options.size();
   // Longest first (all_gather's all-pairs flows, then the longest rings), so two threads finish together.
   auto cost_rank = [&](size_t option) {
@@ -106,6 +107,7 @@ void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOp
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return cost_rank(x / 2) < cost_rank(y / 2); });
   std::vector<std::exception_ptr> errors(tasks);
+  size_t finished = 0;  // simulations done, for request.progress (changed inside the critical section only)
   const int n = static_cast<int>(
       std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), std::max<size_t>(tasks, 1)));
   // Dynamic scheduling in `order`, one task at a time: the longest tasks start first. No exception may leave
@@ -118,6 +120,10 @@ void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOp
       else simulate_option_attention(scenarios[i / 2], options[i / 2]);
     } catch (...) {
       errors[i] = std::current_exception();
+    }
+    if (progress) {
+#pragma omp critical(hcpsim_plan_progress)
+      progress(++finished, tasks);
     }
   }
   for (const auto& e : errors)
@@ -327,7 +333,8 @@ PlanResult plan(const Scenario& scenario, const PlanRequest& request) {
   result.global_batch_size = common_global_batch_size(scenario, request, tps);
   Sweep sweep{result, {}, false};
   for (int64_t tp : tps) sweep_tp(scenario, request, tp, sweep);
-  simulate_options(sweep.legal, result.ranked, request.threads > 0 ? request.threads : omp_get_num_procs());
+  simulate_options(sweep.legal, result.ranked, request.threads > 0 ? request.threads : omp_get_num_procs(),
+                   request.progress);
   if (!sweep.any_cp)
     throw InputError(SourceLoc{}, "--gpus", fmt::format("--gpus {} fits no TP in the list", *request.gpus),
                      "give a GPU count divisible by TP*PP");

@@ -13,4 +13,8 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/admission_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hdf5_input_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/progress_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/progress_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/trace_cli_test.cpp
+  ${PROJECT_SOURCE_DIR}/apps/hcpsim/progress.cpp
 )

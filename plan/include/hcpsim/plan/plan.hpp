@@ -4,6 +4,7 @@
 /// configurations (`hcpsim diff`).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@ struct PlanRequest {
   Objective objective = Objective::time;
   /// Simulations run on this many threads (0: one per hardware thread). Results do not depend on it.
   int threads = 0;
+  /// Optional, for a progress display (results never depend on it): called once per finished simulation with
+  /// (simulations finished, simulations of the sweep), one call at a time (an OpenMP critical section), from
+  /// whichever thread finished it.
+  std::function<void(size_t done, size_t total)> progress = nullptr;
 };
 
 /// One option of the sweep.
