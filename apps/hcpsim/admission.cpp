@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "app_common.hpp"
+#include "progress.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/oracles/head_selection.hpp"
@@ -84,6 +85,11 @@ void add_max_memory_option(CLI::App* cmd, std::string& text) {
                   "physical memory)");
 }
 
+void add_quiet_flag(CLI::App* cmd) {
+  cmd->add_flag_callback("--quiet", [] { set_progress_quiet(true); },
+                         "no estimate or progress lines on stderr (errors and warnings still appear)");
+}
+
 uint64_t max_memory_limit(const std::string& text) {
   return text.empty() ? default_max_memory() : parse_memory_size(text);
 }
@@ -106,8 +112,16 @@ void check_thread_count(int threads, const char* option) {
                      fmt::format("use {} {} or fewer", option, max_threads()));
 }
 
-void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline) {
-  const sim::SimulationCost c = sim::estimate_simulation_cost(s, timeline);
+void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline,
+                      bool layer_timeline) {
+  sim::SimulationCost c = sim::estimate_simulation_cost(s, timeline);
+  if (layer_timeline) {  // --step-trace: the whole layer's timeline on top of the attention's
+    const sim::SimulationCost l = sim::estimate_layer_timeline_cost(s);
+    c.ops += l.ops;
+    c.events += l.events;
+    c.bytes += l.bytes;
+    c.seconds += l.seconds;
+  }
   if (c.bytes <= static_cast<double>(limit)) return;
   const double limit_d = static_cast<double>(limit);
   // The sequence dominates when a single rank's schedule with this sequence already costs half the estimate.

@@ -30,6 +30,10 @@ uint64_t parse_memory_size(const std::string& text);
 /// Adds `--max-memory SIZE` to `cmd`, storing its text in `text` (empty: default_max_memory()).
 void add_max_memory_option(CLI::App* cmd, std::string& text);
 
+/// Adds `--quiet` to `cmd` (a command that can run long): no estimate or progress lines on stderr
+/// (progress.hpp set_progress_quiet).
+void add_quiet_flag(CLI::App* cmd);
+
 /// parse_memory_size(text), or default_max_memory() for an empty text.
 uint64_t max_memory_limit(const std::string& text);
 
@@ -47,8 +51,10 @@ void check_thread_count(int threads, const char* option);
 /// Refuses a `simulate` (command "simulate") or `diff` (command "diff") of `s` whose estimated memory
 /// (sim::estimate_simulation_cost) exceeds `limit`. @throws InputError naming parallel.context_parallel_size (or
 /// model.seq_length when the sequence dominates) with the largest size that fits.
-/// `timeline`: --trace keeps every op's timeline entry.
-void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline = false);
+/// `timeline`: --trace keeps every op's timeline entry; `layer_timeline`: --step-trace also keeps the whole
+/// transformer layer's (sim::estimate_layer_timeline_cost).
+void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline = false,
+                      bool layer_timeline = false);
 
 /// Refuses a `verify` of `s` in `dtype` whose estimated oracle memory (estimate_oracle_cost, for each comm type's
 /// checked heads) exceeds `limit`. @throws InputError naming oracle.heads (the largest count that fits) or

@@ -8,6 +8,7 @@
 
 #include "admission.hpp"
 #include "app_common.hpp"
+#include "progress.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/io/csv.hpp"
@@ -139,12 +140,6 @@ sim::PlanRequest plan_request(const PlanArgs& a) {
   } else if (a.objective != "time") {
     throw InputError(SourceLoc{}, "--objective", "unknown objective '" + a.objective + "'", "use time or memory");
   }
-  // The size of the search, before it runs (stderr: stdout stays the answer).
-  req.on_estimate = [](const sim::PlanEstimate& e) {
-    std::fprintf(stderr, "plan: searching %zu configurations (%zu legal, %zu fit in memory), simulating %zu, ~%.1f s "
-                 "on %d threads\n",
-                 e.configurations, e.legal, e.fit_in_memory, e.simulated, e.seconds / e.threads, e.threads);
-  };
   return req;
 }
 
@@ -218,8 +213,22 @@ int cmd_plan(const PlanArgs& a) {
                                                         s.parallel.context_parallel_size *
                                                         s.parallel.pipeline_model_parallel_size);
   admit_plan(s, cp_max, a.threads, max_memory, a.gpus != 0 ? "--gpus" : "--cp");
-  const sim::PlanRequest req = plan_request(a);
+  sim::PlanRequest req = plan_request(a);
+  ProgressReporter progress("plan", 0, progress_settings());
+  // The size of the search, before it runs (stderr: stdout stays the answer): as the progress display's estimate
+  // line when the search is long enough to announce, else as a plain line.
+  req.on_estimate = [&progress](const sim::PlanEstimate& e) {
+    const std::string text = fmt::format("searching {} configurations ({} legal, {} fit in memory), simulating {}, "
+                                         "~{:.1f} s on {} threads",
+                                         e.configurations, e.legal, e.fit_in_memory, e.simulated,
+                                         e.seconds / e.threads, e.threads);
+    const size_t before = progress.lines_printed();
+    progress.announce(text, e.seconds / e.threads);
+    if (progress.lines_printed() == before) std::fprintf(stderr, "plan: %s\n", text.c_str());
+  };
+  req.progress = progress_callback(&progress);
   const sim::PlanResult r = sim::plan(s, req);
+  progress.finish();
   if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path);
   print_plan(s, r, a.objective);
   if (!a.csv.empty()) {
@@ -266,6 +275,7 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", a->json, "write the search and its answer as JSON (schema: README, plan --json)");
   cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
   add_max_memory_option(cmd, a->max_memory);
+  add_quiet_flag(cmd);
   cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });
   return cmd;
 }

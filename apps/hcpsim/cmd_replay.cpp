@@ -10,6 +10,7 @@
 
 #include "admission.hpp"
 #include "app_common.hpp"
+#include "progress.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/io/yaml_text.hpp"
@@ -204,6 +205,8 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
                           junit.empty() ? std::string() : junit_hostname(), 0.0};
   std::vector<Outcome> outcomes;
   int n_fail = 0, n_updated = 0;
+  ProgressReporter progress("replay", files.size(), progress_settings());
+  progress.announce(fmt::format("{} scenarios{}", files.size(), twice ? ", each run twice" : ""), 0);
   for (const auto& f : files) {
     const auto case_start = Clock::now();
     Outcome o = replay_one(f, threads);
@@ -225,7 +228,9 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
     for (const auto& msg : o.failures) fmt::print("        {}\n", msg);
     n_fail += o.status == "FAIL";
     outcomes.push_back(std::move(o));
+    progress.update(outcomes.size());
   }
+  progress.finish();
   if (!junit.empty()) {
     std::vector<JUnitCase> cases;
     for (const auto& o : outcomes) cases.push_back(JUnitCase{o.path, o.status, o.failures, o.seconds});
@@ -252,6 +257,7 @@ CLI::App* add_replay_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--update", *update, "rewrite the expect: blocks whose goldens no longer hold");
   cmd->add_flag("--twice", *twice, "run each scenario twice (other thread count) and compare output digests");
   cmd->add_option("--threads", *threads, "CPU threads for the oracle")->capture_default_str();
+  add_quiet_flag(cmd);
   cmd->callback([&exit_code, paths, junit, update, twice, threads] {
     exit_code = cmd_replay(*paths, *junit, *update, *twice, *threads);
   });

@@ -7,6 +7,7 @@
 
 #include "admission.hpp"
 #include "app_common.hpp"
+#include "progress.hpp"
 #include "report/kernel_table.hpp"
 #include "report/timeline_chart.hpp"
 #include "hcpsim/config/attention_backend.hpp"
@@ -17,10 +18,12 @@
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/attention_simulation.hpp"
+#include "hcpsim/sim/simulation_cost.hpp"
 #include "hcpsim/sim/simulator.hpp"
 #include "hcpsim/step/training_step.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 #include "hcpsim/step/step_summary.hpp"
+#include "hcpsim/step/step_trace.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -31,6 +34,7 @@ constexpr size_t kMaxRankRows = 32;
 
 struct SimulateOutputs {
   std::string trace;
+  std::string step_trace;  ///< --step-trace: the whole layer's timeline and the step's phases (step/step_trace.hpp)
   std::string summary;
   std::string links;
   std::string timeline_svg;  ///< --timeline-svg: the per-GPU timeline chart (report/timeline_chart.hpp)
@@ -164,6 +168,12 @@ void write_outputs(const SimulateOutputs& out, const std::string& suffix, const 
     write_chrome_trace(out.trace + suffix, timeline);
     fmt::print("  wrote Chrome trace {}\n", out.trace + suffix);
   }
+  if (!out.step_trace.empty() && step != nullptr) {
+    TraceTimeline timeline = sim::step_trace_timeline(*step);
+    timeline.provenance = provenance;
+    write_chrome_trace(out.step_trace + suffix, timeline);
+    fmt::print("  wrote step trace {}\n", out.step_trace + suffix);
+  }
   if (!out.summary.empty()) {
     write_output_file(out.summary + suffix, with_provenance(sim::summary_json(r, step, calibration), provenance),
                       "summary");
@@ -179,12 +189,30 @@ void write_outputs(const SimulateOutputs& out, const std::string& suffix, const 
   }
 }
 
+/// --step-trace needs the step, and the step needs model.vocab_size: refuse before any work.
+/// @throws InputError naming model.vocab_size when it is not set.
+void check_step_trace(const Scenario& s, const SimulateOutputs& out) {
+  if (!out.step_trace.empty() && !s.model.vocab_size)
+    throw InputError(s.loc("model"), "model.vocab_size",
+                     "--step-trace needs the whole training step, which needs model.vocab_size, and it is not set",
+                     "add 'model.vocab_size: <tokens>' (or the override model.vocab_size=128256 for Llama 3)");
+}
+
+/// The estimate line of a long simulate (admission's estimate: the largest comm type, times the comm types).
+void announce_simulation(ProgressReporter& progress, const Scenario& s, const SimulateOutputs& out, size_t types) {
+  const sim::SimulationCost cost = sim::estimate_simulation_cost(s, !out.trace.empty());
+  progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({}), on 1 thread",
+                                cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types),
+                    cost.seconds * static_cast<double>(types));
+}
+
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   const auto report = validate_scenario(s, ValidationScope::placement);
   const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
-  admit_simulation(s, max_memory, "simulate", timeline);  // before any schedule is built
+  check_step_trace(s, out);
+  admit_simulation(s, max_memory, "simulate", timeline, !out.step_trace.empty());  // before any schedule
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
@@ -196,6 +224,9 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   print_warnings(report);
   const int64_t layers = s.model.num_layers;
   const Provenance provenance = scenario_provenance(s, c.overrides);
+  ProgressReporter progress("simulate", types.size(), progress_settings());
+  announce_simulation(progress, s, out, types.size());
+  size_t types_done = 0;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
@@ -263,7 +294,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  {}\n", reduction_note);
     std::optional<sim::StepResult> step;
     if (s.model.vocab_size) {
-      step = sim::simulate_step(s, t, report.data_parallel_size, topology);
+      step = sim::simulate_step(s, t, report.data_parallel_size, topology);  // records the layer's timeline
       print_step(s, *step);
     } else {
       fmt::print("\nwhole training step: not computed (model.vocab_size is not set; add it, e.g. "
@@ -271,6 +302,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     }
     write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
+    progress.update(++types_done);
   }
   return kExitOk;
 }
@@ -283,6 +315,9 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   auto out = std::make_shared<SimulateOutputs>();
   add_scenario_args(cmd, *common);
   cmd->add_option("--trace", out->trace, "write a Chrome trace (chrome://tracing, Perfetto)");
+  cmd->add_option("--step-trace", out->step_trace,
+                  "write a Chrome trace of the whole transformer layer (all TP x CP GPUs) and the step's phases "
+                  "(needs model.vocab_size)");
   cmd->add_option("--summary,--json", out->summary, "write a JSON summary (--json is an alias)");
   cmd->add_option("--links", out->links, "write per-link bytes and busy time as CSV");
   cmd->add_option("--timeline-svg", out->timeline_svg,
@@ -290,6 +325,7 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--kernels", out->kernels,
                 "list the busiest CP rank's attention kernels, merges and copies with their block shapes and times");
   add_max_memory_option(cmd, out->max_memory);
+  add_quiet_flag(cmd);
   cmd->callback([&exit_code, common, out] { exit_code = cmd_simulate(*common, *out); });
   return cmd;
 }

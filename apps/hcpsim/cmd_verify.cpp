@@ -9,6 +9,7 @@
 #include "admission.hpp"
 #include "app_common.hpp"
 #include "gpu_runner.hpp"
+#include "progress.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_variant.hpp"
 #include "hcpsim/core/fault_injection.hpp"
@@ -17,6 +18,7 @@
 #include "hcpsim/io/provenance.hpp"
 #include "hcpsim/oracles/dump.hpp"
 #include "hcpsim/oracles/head_selection.hpp"
+#include "hcpsim/oracles/oracle_cost.hpp"
 #include "hcpsim/oracles/verify.hpp"
 #include "report/verify_report.hpp"
 #include "verify_setup.hpp"
@@ -69,8 +71,15 @@ class VerifyRunner {
       return make_gpu_runner(o, gpu_record_);
     }
     const int threads = args_.threads;
-    return [threads, d](const Schedule& sc, const AttentionInputs& in) {
-      return execute_schedule(sc, in, ExecutionOptions{threads, d});
+    // The main run's executor reports its ops as the second of the kVerifyStages stages of the display.
+    ProgressReporter* progress = progress_;
+    return [threads, d, progress](const Schedule& sc, const AttentionInputs& in) {
+      ExecutionOptions o{threads, d, nullptr};
+      if (progress != nullptr)
+        o.progress = [progress](size_t done, size_t total) {
+          progress->update(kVerifyStageUnits + kVerifyStageUnits * done / std::max<size_t>(total, 1));
+        };
+      return execute_schedule(sc, in, o);
     };
   }
 
@@ -95,6 +104,7 @@ class VerifyRunner {
   const VerifyArgs& args_;
   const Provenance& provenance_;  ///< the effective scenario, with --dtype and --inject in its oracle block
   std::shared_ptr<GpuRunRecord> gpu_record_;  ///< the measurements of the latest GPU run
+  ProgressReporter* progress_ = nullptr;  ///< the display of the comm type being verified (runner_for reads it)
   bool dumped_ = false, measured_written_ = false, all_pass_ = true, any_precision_limited_ = false;
   nlohmann::json json_runs_ = nlohmann::json::array();
 };
@@ -180,8 +190,15 @@ void VerifyRunner::verify(CpCommType t) {
   const HeadSelection sel = select_heads(full_shape, layout.a2a_size(), s.oracle.heads);
   Schedule sched = build_schedule(t, layout, sel.shape);
   if (fault) sched = inject_fault(sched, *fault);
-  const VerifyOptions opt =
+  VerifyOptions opt =
       verify_options(sel, full_shape, s.oracle.seed, s.oracle.input_distribution, dtype, args_.threads);
+  ProgressReporter progress("verify " + to_string(t), kVerifyStages * kVerifyStageUnits, progress_settings());
+  const OracleCost cost = estimate_oracle_cost(sel.shape, dtype, args_.threads);
+  progress.announce(fmt::format("~{:.3g} GFLOP, ~{:.3g} GB peak, ~{} on {} thread{}", cost.flops / 1e9,
+                                cost.bytes / 1e9, display_duration(cost.seconds), args_.threads,
+                                args_.threads == 1 ? "" : "s"),
+                    cost.seconds);
+  opt.progress = progress_callback(&progress);
   const LoadedReference& loaded = setup_.reference;
   if (loaded.loaded)
     check_reference(loaded.dump, args_.reference_path, sel.shape, dtype, s.oracle.seed, s.oracle.input_distribution);
@@ -202,7 +219,11 @@ void VerifyRunner::verify(CpCommType t) {
     given.inputs = &loaded.dump.inputs;
     given.reference = &loaded.dump.reference;
   }
-  const VerifyRun run = verify_schedule_run(sched, opt, runner_for(dtype), given);
+  progress_ = &progress;
+  const ScheduleRunner runner = runner_for(dtype);
+  progress_ = nullptr;
+  const VerifyRun run = verify_schedule_run(sched, opt, runner, given);
+  progress.finish();  // before the table, so that a terminal's bar line ends first
   const VerifyReport& v = run.report;
   print_table(v);
   if (setup_.on_gpu) write_measurements();
@@ -287,6 +308,7 @@ CLI::App* add_verify_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ops-csv", args->ops_csv_path,
                   "GPU backend: write the measured per-op CSV (input of 'hcpsim calibrate')");
   add_max_memory_option(cmd, args->max_memory);
+  add_quiet_flag(cmd);
   cmd->callback([&exit_code, common, args] {
     if (common->scenario_path.empty() && args->inject != "list")
       throw InputError(SourceLoc{}, "scenario", "missing scenario file", "run 'hcpsim verify SCENARIO.yaml'");

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "admission.hpp"
 #include "app_common.hpp"
 #include "gpu_runner.hpp"
 #include "hcpsim/io/provenance.hpp"
@@ -14,6 +15,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "print the version and exit");
+  add_quiet_flag(&app);  // before the command (hcpsim --quiet plan ...); long commands also take it after
   int exit_code = -1;
   add_validate_command(app, exit_code);
   add_verify_command(app, exit_code);

@@ -12,6 +12,7 @@ namespace hcpsim::app {
 
 struct GpuRunRecord {
   gpu::DeviceRunResult run;
+  Schedule schedule;  ///< the schedule of `run` (the trace's buffer sizes and message matching)
   Dtype dtype = Dtype::fp32;
 };
 
@@ -38,6 +39,7 @@ ScheduleRunner make_gpu_runner(const GpuVerifyOptions& options, std::shared_ptr<
     o.devices = options.devices;
     o.tensor_cores = options.tensor_cores;
     rec->run = gpu::run_schedule_on_device(schedule, inputs, o);
+    rec->schedule = schedule;
     return rec->run.result;
   };
 }
@@ -61,7 +63,7 @@ std::string describe_gpu_run(const GpuRunRecord& record) {
 }
 
 void write_gpu_trace(const std::string& path, const GpuRunRecord& record, const Provenance& provenance) {
-  TraceTimeline timeline = gpu::measured_timeline(record.run);
+  TraceTimeline timeline = gpu::measured_timeline(record.run, record.schedule);
   timeline.provenance = provenance;
   write_chrome_trace(path, timeline);
 }

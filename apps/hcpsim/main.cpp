@@ -61,6 +61,9 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any output: piped or redirected stdout flushes at every newline, so CI logs follow the run (fmt::print
+  // and std::cout, synchronised with stdio, both write through this FILE). A terminal is line-buffered already.
+  if (isatty(STDOUT_FILENO) != 1) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::atexit(exit_guard);
   const int code = run_main(argc, argv);
   main_returned = true;

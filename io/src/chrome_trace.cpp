@@ -48,6 +48,25 @@ std::string chrome_trace_json(const TraceTimeline& timeline) {
                           {"dur", ps_to_us(s.end_ps - s.start_ps)},
                           {"args", std::move(args)}});
   }
+  for (const TraceCounter& c : timeline.counters) {
+    Json args = Json::object();
+    for (const TraceArg& a : c.args) args[a.key] = value_json(a.value);
+    Json e{{"name", c.name}, {"ph", "C"}};
+    if (!c.id.empty()) e["id"] = c.id;
+    e["pid"] = c.pid;
+    e["ts"] = ps_to_us(c.at_ps);
+    e["args"] = std::move(args);
+    events.push_back(std::move(e));
+  }
+  for (const TraceFlowEnd& f : timeline.flows) {
+    Json e{{"name", f.name}, {"cat", f.category}, {"ph", f.start ? "s" : "f"}};
+    if (!f.start) e["bp"] = "e";  // bind the head to the enclosing slice, not to the next one
+    e["id"] = f.id;
+    e["pid"] = f.pid;
+    e["tid"] = f.tid;
+    e["ts"] = ps_to_us(f.at_ps);
+    events.push_back(std::move(e));
+  }
   Json trace{{"displayTimeUnit", "ns"}, {"traceEvents", std::move(events)}};
   if (timeline.provenance) trace["otherData"] = Json::parse(provenance_json(*timeline.provenance));
   return trace.dump(1) + "\n";

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <string>
 
 #include "executor_bindings.hpp"
@@ -98,20 +99,29 @@ void run_pending(ExecutorState& state, const std::vector<OpRef>& pending) {
 }
 
 /// Walks the schedule (ProgramWalker) to its end: the single ops between two batches as run_pending runs them,
-/// batches as copy segments.
-void run(ExecutorState& state) {
+/// batches as copy segments. `progress`, when set, hears (ops done, ops of the schedule) after each group and batch.
+void run(ExecutorState& state, const std::function<void(size_t, size_t)>& progress) {
   ProgramWalker walker(state.schedule);
+  size_t total = 0, done = 0;
+  for (const RankProgram& p : state.schedule.ranks) total += p.ops.size();
   std::vector<OpRef> pending;
+  auto flush = [&] {
+    run_pending(state, pending);
+    done += pending.size();
+    pending.clear();
+    if (progress) progress(done, total);
+  };
   for (WalkStep step; walker.next(step);) {
     if (step.is_batch) {
-      run_pending(state, pending);
-      pending.clear();
+      flush();
       run_batch(state, step.members);
+      done += step.members.size();
+      if (progress) progress(done, total);
     } else {
       pending.push_back(step.op);
     }
   }
-  run_pending(state, pending);
+  flush();
 }
 
 }  // namespace
@@ -150,7 +160,7 @@ ExecutionResult execute_schedule(const Schedule& schedule, const AttentionInputs
                 "execute_schedule: dout is not [B, S, H, dv] of schedule.shape");
   cpu_exec::ExecutorState state(schedule, options);
   cpu_exec::load_inputs(state, inputs);
-  cpu_exec::run(state);
+  cpu_exec::run(state, options.progress);
   ExecutionResult result;
   result.outputs = cpu_exec::gather_outputs(state);
   result.stats = state.stats;

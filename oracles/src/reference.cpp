@@ -1,6 +1,7 @@
 #include "hcpsim/oracles/reference.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -237,7 +238,7 @@ std::vector<KeyRange> reference_document_key_ranges(const std::vector<TokenRun>&
 }
 
 AttentionOutputs reference_attention(const AttentionInputs& in, const std::vector<KeyRange>& keys,
-                                     double softmax_scale, int threads) {
+                                     double softmax_scale, int threads, const HeadProgress& progress) {
   check_inputs(in, keys, threads);
   const HostTensor& q = in.q;
   const int64_t b = q.batch();
@@ -254,12 +255,14 @@ AttentionOutputs reference_attention(const AttentionInputs& in, const std::vecto
     dv_part = HostTensor(b, s, hq, in.v.width());
   }
   const int64_t items = b * hq;
+  std::atomic<size_t> heads_done{0};  // for `progress` only
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t bb = item / hq;
     const int64_t h = item % hq;
     const GradTargets grads = group > 1 ? GradTargets{&dk_part, &dv_part, h} : GradTargets{&r.dk, &r.dv, h};
     reference_head(in, keys, softmax_scale, bb, h, h / group, r, grads);
+    if (progress) progress(++heads_done, static_cast<size_t>(items));
   }
   if (group > 1) {
     sum_group_heads(dk_part, r.dk, threads);
@@ -269,18 +272,18 @@ AttentionOutputs reference_attention(const AttentionInputs& in, const std::vecto
 }
 
 AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
-                                     Dtype dtype) {
+                                     Dtype dtype, const HeadProgress& progress) {
   if (dtype != Dtype::fp64) return non_cp_baseline_attention(in, causal, softmax_scale, threads, dtype);
-  return reference_attention(in, reference_key_ranges(in.q.rows(), causal), softmax_scale, threads);
+  return reference_attention(in, reference_key_ranges(in.q.rows(), causal), softmax_scale, threads, progress);
 }
 
 AttentionOutputs reference_attention(const AttentionInputs& in, const AttentionShape& shape, double softmax_scale,
-                                     int threads, Dtype dtype) {
-  if (!shape.packing.thd()) return reference_attention(in, shape.causal, softmax_scale, threads, dtype);
+                                     int threads, Dtype dtype, const HeadProgress& progress) {
+  if (!shape.packing.thd()) return reference_attention(in, shape.causal, softmax_scale, threads, dtype, progress);
   const std::vector<TokenRun> runs = ThdLayout(1, 1, shape.packing, ThdLayout::ValidRule::padded).global_runs();
   if (dtype != Dtype::fp64)
     return non_cp_baseline_attention(in, shape.causal, softmax_scale, threads, dtype, DocumentMask{runs, runs});
-  return reference_attention(in, reference_document_key_ranges(runs, shape.causal), softmax_scale, threads);
+  return reference_attention(in, reference_document_key_ranges(runs, shape.causal), softmax_scale, threads, progress);
 }
 
 }  // namespace hcpsim

@@ -258,9 +258,16 @@ VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& opt
   if (given.reference != nullptr) {
     run.reference = *given.reference;
   } else {
-    run.reference = reference_attention(run.inputs, schedule.shape, scale, options.threads);
+    HeadProgress heads;
+    if (options.progress)
+      heads = [&options](size_t done, size_t total) {
+        options.progress(kVerifyStageUnits * done / std::max<size_t>(total, 1), kVerifyStages * kVerifyStageUnits);
+      };
+    run.reference = reference_attention(run.inputs, schedule.shape, scale, options.threads, Dtype::fp64, heads);
   }
+  if (options.progress) options.progress(kVerifyStageUnits, kVerifyStages * kVerifyStageUnits);
   const ExecutionResult exec = runner(schedule, run.inputs);
+  if (options.progress) options.progress(2 * kVerifyStageUnits, kVerifyStages * kVerifyStageUnits);
   run.hcp = exec.outputs;
   AttentionOutputs baseline;
   if (options.dtype != Dtype::fp64)
@@ -299,6 +306,7 @@ VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& opt
   classify_precision(report, max_abs_finite(run.reference.softmax_lse),
                      needs_evidence ? fp64_schedule_error(schedule, run.inputs, run.reference, options.threads) : -1);
   locate_worst(report, &schedule);
+  if (options.progress) options.progress(kVerifyStages * kVerifyStageUnits, kVerifyStages * kVerifyStageUnits);
   return run;
 }
 

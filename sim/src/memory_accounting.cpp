@@ -36,6 +36,7 @@ void MemoryAccounting::allocate(int64_t rank, OpIndex i) {
   m.peak_bytes = std::max(m.peak_bytes, m.live_bytes);
   int64_t& phase_peak = m.phase_peak_bytes[phase_index(op.phase)];
   phase_peak = std::max(phase_peak, m.live_bytes);
+  if (ctx_.options.record_timeline) m.changes.emplace_back(i, m.live_bytes);
 }
 
 void MemoryAccounting::release(int64_t rank, OpIndex i) {
@@ -47,6 +48,7 @@ void MemoryAccounting::release(int64_t rank, OpIndex i) {
                                                  op.label, program.buffers[index_of(b)].name));
   m.live[index_of(b)] = 0;
   m.live_bytes -= program.buffers[index_of(b)].size_bytes();
+  if (ctx_.options.record_timeline) m.changes.emplace_back(i, m.live_bytes);
 }
 
 }  // namespace hcpsim::sim::detail

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sim_context.hpp"
@@ -17,6 +18,9 @@ struct RankMemory {
   int64_t peak_bytes = 0;
   std::array<int64_t, kPhaseCount> phase_peak_bytes{};  ///< peak reached by allocs of each phase
   int64_t input_bytes = 0;                              ///< bytes of RankProgram::inputs buffers
+  /// With SimOptions::record_timeline: every alloc and free in run order, with the live bytes right after it
+  /// (TimelineEntry::live_bytes, memory_change); empty otherwise.
+  std::vector<std::pair<OpIndex, int64_t>> changes;
 };
 
 /// Memory of every rank (only executed ranks are tracked; an image's entry stays empty).

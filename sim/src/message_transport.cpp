@@ -60,14 +60,14 @@ void MessageTransport::count_message(int64_t src, Phase phase, LinkLevel level, 
   }
 }
 
-void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, Delivered delivered,
-                                    bool with_images) {
+void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops,
+                                    Delivered delivered, bool with_images) {
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
   const auto flow_index = static_cast<int64_t>(flows_.size());
   std::vector<int64_t> route = next_route(src, dst);
   const double route_latency_s = ctx_.topology.route_latency_s(route);
   const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
-  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, route});
+  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, route, ops.send, ops.recv});
   const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
   for (int64_t a = 1; a <= images; ++a) {
     const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
@@ -76,18 +76,18 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
     if (ctx_.topology.route_latency_s(iroute) != route_latency_s)
       shadow_.not_exact(
           fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
-    flows_.push_back(FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute)});
+    flows_.push_back(FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute), ops.send, ops.recv});
   }
   launch(flow_index, images, seconds_to_ps(ctx_.cluster.message_latency_s), route_latency_ps, std::move(delivered));
 }
 
-void MessageTransport::send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase,
+void MessageTransport::send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops,
                                            std::vector<int64_t> route, TimePs software_latency_ps,
                                            Delivered delivered) {
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
   const auto flow_index = static_cast<int64_t>(flows_.size());
   const TimePs route_latency_ps = seconds_to_ps(ctx_.topology.route_latency_s(route));
-  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route)});
+  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
   launch(flow_index, 0, software_latency_ps, route_latency_ps, std::move(delivered));
 }
 

@@ -14,6 +14,12 @@
 
 namespace hcpsim::sim::detail {
 
+/// The sending op (of the source rank) and the receiving op (of the destination rank) of one message.
+struct MessageOps {
+  OpIndex send = -1;
+  OpIndex recv = -1;
+};
+
 /// Sends messages between the ranks of one run and keeps their totals, flows and routes.
 class MessageTransport {
  public:
@@ -27,14 +33,16 @@ class MessageTransport {
   /// with_images (symmetry reduction, send/recv only): the message also stands for its A − 1 images on the
   /// other class positions; they are counted and recorded (flows right after the message's own) and their
   /// routes enter the shadow link accounting from the representative's flow start to its drain.
-  void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, Delivered delivered,
+  /// `ops`: the sending op of src and the receiving op of dst (FlowRecord::src_op, dst_op; an image's flow
+  /// keeps them, its program being the representative's).
+  void send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops, Delivered delivered,
                     bool with_images = false);
 
   /// One message of a ring collective over an explicit `route` (link ids from src's GPU to dst's): after
   /// `software_latency_ps` (the collective's protocol latency) a flow over the route, then the route latency.
   /// Counted and recorded as send_message does; no symmetry images.
-  void send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, std::vector<int64_t> route,
-                           TimePs software_latency_ps, Delivered delivered);
+  void send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops,
+                           std::vector<int64_t> route, TimePs software_latency_ps, Delivered delivered);
 
   /// Capacity for `messages` flow records (so that a large run does not regrow and copy them).
   void reserve_flows(int64_t messages) { flows_.reserve(static_cast<size_t>(messages)); }

@@ -76,7 +76,7 @@ void Rendezvous::start_transfer(const MessageKey& key, const HalfMessage& sender
   const Endpoint r = receiver.endpoint;
   HCPSIM_ASSERT(ctx_.classes.represented(src) && ctx_.classes.represented(dst),
                 fmt::format("symmetry reduction: message {}→{} tag {} leaves the representatives", src, dst, tag));
-  transport_.send_message(src, dst, sender.size_bytes, phase, [this, s, r] {
+  transport_.send_message(src, dst, sender.size_bytes, phase, MessageOps{s.op, r.op}, [this, s, r] {
     transfer_done(s);
     transfer_done(r);
   }, /*with_images=*/ctx_.options.symmetry_reduction);
@@ -174,7 +174,7 @@ void Rendezvous::launch_collective(int64_t rank, OpIndex i) {
     for (size_t n = 0; n < members.size(); ++n) {
       if (n == m) continue;
       transport_.send_message(members[m].cp_rank, members[n].cp_rank, msgs.bytes_per_peer[m], phase,
-                              [pending, finish_all] {
+                              MessageOps{members[m].op, members[n].op}, [pending, finish_all] {
                                 if (--*pending == 0) finish_all();
                               });
     }
@@ -201,7 +201,8 @@ void Rendezvous::launch_ring(const Op& op, const CollectiveMessages& msgs, const
       const double software_s = std::max(0.0, est.latency_s - ctx_.topology.route_latency_s(hop.route));
       const Endpoint& from = members[hop.from];
       const Phase phase = ctx_.op_of(from.cp_rank, from.op).phase;
-      transport_.send_routed_message(from.cp_rank, members[hop.to].cp_rank, bytes, phase, hop.route,
+      transport_.send_routed_message(from.cp_rank, members[hop.to].cp_rank, bytes, phase,
+                                     MessageOps{from.op, members[hop.to].op}, hop.route,
                                      seconds_to_ps(software_s), [pending, finish_all] {
                                        if (--*pending == 0) finish_all();
                                      });

@@ -140,6 +140,15 @@ RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, c
       res.timeline.push_back(TimelineEntry{rank, op.stream, static_cast<OpIndex>(i), op.kind(), op.phase,
                                            op.ring_step, o.start_ps, o.end_ps, op.flops, op.bytes, op.label});
   }
+  if (ctx.options.record_timeline) {
+    // This rank's entries are the last ops.size() ones, in op order.
+    const size_t first = res.timeline.size() - ops.size();
+    for (size_t k = 0; k < m.changes.size(); ++k) {
+      TimelineEntry& e = res.timeline[first + index_of(m.changes[k].first)];
+      e.live_bytes = m.changes[k].second;
+      e.memory_change = static_cast<int64_t>(k);
+    }
+  }
   fill_time_breakdown(ctx.program(rank).ops, ops, st);
   st.compute_busy_ps = measure(merge_intervals(std::move(compute_iv)));
   st.comm_busy_ps = measure(merge_intervals(std::move(comm_iv)));

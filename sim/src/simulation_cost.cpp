@@ -59,4 +59,21 @@ SimulationCost estimate_simulation_cost(const Scenario& scenario, bool timeline)
   return worst;
 }
 
+SimulationCost estimate_layer_timeline_cost(const Scenario& scenario) {
+  SimulationCost worst;
+  const auto tp = static_cast<double>(scenario.parallel.tensor_model_parallel_size);
+  const double attention_runs = scenario.training.recompute_granularity == RecomputeGranularity::full ? 2 : 1;
+  for (CpCommType t : scenario.parallel.distinct_cp_comm_types()) {
+    const CpLayout layout = cp_layout_for(scenario, t);
+    SimulationCost c;
+    c.ops = tp * static_cast<double>(layout.a2a_size()) * static_cast<double>(layout.p2p_size()) *
+            (attention_runs * schedule_ops_per_rank(t, layout.a2a_size(), layout.p2p_size()) + kLayerOpsPerRank);
+    c.events = kEventsPerOp * c.ops;
+    c.bytes = kBytesPerOpTimeline * c.ops;
+    c.seconds = kSecondsPerOpTimeline * c.ops;
+    if (c.bytes > worst.bytes) worst = c;
+  }
+  return worst;
+}
+
 }  // namespace hcpsim::sim

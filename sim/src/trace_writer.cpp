@@ -35,6 +35,65 @@ Json message_table_json(const MessageTable& table) {
 
 }  // namespace
 
+namespace {
+
+/// A time inside [a, b], one picosecond away from both ends when the slice is long enough, so that a viewer binds
+/// a flow end to this slice and not to the one that ends or starts at the same instant.
+int64_t inside(int64_t t, int64_t a, int64_t b) {
+  if (b - a < 2) return a;
+  return std::clamp(t, a + 1, b - 1);
+}
+
+/// Index in result.timeline of each rank's first entry (the timeline is ordered by (cp_rank, op_index) and holds
+/// every op of every rank); empty without a timeline.
+std::vector<size_t> rank_offsets(const SimResult& result) {
+  std::vector<size_t> first(result.ranks.size(), result.timeline.size());
+  for (size_t i = result.timeline.size(); i-- > 0;) first[static_cast<size_t>(result.timeline[i].cp_rank)] = i;
+  return first;
+}
+
+/// Per GPU that holds memory a "memory" counter (id "gpu <g>", value allocated_bytes): its inputs at t = 0, then the
+/// live bytes after each alloc and free in run order.
+void add_memory_counters(const SimResult& result, const std::vector<size_t>& first, TraceTimeline& t) {
+  for (const RankStats& r : result.ranks) {
+    const std::string id = "gpu " + std::to_string(r.gpu);
+    std::vector<const TimelineEntry*> changes;
+    for (size_t i = first[static_cast<size_t>(r.cp_rank)];
+         i < result.timeline.size() && result.timeline[i].cp_rank == r.cp_rank; ++i)
+      if (result.timeline[i].memory_change >= 0) changes.push_back(&result.timeline[i]);
+    if (changes.empty() && r.input_bytes == 0) continue;  // a GPU that never holds memory has no track
+    std::sort(changes.begin(), changes.end(),
+              [](const TimelineEntry* a, const TimelineEntry* b) { return a->memory_change < b->memory_change; });
+    t.counters.push_back(TraceCounter{"memory", id, r.node, 0, {{"allocated_bytes", r.input_bytes}}});
+    for (const TimelineEntry* e : changes)
+      t.counters.push_back(TraceCounter{"memory", id, r.node, e->start_ps, {{"allocated_bytes", e->live_bytes}}});
+  }
+}
+
+/// Per message an arrow (cat "message", id = its flow index) from its sending op's slice, where its first byte
+/// enters the network, to its receiving op's slice, where its last byte has left the network.
+void add_message_arrows(const SimResult& result, const std::vector<size_t>& first, TraceTimeline& t) {
+  for (size_t f = 0; f < result.flows.size(); ++f) {
+    const FlowRecord& fr = result.flows[f];
+    if (fr.src_op < 0 || fr.dst_op < 0) continue;
+    const auto entry = [&](int64_t rank, OpIndex op) -> const TimelineEntry& {
+      return result.timeline[first[static_cast<size_t>(rank)] + static_cast<size_t>(op)];
+    };
+    const TimelineEntry& s = entry(fr.src_cp_rank, fr.src_op);
+    const TimelineEntry& d = entry(fr.dst_cp_rank, fr.dst_op);
+    const RankStats& rs = result.ranks[static_cast<size_t>(fr.src_cp_rank)];
+    const RankStats& rd = result.ranks[static_cast<size_t>(fr.dst_cp_rank)];
+    const std::string name = "cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank);
+    const auto id = static_cast<int64_t>(f);
+    t.flows.push_back(TraceFlowEnd{name, "message", id, true, rs.node, stream_tid(rs.gpu, s.stream),
+                                   inside(fr.start_ps, s.start_ps, s.end_ps)});
+    t.flows.push_back(TraceFlowEnd{name, "message", id, false, rd.node, stream_tid(rd.gpu, d.stream),
+                                   inside(fr.drained_ps, d.start_ps, d.end_ps)});
+  }
+}
+
+}  // namespace
+
 TraceTimeline trace_timeline(const SimResult& result) {
   TraceTimeline t;
   const int64_t fabric_pid = result.node_count;  // leaf/spine links live in one extra process
@@ -53,6 +112,7 @@ TraceTimeline trace_timeline(const SimResult& result) {
                                     "link " + ls.from + " -> " + ls.to});
   }
   for (const TimelineEntry& e : result.timeline) {
+    if (e.kind == OpKind::alloc || e.kind == OpKind::free) continue;  // zero-time: the memory counter shows them
     const RankStats& r = result.ranks[static_cast<size_t>(e.cp_rank)];
     t.slices.push_back(TraceSlice{e.label, to_string(e.kind), r.node, stream_tid(r.gpu, e.stream), e.start_ps, e.end_ps,
                                   {{"cp_rank", e.cp_rank},
@@ -83,6 +143,10 @@ TraceTimeline trace_timeline(const SimResult& result) {
                                      {"drained_ps", fr.drained_ps}}});
     }
   }
+  if (result.timeline.empty()) return t;  // no op entries to bind counters and arrows to
+  const std::vector<size_t> first = rank_offsets(result);
+  add_memory_counters(result, first, t);
+  add_message_arrows(result, first, t);
   return t;
 }
 

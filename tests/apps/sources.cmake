@@ -22,4 +22,8 @@ list(APPEND HCPSIM_TEST_SOURCES
 )
 list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/plan_search_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/progress_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/progress_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/trace_cli_test.cpp
+  ${PROJECT_SOURCE_DIR}/apps/hcpsim/progress.cpp
 )

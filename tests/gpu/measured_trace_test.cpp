@@ -1,8 +1,17 @@
 #include <string>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "../sim/sim_test_util.hpp"
+#include "../sim/trace_checks.hpp"
 #include "catch_compat.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
+#include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/gpu/device_executor.hpp"
 #include "hcpsim/io/chrome_trace.hpp"
+#include "hcpsim/sim/simulator.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 
 using namespace hcpsim;
@@ -63,4 +72,36 @@ TEST_CASE("gpu: the measured trace is laid out exactly like the simulator's trac
   REQUIRE(measured_text.find("\"gpu 1 cp rank 1 cp_stream\"") != std::string::npos);
   // 8.25 µs = 8 250 000 ps exactly.
   REQUIRE(measured_text.find("\"end_ps\": 8250000") != std::string::npos);
+}
+
+TEST_CASE("gpu: the measured trace has the simulator's arrows and memory counters for the schedule it ran",
+          "[gpu_plan]") {
+  // A p2p ring of 2 "measured" at the simulator's times: the measured trace must draw every message and peak at the
+  // simulator's memory peak.
+  const Schedule schedule =
+      build_schedule(CpCommType::p2p, CpLayout(1, 2, 64), sim::test::small_attention_shape(64));
+  const ClusterSpec cluster = *cluster_preset("dgx-h100", 1);
+  const sim::SimResult sim = sim::simulate(schedule, cluster, std::vector<int64_t>{0, 0});
+  gpu::DeviceRunResult run;
+  for (const sim::TimelineEntry& e : sim.timeline) {
+    gpu::MeasuredOp m;
+    m.cp_rank = e.cp_rank;
+    m.op_index = e.op_index;
+    m.kind = e.kind;
+    m.phase = e.phase;
+    m.stream = e.stream;
+    m.label = e.label;
+    m.start_s = static_cast<double>(e.start_ps) * 1e-12;
+    m.end_s = static_cast<double>(e.end_ps) * 1e-12;
+    run.timeline.push_back(m);
+  }
+  const auto trace = nlohmann::json::parse(chrome_trace_json(gpu::measured_timeline(run, schedule)));
+  const test::TraceFormCounts n = test::check_trace_viewer_form(trace, sim);
+  REQUIRE(n.arrows == sim.flows.size());
+  REQUIRE(n.arrows > 0);
+  REQUIRE(n.counters > 0);
+  // Without the schedule: slices only, as before.
+  const std::string plain = chrome_trace_json(gpu::measured_timeline(run));
+  REQUIRE(plain.find("\"ph\": \"s\"") == std::string::npos);
+  REQUIRE(plain.find("\"ph\": \"C\"") == std::string::npos);
 }

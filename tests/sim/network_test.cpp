@@ -433,16 +433,7 @@ TEST_CASE("sim: two runs give byte-identical summary, trace and link CSV", "[sim
 
 TEST_CASE("sim: all_gather schedule: simulated messages, bytes and FLOPs equal the schedule's", "[sim][net]") {
   const int64_t S = 64;
-  AttentionShape sh;
-  sh.batch = 1;
-  sh.seq_length = S;
-  sh.heads_q = 4;
-  sh.heads_kv = 2;
-  sh.head_dim_qk = 16;
-  sh.head_dim_v = 16;
-  sh.causal = true;
-  sh.softmax_scale = 0.25;
-  sh.dtype = Dtype::bf16;
+  const AttentionShape sh = hcpsim::sim::test::small_attention_shape(S);
   const Schedule s = build_schedule(CpCommType::all_gather, CpLayout(1, 4, S), sh);
   const SimResult r = simulate(s, round_cluster(2, 2), {0, 0, 1, 1});
   // Expected from the schedule's buffers, independently of the simulator: over n members an all-gather member

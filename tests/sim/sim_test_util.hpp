@@ -86,4 +86,19 @@ inline Schedule empty_schedule(int64_t a2a_size, int64_t p2p_size) {
   return s;
 }
 
+/// The small causal GQA attention of the trace tests: B = 1, S = seq_length, Hq = 4, Hkv = 2, d = 16, bf16.
+inline AttentionShape small_attention_shape(int64_t seq_length) {
+  AttentionShape sh;
+  sh.batch = 1;
+  sh.seq_length = seq_length;
+  sh.heads_q = 4;
+  sh.heads_kv = 2;
+  sh.head_dim_qk = 16;
+  sh.head_dim_v = 16;
+  sh.causal = true;
+  sh.softmax_scale = 0.25;
+  sh.dtype = Dtype::bf16;
+  return sh;
+}
+
 }  // namespace hcpsim::sim::test

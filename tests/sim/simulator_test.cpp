@@ -83,19 +83,7 @@ std::array<int64_t, 2> expected_bytes(const Schedule& s, int64_t rank) {
   return bytes;
 }
 
-AttentionShape small_shape(int64_t seq_length) {
-  AttentionShape sh;
-  sh.batch = 1;
-  sh.seq_length = seq_length;
-  sh.heads_q = 4;
-  sh.heads_kv = 2;
-  sh.head_dim_qk = 16;
-  sh.head_dim_v = 16;
-  sh.causal = true;
-  sh.softmax_scale = 0.25;
-  sh.dtype = Dtype::bf16;
-  return sh;
-}
+AttentionShape small_shape(int64_t seq_length) { return hcpsim::sim::test::small_attention_shape(seq_length); }
 
 }  // namespace
 

@@ -92,10 +92,19 @@ std::string measured_ops_csv(const DeviceRunResult& run, Dtype dtype);
 /// The measured timeline for the Chrome-trace writer (io/chrome_trace.hpp), laid out like the simulator's trace
 /// (sim/trace_writer.hpp) so both open side by side: one process "node 0" and an empty "fabric" process; per CP
 /// rank r the threads "gpu r cp rank r compute|cp_stream|comm" (single-device runs show each virtual rank as its own
-/// GPU); per measured op a slice named by its label (with " [kernel]" for attention blocks) from start_s to end_s
+/// GPU); per measured op except alloc and free a slice named by its label (with " [kernel]" for attention blocks) from start_s to end_s
 /// (truncated to whole picoseconds), args {cp_rank, op_index, kind, phase, ring_step, start_ps, end_ps, flops,
 /// bytes}.
 TraceTimeline measured_timeline(const DeviceRunResult& run);
+
+/// measured_timeline(run) with what the schedule that ran adds, in the simulator's trace form: per CP rank r with
+/// memory a counter "memory" (id "gpu r", series allocated_bytes): its distinct input buffers at 0, then the live
+/// bytes after each measured alloc and free (in start order, op order among equal starts), sized by the schedule's
+/// buffers; and per matched SendRecvOp message (source, destination, tag, in program order) a flow arrow "cp
+/// <src>-><dst>" (cat "message") from 1 ps after the sending op's start to 1 ps before the receiving op's end
+/// (inside both slices). Ops missing from run.timeline (process mode) get no arrow.
+/// @param schedule  the schedule run_schedule_on_device ran for `run` (its op indices and buffers are read as is).
+TraceTimeline measured_timeline(const DeviceRunResult& run, const Schedule& schedule);
 
 /// Result of the one-rank NCCL check.
 struct NcclRingCheck {

@@ -3,7 +3,8 @@
 /// shared by the simulator (sim fills it from a SimResult) and the GPU backend (gpu fills it from measured ops).
 /// Output is deterministic: the same timeline gives byte-identical text (fixed key order, events in vector order,
 /// numbers printed by nlohmann_json's shortest round-trip formatting).
-/// Source: Google, "Trace Event Format" (complete events ph "X", metadata events ph "M", ts and dur in µs).
+/// Source: Google, "Trace Event Format" (complete events ph "X", metadata events ph "M", counter events ph "C", flow
+/// events ph "s"/"f", ts and dur in µs).
 
 #include <cstdint>
 #include <optional>
@@ -66,17 +67,43 @@ struct TraceSlice {
   std::vector<TraceArg> args;
 };
 
+/// One end of a flow arrow (ph "s" at the sender, ph "f" with "bp": "e" at the receiver): viewers bind it to the
+/// slice of thread (pid, tid) that encloses ts, and draw the arrow from the "s" event to the "f" event with the same
+/// id and category. at_ps must lie inside that slice. Source: Google, "Trace Event Format", "Flow Events".
+struct TraceFlowEnd {
+  std::string name;
+  std::string category;  ///< the event's "cat"; equal at both ends
+  int64_t id = 0;        ///< equal at both ends, unique per arrow
+  bool start = true;     ///< true: "s" (the arrow's tail), false: "f" (its head)
+  int64_t pid = 0;
+  int64_t tid = 0;
+  int64_t at_ps = 0;
+};
+
+/// A counter sample (ph "C"): from at_ps on, the process's counter `name` (a track per "id" when id is not
+/// empty) has each args value as one series. Source: Google, "Trace Event Format", "Counter Events".
+struct TraceCounter {
+  std::string name;
+  std::string id;  ///< "" for none
+  int64_t pid = 0;
+  int64_t at_ps = 0;
+  std::vector<TraceArg> args;
+};
+
 /// A whole timeline, in the order the trace lists it.
 struct TraceTimeline {
   std::vector<TraceProcess> processes;
   std::vector<TraceThread> threads;
   std::vector<TraceSlice> slices;
+  std::vector<TraceCounter> counters;
+  std::vector<TraceFlowEnd> flows;  ///< arrow ends, each arrow's "s" before its "f"
   /// What produced the trace; written as the trace's "otherData" (the format's metadata object) when set.
   std::optional<Provenance> provenance;
 };
 
 /// {"displayTimeUnit": "ns", "traceEvents": [...]}: per process its process_name and process_sort_index events,
-/// then every thread_name event, then every slice ({name, cat, ph "X", pid, tid, ts, dur, args}), indented by one
+/// then every thread_name event, then every slice ({name, cat, ph "X", pid, tid, ts, dur, args}), every counter
+/// ({name, ph "C", [id,] pid, ts, args}), every flow end ({name, cat, ph "s"|"f", [bp "e",] id, pid, tid, ts}), indented by one
 /// space per level and ended by a newline; with a provenance, a last key "otherData" holds provenance_json.
 std::string chrome_trace_json(const TraceTimeline& timeline);
 

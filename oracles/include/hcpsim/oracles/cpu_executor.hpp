@@ -4,6 +4,7 @@
 /// executor re-derives nothing (docs/architecture.md "A schedule is the contract").
 
 #include <cstdint>
+#include <functional>
 
 #include "hcpsim/core/schedule.hpp"
 #include "hcpsim/oracles/inputs.hpp"
@@ -30,6 +31,9 @@ struct ExecutionResult {
 struct ExecutionOptions {
   int threads = 1;            ///< ≥ 1 OpenMP threads over (batch, head); results are byte-identical for any count
   Dtype dtype = Dtype::fp64;  ///< precision emulated (see execute_schedule); fp64 = exact float64 execution
+  /// Optional: called from the calling thread after each walk step with (ops executed, ops of the schedule), for a
+  /// progress display; it never changes the results.
+  std::function<void(size_t done, size_t total)> progress = nullptr;
 };
 
 /// Executes `schedule` on virtual ranks in float64 (ExecutionOptions{threads, fp64}).

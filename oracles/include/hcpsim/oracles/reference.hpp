@@ -8,7 +8,9 @@
 /// the textbook formulas, with its own mask rule. Source: FlashAttention-2 (Dao 2023, arXiv:2307.08691) §2.2, the
 /// standard attention forward and backward (also Dao et al. 2022, arXiv:2205.14135, Algorithm 0 and Appendix B.2).
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "hcpsim/core/schedule.hpp"
@@ -16,6 +18,9 @@
 #include "hcpsim/oracles/inputs.hpp"
 
 namespace hcpsim {
+
+/// Progress of the reference: (heads done, heads in all) — see reference_attention's `progress`.
+using HeadProgress = std::function<void(size_t done, size_t total)>;
 
 /// Global results of one attention layer (per TP rank), bshd, float64:
 /// out [B, S, H, dv], softmax_lse [B, S, H, 1] (natural log), dq [B, S, H, dk], dk [B, S, Hkv, dk],
@@ -72,14 +77,17 @@ std::vector<KeyRange> reference_document_key_ranges(const std::vector<TokenRun>&
 /// @param threads  OpenMP threads over (batch, head) (≥ 1); results are byte-identical for any thread count
 ///   (every sum runs in a fixed order inside one work item; the GQA sums over heads run after the parallel loop).
 /// Shape mismatches, a key range outside [0, S) or threads < 1: HCPSIM_ASSERT.
+/// @param progress  optional, for a progress display: called with (heads done, B·H) after each (batch, head), from
+///   any thread of the OpenMP team, possibly concurrently (the callee synchronises); results never depend on it.
 AttentionOutputs reference_attention(const AttentionInputs& in, const std::vector<KeyRange>& keys,
-                                     double softmax_scale, int threads);
+                                     double softmax_scale, int threads, const HeadProgress& progress = nullptr);
 
 /// The reference or the tolerance model's baseline for a causal or unmasked problem.
 /// dtype fp64: the independent reference above with reference_key_ranges(S, causal).
 /// Another dtype: the same-precision non-CP baseline of the tolerance model (non_cp_baseline_attention).
+/// `progress` as above (fp64 only; the baseline does not report).
 AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, double softmax_scale, int threads,
-                                     Dtype dtype = Dtype::fp64);
+                                     Dtype dtype = Dtype::fp64, const HeadProgress& progress = nullptr);
 
 /// The reference (dtype fp64) or the baseline (another dtype) of a schedule's problem `shape`. Packed sequences
 /// (shape.packing.thd()): full attention over the packed [1, T] tensors with the mask of
@@ -88,7 +96,7 @@ AttentionOutputs reference_attention(const AttentionInputs& in, bool causal, dou
 /// padding keys unseen (dk, dv 0), so the inputs at padding rows never reach a valid output. Otherwise
 /// reference_attention(in, shape.causal, softmax_scale, threads, dtype).
 AttentionOutputs reference_attention(const AttentionInputs& in, const AttentionShape& shape, double softmax_scale,
-                                     int threads, Dtype dtype = Dtype::fp64);
+                                     int threads, Dtype dtype = Dtype::fp64, const HeadProgress& progress = nullptr);
 
 /// The same-precision non-CP baseline (docs/algorithm.md §6 item 5): the whole sequence as one block through
 /// attention_block_forward/backward at dtype (out, dq, dk, dv rounded to dtype, softmax_lse to fp32 unless fp64),

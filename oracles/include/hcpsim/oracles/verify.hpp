@@ -149,7 +149,17 @@ struct VerifyOptions {
   std::vector<int64_t> kv_heads;
   int64_t full_heads_q = 0;
   int64_t full_heads_kv = 0;
+  /// Optional, for a progress display (results never depend on it): called by verify_schedule_run with (units
+  /// done, kVerifyStages · kVerifyStageUnits), each stage worth kVerifyStageUnits: the fp64 reference per head
+  /// (from any thread of its OpenMP team, possibly concurrently), then at the end of the schedule's run and at the
+  /// end (the baseline and the comparison). A runner may report its own part of the second stage.
+  std::function<void(size_t done, size_t total)> progress = nullptr;
 };
+
+/// Stages verify_schedule_run reports through VerifyOptions::progress: reference, schedule run, baseline + compare.
+constexpr size_t kVerifyStages = 3;
+/// Progress units of one stage (VerifyOptions::progress).
+constexpr size_t kVerifyStageUnits = 1000;
 
 /// Everything one verification produced (for dumps): the inputs actually used, the fp64 reference and the run.
 struct VerifyRun {

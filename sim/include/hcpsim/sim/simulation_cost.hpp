@@ -39,4 +39,16 @@ SimulationCost estimate_simulation_cost(CpCommType cp_comm_type, int64_t a2a, in
 /// largest one, not the sum). The layout comes from parallel.* without building anything.
 SimulationCost estimate_simulation_cost(const Scenario& scenario, bool timeline = false);
 
+/// Ops one rank of the simulated transformer layer (step/layer_builder.hpp) adds to its attention schedule: the
+/// GEMMs, norms, elementwise ops, TP collectives and their allocs and frees, forward and backward, and the
+/// recomputed forward. Counted on the builder's output: 21 (TP 1) and 71 (TP 2, sequence parallel) without
+/// recompute, up to 121 with full recompute; tests/step/step_trace_test.cpp checks the bound.
+constexpr double kLayerOpsPerRank = 130;
+
+/// The cost of the transformer layer simulated with its timeline kept (simulate --step-trace): ops =
+/// TP·A·P·(f·schedule_ops_per_rank + kLayerOpsPerRank), f = 2 with full recompute (the attention's forward runs
+/// again) and 1 otherwise, at the timeline constants of estimate_simulation_cost; the largest over the scenario's
+/// comm types. It adds to the attention's cost: simulate holds both results while it writes the traces.
+SimulationCost estimate_layer_timeline_cost(const Scenario& scenario);
+
 }  // namespace hcpsim::sim

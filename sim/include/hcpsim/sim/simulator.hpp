@@ -62,6 +62,12 @@ struct TimelineEntry {
   double flops = 0;          ///< Op::flops
   int64_t bytes = 0;         ///< Op::bytes
   std::string label;         ///< Op::label
+  /// alloc and free: the rank's live bytes right after the op changed them (the Chrome trace's memory counter);
+  /// −1 for every other op.
+  int64_t live_bytes = -1;
+  /// alloc and free: the ordinal of this change among the rank's memory changes in run order (0, 1, …), which
+  /// orders changes that start at the same picosecond; −1 for every other op.
+  int64_t memory_change = -1;
 };
 
 /// Number and total size of messages. An all-to-all over A members counts A·(A−1) messages of
@@ -129,6 +135,10 @@ struct FlowRecord {
   TimePs start_ps = 0;           ///< first byte enters the network (after the software latency)
   TimePs drained_ps = 0;         ///< last byte left the last link (delivery is route latency later)
   std::vector<int64_t> route;    ///< link ids
+  /// The op of src_cp_rank that sent the message and the op of dst_cp_rank that received it (the SendRecvOp
+  /// sides, or the collective op of each member); the Chrome trace draws its arrow between them.
+  OpIndex src_op = -1;
+  OpIndex dst_op = -1;
 };
 
 /// Per-link totals (one entry per directed link of the topology, in link id order).

@@ -16,8 +16,15 @@ namespace hcpsim::sim {
 /// rank <r> compute|cp_stream|comm", tid stream_tid) and per link direction that carried a flow ("link <from> -> <to>",
 /// tid link_tid, in the process of the link's source node); a slice per timeline entry on its stream thread
 /// (name = op label, cat = op kind, args {cp_rank, op_index, kind, phase, ring_step, start_ps, end_ps, flops,
-/// bytes}); then, per flow and per link of its route, a slice "cp <src>-><dst>" (cat "flow") from its first byte to
-/// its last, args {flow, bytes, phase, start_ps, drained_ps}.
+/// bytes}) except alloc and free (zero-time); then, per flow and per link of its route, a slice "cp <src>-><dst>"
+/// (cat "flow") from its first byte to its last, args {flow, bytes, phase, start_ps, drained_ps}. With a timeline
+/// (SimOptions::record_timeline) also: per GPU that holds memory a counter "memory" (id "gpu <g>", in its node's
+/// process) whose series allocated_bytes is the GPU's live bytes — RankStats::input_bytes at 0, then the value after each alloc and
+/// free in run order (TimelineEntry::live_bytes), so its maximum is RankStats::peak_memory_bytes; and per message
+/// (FlowRecord with both ops) a flow arrow "cp <src>-><dst>" (cat "message", id = the flow's index in
+/// SimResult::flows) from inside the sending op's slice (at the first byte, clamped into the slice) to inside the
+/// receiving op's slice (at the last byte, clamped), so every send/recv side and every collective member's message
+/// is one arrow.
 TraceTimeline trace_timeline(const SimResult& result);
 
 /// The Chrome trace JSON of a result: chrome_trace_json(trace_timeline(result)) (io/chrome_trace.hpp).
