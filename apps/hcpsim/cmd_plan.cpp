@@ -219,9 +219,9 @@ int cmd_plan(const PlanArgs& a) {
   // line when the search is long enough to announce, else as a plain line.
   req.on_estimate = [&progress](const sim::PlanEstimate& e) {
     const std::string text = fmt::format("searching {} configurations ({} legal, {} fit in memory), simulating {}, "
-                                         "~{:.1f} s on {} threads",
+                                         "~{:.1f} s on {} thread{}",
                                          e.configurations, e.legal, e.fit_in_memory, e.simulated,
-                                         e.seconds / e.threads, e.threads);
+                                         e.seconds / e.threads, e.threads, e.threads == 1 ? "" : "s");
     const size_t before = progress.lines_printed();
     progress.announce(text, e.seconds / e.threads);
     if (progress.lines_printed() == before) std::fprintf(stderr, "plan: %s\n", text.c_str());
@@ -238,8 +238,12 @@ int cmd_plan(const PlanArgs& a) {
   if (!a.svg.empty()) {
     sim::PlanResult best = r;  // the chart shows the best options only (one row each; its layout is tested to 40)
     constexpr size_t kCharted = 20;
-    if (best.ranked.size() > kCharted) best.ranked.resize(kCharted);
-    write_output_file(a.svg, plan_svg(best, "hcpsim plan: " + s.name), "plan chart", "--svg");
+    std::string title = "hcpsim plan: " + s.name;
+    if (best.ranked.size() > kCharted) {
+      title += fmt::format(" (the best {} of {} simulated options)", kCharted, best.ranked.size());
+      best.ranked.resize(kCharted);
+    }
+    write_output_file(a.svg, plan_svg(best, title), "plan chart", "--svg");
     fmt::print("wrote {}\n", a.svg);
   }
   if (!a.json.empty()) {

@@ -108,6 +108,7 @@ std::string nothing_fits_text(const PlanResult& r, const SearchSpace& space) {
 
 std::string time_text(TimePs ps) {
   const double s = static_cast<double>(ps) * 1e-12;
+  if (ps == 0) return "0 s";  // e.g. no pipeline bubble at PP 1
   if (s >= 1) return fmt::format("{:.3f} s", s);
   if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
   return fmt::format("{:.3f} us", s * 1e6);

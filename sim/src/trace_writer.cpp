@@ -70,9 +70,17 @@ void add_memory_counters(const SimResult& result, const std::vector<size_t>& fir
   }
 }
 
+/// The name of flow `fr`'s arrow and link slices: "cp <src>-><dst>" for an attention result, "gpu <src>-><dst>" for a
+/// layer of TP x CP ranks (tp > 1), whose rank indices are not CP ranks.
+std::string message_name(const SimResult& result, const FlowRecord& fr, int64_t tp) {
+  if (tp == 1) return "cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank);
+  return fmt::format("gpu {}->{}", result.ranks[static_cast<size_t>(fr.src_cp_rank)].gpu,
+                     result.ranks[static_cast<size_t>(fr.dst_cp_rank)].gpu);
+}
+
 /// Per message an arrow (cat "message", id = its flow index) from its sending op's slice, where its first byte
 /// enters the network, to its receiving op's slice, where its last byte has left the network.
-void add_message_arrows(const SimResult& result, const std::vector<size_t>& first, TraceTimeline& t) {
+void add_message_arrows(const SimResult& result, const std::vector<size_t>& first, int64_t tp, TraceTimeline& t) {
   for (size_t f = 0; f < result.flows.size(); ++f) {
     const FlowRecord& fr = result.flows[f];
     if (fr.src_op < 0 || fr.dst_op < 0) continue;
@@ -83,7 +91,7 @@ void add_message_arrows(const SimResult& result, const std::vector<size_t>& firs
     const TimelineEntry& d = entry(fr.dst_cp_rank, fr.dst_op);
     const RankStats& rs = result.ranks[static_cast<size_t>(fr.src_cp_rank)];
     const RankStats& rd = result.ranks[static_cast<size_t>(fr.dst_cp_rank)];
-    const std::string name = "cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank);
+    const std::string name = message_name(result, fr, tp);
     const auto id = static_cast<int64_t>(f);
     t.flows.push_back(TraceFlowEnd{name, "message", id, true, rs.node, stream_tid(rs.gpu, s.stream),
                                    inside(fr.start_ps, s.start_ps, s.end_ps)});
@@ -94,7 +102,8 @@ void add_message_arrows(const SimResult& result, const std::vector<size_t>& firs
 
 }  // namespace
 
-TraceTimeline trace_timeline(const SimResult& result) {
+TraceTimeline trace_timeline(const SimResult& result, int64_t tensor_model_parallel_size) {
+  const int64_t tp = std::max<int64_t>(1, tensor_model_parallel_size);
   TraceTimeline t;
   const int64_t fabric_pid = result.node_count;  // leaf/spine links live in one extra process
   // Processes: one per node, then the fabric.
@@ -104,7 +113,9 @@ TraceTimeline trace_timeline(const SimResult& result) {
   for (const RankStats& r : result.ranks)
     for (int s = 0; s < kStreamCount; ++s)
       t.threads.push_back(TraceThread{r.node, stream_tid(r.gpu, static_cast<Stream>(s)),
-                                      stream_thread_name(r.gpu, r.cp_rank, static_cast<Stream>(s))});
+                                      tp == 1 ? stream_thread_name(r.gpu, r.cp_rank, static_cast<Stream>(s))
+                                              : fmt::format("gpu {} tp rank {} cp rank {} {}", r.gpu, r.cp_rank % tp,
+                                                            r.cp_rank / tp, to_string(static_cast<Stream>(s)))});
   for (size_t l = 0; l < result.links.size(); ++l) {
     const LinkStats& ls = result.links[l];
     if (ls.flows == 0) continue;
@@ -115,7 +126,7 @@ TraceTimeline trace_timeline(const SimResult& result) {
     if (e.kind == OpKind::alloc || e.kind == OpKind::free) continue;  // zero-time: the memory counter shows them
     const RankStats& r = result.ranks[static_cast<size_t>(e.cp_rank)];
     t.slices.push_back(TraceSlice{e.label, to_string(e.kind), r.node, stream_tid(r.gpu, e.stream), e.start_ps, e.end_ps,
-                                  {{"cp_rank", e.cp_rank},
+                                  {{"cp_rank", e.cp_rank / tp},
                                    {"op_index", static_cast<int64_t>(e.op_index)},
                                    {"kind", to_string(e.kind)},
                                    {"phase", to_string(e.phase)},
@@ -124,13 +135,14 @@ TraceTimeline trace_timeline(const SimResult& result) {
                                    {"end_ps", e.end_ps},
                                    {"flops", e.flops},
                                    {"bytes", e.bytes}}});
+    if (tp > 1) t.slices.back().args.insert(t.slices.back().args.begin() + 1, TraceArg{"tp_rank", e.cp_rank % tp});
   }
   // Flows: one complete event per link of the route, from the first byte to the last.
   for (size_t f = 0; f < result.flows.size(); ++f) {
     const FlowRecord& fr = result.flows[f];
     for (int64_t l : fr.route) {
       const LinkStats& ls = result.links[static_cast<size_t>(l)];
-      t.slices.push_back(TraceSlice{"cp " + std::to_string(fr.src_cp_rank) + "->" + std::to_string(fr.dst_cp_rank),
+      t.slices.push_back(TraceSlice{message_name(result, fr, tp),
                                     "flow",
                                     ls.from_node >= 0 ? ls.from_node : fabric_pid,
                                     link_tid(l),
@@ -146,7 +158,7 @@ TraceTimeline trace_timeline(const SimResult& result) {
   if (result.timeline.empty()) return t;  // no op entries to bind counters and arrows to
   const std::vector<size_t> first = rank_offsets(result);
   add_memory_counters(result, first, t);
-  add_message_arrows(result, first, t);
+  add_message_arrows(result, first, tp, t);
   return t;
 }
 

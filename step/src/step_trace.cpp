@@ -1,5 +1,6 @@
 #include "hcpsim/step/step_trace.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "hcpsim/sim/trace_writer.hpp"
@@ -7,7 +8,9 @@
 namespace hcpsim::sim {
 
 TraceTimeline step_trace_timeline(const StepResult& step) {
-  TraceTimeline t = trace_timeline(step.layer);
+  // The layer's ranks are TP x CP (layer_builder.hpp layer_rank): name them by both.
+  const int64_t cp = std::max<int64_t>(1, step.a2a_size * step.p2p_size);
+  TraceTimeline t = trace_timeline(step.layer, std::max<int64_t>(1, static_cast<int64_t>(step.layer.ranks.size()) / cp));
   const int64_t pid = step.layer.node_count + 1;  // after the nodes and the fabric
   t.processes.push_back(TraceProcess{pid, "step", pid});
   t.threads.push_back(TraceThread{pid, kStepPhasesTid, "iteration phases"});

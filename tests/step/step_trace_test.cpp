@@ -51,6 +51,26 @@ TEST_CASE("step: the step trace holds the whole layer and the step's phases with
     }
   }
   REQUIRE(layer_gemm);  // the whole layer, not only the attention
+  // Ranks are named by TP and CP rank (layer rank r = cp·TP + tp), messages by GPUs: gpu 1 is tp rank 1 of cp rank 0.
+  size_t named = 0, gpu_flows = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") {
+      const std::string n = e.at("args").at("name");
+      named += n == "gpu 1 tp rank 1 cp rank 0 compute" || n == "gpu 2 tp rank 0 cp rank 1 compute" ? 1 : 0;
+      REQUIRE(n.find("cp rank 2") == std::string::npos);
+      REQUIRE(n.find("cp rank 3") == std::string::npos);
+    }
+    if (e.at("ph") == "X" && e.at("args").contains("tp_rank")) {
+      REQUIRE(e.at("args").at("cp_rank").get<int64_t>() < 2);
+      REQUIRE(e.at("args").at("tp_rank").get<int64_t>() < 2);
+    }
+    if (e.at("ph") == "s") {
+      REQUIRE(e.at("name").get<std::string>().rfind("gpu ", 0) == 0);
+      ++gpu_flows;
+    }
+  }
+  REQUIRE(named == 2);
+  REQUIRE(gpu_flows == n.arrows);
   REQUIRE(phase_dur.at("pipeline") == ps_to_us(st.pipeline_ps));
   REQUIRE(phase_ts.at("pipeline") == 0);
   REQUIRE(phase_dur.at("optimizer") == ps_to_us(st.optimizer_ps));

@@ -25,7 +25,11 @@ namespace hcpsim::sim {
 /// SimResult::flows) from inside the sending op's slice (at the first byte, clamped into the slice) to inside the
 /// receiving op's slice (at the last byte, clamped), so every send/recv side and every collective member's message
 /// is one arrow.
-TraceTimeline trace_timeline(const SimResult& result);
+/// `tensor_model_parallel_size` > 1: the result is a transformer layer of TP x CP ranks (step/layer_builder.hpp:
+/// rank r is tp rank r % TP of cp rank r / TP): threads are "gpu <g> tp rank <t> cp rank <c> <stream>", slices
+/// carry args cp_rank = c and tp_rank = t, and arrows and flow slices are named "gpu <src>-><dst>" (TP and CP
+/// messages alike).
+TraceTimeline trace_timeline(const SimResult& result, int64_t tensor_model_parallel_size = 1);
 
 /// The Chrome trace JSON of a result: chrome_trace_json(trace_timeline(result)) (io/chrome_trace.hpp).
 std::string chrome_trace_json(const SimResult& result);

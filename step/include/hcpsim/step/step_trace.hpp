@@ -14,7 +14,8 @@ namespace hcpsim::sim {
 constexpr int64_t kStepPhasesTid = 0;     ///< thread "iteration phases"
 constexpr int64_t kStepPipelineTid = 1;   ///< thread "pipeline, slowest stage"
 
-/// trace_timeline(step.layer) (which needs the layer simulated with SimOptions::record_timeline) plus the process
+/// trace_timeline(step.layer, TP) (which needs the layer simulated with SimOptions::record_timeline; TP = the layer's
+/// ranks / CP, so GPU threads are named by tp rank and cp rank) plus the process
 /// "step" (pid step.layer.node_count + 1) with two threads:
 ///   "iteration phases" (tid kStepPhasesTid), cat "step", back to back from 0: "pipeline" (pipeline_ps), then
 ///     those with a non-zero duration of "DP grad reduce (exposed)" (dp_grad_reduce_exposed_ps), "DP param gather
