@@ -37,7 +37,14 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // In the form of every other bad-input message: what is wrong, then where to look for the fix.
+    std::string command = "hcpsim";
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      command += " " + sub->get_name();
+    }
+    fmt::print(stderr, "error: command line: {}; fix: see '{} --help' for the options and the values they take\n",
+               e.what(), command);
     return kExitBadInput;
   }
   if (version) {

@@ -306,3 +306,17 @@ TEST_CASE("apps: simulate --kernels lists the busiest rank's ring-step kernels w
   CHECK(run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml").output.find("kernels of cp_rank") ==
         std::string::npos);
 }
+
+TEST_CASE("cli: a command-line parse error is one error line naming the command's help, exit 2", "[apps][cli]") {
+  const auto both = hcpsim::test::run_hcpsim("plan scenarios/llama32_1b_cp4_a2a_p2p.yaml --cp 2 --gpus 4");
+  REQUIRE(both.exit_code == 2);
+  REQUIRE(both.output == "error: command line: --cp excludes --gpus; fix: see 'hcpsim plan --help' for the options "
+                         "and the values they take\n");
+  const auto factor = hcpsim::test::run_hcpsim("collective all_reduce --cluster dgx-h100 --nodes 1 --step-factor 1.5");
+  REQUIRE(factor.exit_code == 2);
+  REQUIRE(factor.output.rfind("error: command line: Could not convert: --step-factor = 1.5; fix: see 'hcpsim "
+                              "collective --help'", 0) == 0);
+  const auto unknown = hcpsim::test::run_hcpsim("frobnicate");
+  REQUIRE(unknown.exit_code == 2);
+  REQUIRE(unknown.output.find("fix: see 'hcpsim --help'") != std::string::npos);
+}

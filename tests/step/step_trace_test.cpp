@@ -55,10 +55,10 @@ TEST_CASE("step: the step trace holds the whole layer and the step's phases with
   size_t named = 0, gpu_flows = 0;
   for (const auto& e : trace.at("traceEvents")) {
     if (e.at("ph") == "M" && e.at("name") == "thread_name") {
-      const std::string n = e.at("args").at("name");
-      named += n == "gpu 1 tp rank 1 cp rank 0 compute" || n == "gpu 2 tp rank 0 cp rank 1 compute" ? 1 : 0;
-      REQUIRE(n.find("cp rank 2") == std::string::npos);
-      REQUIRE(n.find("cp rank 3") == std::string::npos);
+      const std::string thread = e.at("args").at("name");
+      named += thread == "gpu 1 tp rank 1 cp rank 0 compute" || thread == "gpu 2 tp rank 0 cp rank 1 compute" ? 1 : 0;
+      REQUIRE(thread.find("cp rank 2") == std::string::npos);
+      REQUIRE(thread.find("cp rank 3") == std::string::npos);
     }
     if (e.at("ph") == "X" && e.at("args").contains("tp_rank")) {
       REQUIRE(e.at("args").at("cp_rank").get<int64_t>() < 2);

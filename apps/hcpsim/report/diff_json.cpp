@@ -29,8 +29,8 @@ json side_json(const DiffSide& s) {
               {"cp", o.cp},
               {"data_parallel_size", o.data_parallel_size},
               {"step_time_s", static_cast<double>(o.step.step_ps) * 1e-12},
-              {"memory_per_gpu_bytes", o.step.memory.total_bytes},
-              {"capacity_bytes", o.step.memory.capacity_bytes},
+              {"memory_per_gpu_bytes", std::llround(o.step.memory.total_bytes)},
+              {"capacity_bytes", std::llround(o.step.memory.capacity_bytes)},
               {"fits", o.step.memory.fits},
               {"scenario_digest", content_digest(to_yaml(*s.scenario))}};
 }

@@ -260,7 +260,8 @@ std::string timeline_svg(const SimResult& r, const std::string& title, size_t ma
           ? fmt::format("Only the first {} of {} GPUs (CP ranks 0 to {}) are shown. ", set.shown_gpus, r.ranks.size(),
                         set.shown_gpus - 1)
           : std::string(),
-      set.fabric_links > 0 ? fmt::format("Links between GPUs: the {} busiest of {}.", set.fabric_shown, set.fabric_links)
+      set.fabric_links > 0 ? fmt::format("Network and switch links (not at a GPU): the {} busiest of {}.", set.fabric_shown,
+                                                   set.fabric_links)
                            : std::string());
   for (const std::string& line : wrap_text(note, kSmall, width - 2 * kMargin)) {
     caption += svg_text(kMargin, y, kSmall, TextAnchor::start, line, "fill=\"#444444\"");
