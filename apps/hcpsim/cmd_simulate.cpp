@@ -198,6 +198,35 @@ void check_step_trace(const Scenario& s, const SimulateOutputs& out) {
                      "add 'model.vocab_size: <tokens>' (or the override model.vocab_size=128256 for Llama 3)");
 }
 
+/// A per-layer cp_comm_type list with more than one type: what each report below stands for. Each type is simulated
+/// and composed into a whole step as if every layer used it; the step of the mix (Megatron runs each layer with its
+/// own type) is not composed, and its per-layer sum lies between those of the types.
+void print_mixed_comm_types_note(const Scenario& s) {
+  const auto distinct = s.parallel.distinct_cp_comm_types();
+  if (s.parallel.cp_comm_type.size() <= 1 || distinct.size() <= 1) return;
+  std::string counts;
+  for (CpCommType t : distinct) {
+    const auto n = std::count(s.parallel.cp_comm_type.begin(), s.parallel.cp_comm_type.end(), t);
+    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, to_string(t));
+  }
+  fmt::print("  note: parallel.cp_comm_type gives the {} layers their own comm types ({}); each comm type below is "
+             "simulated and composed into a whole step as if every layer used it: the step of the mix is not "
+             "composed (its layers' time lies between those of the types)\n",
+             s.parallel.cp_comm_type.size(), counts);
+}
+
+/// What simulate prints before the comm types: the scenario header, the attention kernel, the validation warnings
+/// and the note on a per-layer comm-type mix.
+void print_preamble(const Scenario& s, const ValidationReport& report) {
+  print_header(s);
+  const AttentionKernelChoice kernel = resolve_attention_kernel(s);
+  fmt::print("  attention kernel: {} ({}){}\n", to_string(kernel.kernel), kernel.reason,
+             s.cluster.gpu.attn_fwd_table.empty() ? "; no efficiency table: the scalar attn_fwd_efficiency is used"
+                                                  : "");
+  print_warnings(report);
+  print_mixed_comm_types_note(s);
+}
+
 /// The estimate line of a long simulate (admission's estimate: the largest comm type, times the comm types).
 void announce_simulation(ProgressReporter& progress, const Scenario& s, const SimulateOutputs& out, size_t types) {
   const sim::SimulationCost cost = sim::estimate_simulation_cost(s, !out.trace.empty());
@@ -217,11 +246,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const auto& cl = s.cluster;
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
   (void)sim::scenario_cp_gpus(s, report.data_parallel_size, topology);
-  print_header(s);
-  const AttentionKernelChoice kernel = resolve_attention_kernel(s);
-  fmt::print("  attention kernel: {} ({}){}\n", to_string(kernel.kernel), kernel.reason,
-             cl.gpu.attn_fwd_table.empty() ? "; no efficiency table: the scalar attn_fwd_efficiency is used" : "");
-  print_warnings(report);
+  print_preamble(s, report);
   const int64_t layers = s.model.num_layers;
   const Provenance provenance = scenario_provenance(s, c.overrides);
   ProgressReporter progress("simulate", types.size(), progress_settings());

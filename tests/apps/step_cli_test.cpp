@@ -152,3 +152,20 @@ TEST_CASE("apps: diff of a scenario with itself shows no change; an [A,P] change
   CHECK(r.output.find("layer messages forward inter_node bytes") != std::string::npos);
   CHECK(run_hcpsim("diff " + s + " missing.yaml").exit_code == 2);
 }
+
+TEST_CASE("apps: simulate says that a per-layer cp_comm_type mix is reported per comm type, not composed",
+          "[apps][step]") {
+  std::string list;
+  for (int i = 0; i < 16; ++i) list += std::string(i == 0 ? "" : ",") + (i < 12 ? "a2a+p2p" : "p2p");
+  const std::string mixed = "\"parallel.cp_comm_type=[" + list + "]\"";
+  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml " + mixed);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("note: parallel.cp_comm_type gives the 16 layers their own comm types (12 a2a+p2p, 4 p2p); "
+                      "each comm type below is simulated and composed into a whole step as if every layer used it") !=
+        std::string::npos);
+  // One comm type for every layer: no note.
+  const auto one = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.output.find("note: parallel.cp_comm_type") == std::string::npos);
+}
