@@ -218,8 +218,8 @@ int cmd_plan(const PlanArgs& a) {
   // The size of the search, before it runs (stderr: stdout stays the answer): as the progress display's estimate
   // line when the search is long enough to announce, else as a plain line.
   req.on_estimate = [&progress](const sim::PlanEstimate& e) {
-    const std::string text = fmt::format("searching {} configurations ({} legal, {} fit in memory), simulating {}, "
-                                         "~{:.1f} s on {} thread{}",
+    const std::string text = fmt::format("searching {} configurations ({} legal, {} fit in memory by the closed form), "
+                                         "simulating {}, ~{:.1f} s on {} thread{}",
                                          e.configurations, e.legal, e.fit_in_memory, e.simulated,
                                          e.seconds / e.threads, e.threads, e.threads == 1 ? "" : "s");
     const size_t before = progress.lines_printed();

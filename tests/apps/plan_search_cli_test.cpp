@@ -99,7 +99,7 @@ TEST_CASE("apps: plan prints its size on stderr first and refuses a search above
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // stderr's size line comes before the answer (stdout, flushed at exit).
-  CHECK(r.output.rfind("plan: searching 82 configurations (30 legal, 9 fit in memory), simulating 9, ~", 0) == 0);
+  CHECK(r.output.rfind("plan: searching 82 configurations (30 legal, 9 fit in memory by the closed form), simulating 9, ~", 0) == 0);
   CHECK(r.output.find(" s on 1 thread\nscenario ") != std::string::npos);
   r = run_hcpsim("plan " + k70b + kNarrow + " --max-configurations 2");
   INFO(r.output);

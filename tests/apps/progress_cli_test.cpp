@@ -89,7 +89,7 @@ TEST_CASE("apps: plan reports each finished simulation on stderr", "[apps]") {
       "plan tests/fixtures/plan/slow_network_cp32.yaml --cp 4 --threads 2 --fixed tp,pp,vp,recompute,micro_batch";
   const std::string err = check_progress(base, "--quiet " + base, "plan");
   // The size of the search comes first, as the estimate line when the display is on.
-  REQUIRE(err.find("plan: searching 6 configurations (4 legal, 4 fit in memory), simulating 4, ~") == 0);
+  REQUIRE(err.find("plan: searching 6 configurations (4 legal, 4 fit in memory by the closed form), simulating 4, ~") == 0);
   REQUIRE(err.find(" threads (estimate)\n") != std::string::npos);
   // 4 legal options, each simulated twice (the step and the attention alone): 8 lines, the last at 8/8.
   REQUIRE(count(err, "/8 (") == 8);
