@@ -112,8 +112,7 @@ void check_thread_count(int threads, const char* option) {
                      fmt::format("use {} {} or fewer", option, max_threads()));
 }
 
-void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline,
-                      bool layer_timeline) {
+sim::SimulationCost simulation_cost(const Scenario& s, bool timeline, bool layer_timeline) {
   sim::SimulationCost c = sim::estimate_simulation_cost(s, timeline);
   if (layer_timeline) {  // --step-trace: the whole layer's timeline on top of the attention's
     const sim::SimulationCost l = sim::estimate_layer_timeline_cost(s);
@@ -122,6 +121,12 @@ void admit_simulation(const Scenario& s, uint64_t limit, const std::string& comm
     c.bytes += l.bytes;
     c.seconds += l.seconds;
   }
+  return c;
+}
+
+void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline,
+                      bool layer_timeline) {
+  const sim::SimulationCost c = simulation_cost(s, timeline, layer_timeline);
   if (c.bytes <= static_cast<double>(limit)) return;
   const double limit_d = static_cast<double>(limit);
   // The sequence dominates when a single rank's schedule with this sequence already costs half the estimate.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hcpsim/config/scenario.hpp"
+#include "hcpsim/sim/simulation_cost.hpp"
 
 namespace hcpsim::app {
 
@@ -47,6 +48,11 @@ int default_threads();
 
 /// @throws InputError naming `option` when threads > max_threads().
 void check_thread_count(int threads, const char* option);
+
+/// The estimated cost of a `simulate` or `diff` of `s` (sim::estimate_simulation_cost: the largest comm type);
+/// `timeline`: every op's timeline entry is kept (--trace, --timeline-svg); `layer_timeline`: --step-trace, whose
+/// whole-layer timeline (sim::estimate_layer_timeline_cost) comes on top.
+sim::SimulationCost simulation_cost(const Scenario& s, bool timeline, bool layer_timeline);
 
 /// Refuses a `simulate` (command "simulate") or `diff` (command "diff") of `s` whose estimated memory
 /// (sim::estimate_simulation_cost) exceeds `limit`. @throws InputError naming parallel.context_parallel_size (or

@@ -222,9 +222,7 @@ int cmd_plan(const PlanArgs& a) {
                                          "simulating {}, ~{:.1f} s on {} thread{}",
                                          e.configurations, e.legal, e.fit_in_memory, e.simulated,
                                          e.seconds / e.threads, e.threads, e.threads == 1 ? "" : "s");
-    const size_t before = progress.lines_printed();
-    progress.announce(text, e.seconds / e.threads);
-    if (progress.lines_printed() == before) std::fprintf(stderr, "plan: %s\n", text.c_str());
+    if (!progress.announce(text, e.seconds / e.threads)) std::fprintf(stderr, "plan: %s\n", text.c_str());
   };
   req.progress = progress_callback(&progress);
   const sim::PlanResult r = sim::plan(s, req);

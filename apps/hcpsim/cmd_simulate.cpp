@@ -229,7 +229,8 @@ void print_preamble(const Scenario& s, const ValidationReport& report) {
 
 /// The estimate line of a long simulate (admission's estimate: the largest comm type, times the comm types).
 void announce_simulation(ProgressReporter& progress, const Scenario& s, const SimulateOutputs& out, size_t types) {
-  const sim::SimulationCost cost = sim::estimate_simulation_cost(s, !out.trace.empty());
+  const sim::SimulationCost cost =
+      simulation_cost(s, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
   progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({}), on 1 thread",
                                 cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types),
                     cost.seconds * static_cast<double>(types));

@@ -193,7 +193,7 @@ void VerifyRunner::verify(CpCommType t) {
   VerifyOptions opt =
       verify_options(sel, full_shape, s.oracle.seed, s.oracle.input_distribution, dtype, args_.threads);
   ProgressReporter progress("verify " + to_string(t), kVerifyStages * kVerifyStageUnits, progress_settings());
-  const OracleCost cost = estimate_oracle_cost(sel.shape, dtype, args_.threads);
+  const OracleCost cost = estimate_oracle_cost(sel.shape, dtype, args_.threads, layout.cp_size());  // as admit_verify
   progress.announce(fmt::format("~{:.3g} GFLOP, ~{:.3g} GB peak, ~{} on {} thread{}", cost.flops / 1e9,
                                 cost.bytes / 1e9, display_duration(cost.seconds), args_.threads,
                                 args_.threads == 1 ? "" : "s"),

@@ -89,13 +89,14 @@ ProgressReporter::ProgressReporter(std::string label, size_t total, ProgressSett
 
 ProgressReporter::~ProgressReporter() { finish(); }
 
-void ProgressReporter::announce(const std::string& text, double estimated_seconds) {
-  if (settings_.quiet || !(settings_.forced || estimated_seconds > kAnnounceAboveSeconds)) return;
+bool ProgressReporter::announce(const std::string& text, double estimated_seconds) {
+  if (settings_.quiet || !(settings_.forced || estimated_seconds > kAnnounceAboveSeconds)) return false;
   const std::lock_guard<std::mutex> lock(print_);
   fmt::print(out_, "{}: {} (estimate)\n", label_, text);
   std::fflush(out_);
   ++lines_;
   armed_ = true;
+  return true;
 }
 
 void ProgressReporter::update(size_t done, size_t total) {

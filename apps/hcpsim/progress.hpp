@@ -67,7 +67,8 @@ class ProgressReporter {
 
   /// Prints "<label>: <text> (estimate)" when not quiet and estimated_seconds > kAnnounceAboveSeconds or the
   /// display is forced. Also arms the display (an announced run shows progress from the start).
-  void announce(const std::string& text, double estimated_seconds);
+  /// @return whether the line was printed.
+  bool announce(const std::string& text, double estimated_seconds);
   /// Sets the work done to `done` of `total` (total replaces the constructor's when ≠ 0) and prints if due.
   void update(size_t done, size_t total = 0);
   /// If anything was shown: prints the last line (a plain one only when the count changed since the last line;
