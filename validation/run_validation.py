@@ -159,8 +159,10 @@ def report(steps, kernels, collectives, bands):
              "## Whole training steps: model TFLOP/s per GPU", "",
              "FLOP convention per row: `megatron_full_attention` = Megatron's formula before 2025-03-06 (core",
              "attention counts the full s², as NeMo 24.07 reports), `megatron_causal` = the causal half (Bridge).",
-             "The 25.09 and 25.11 Bridge rows share their scenario (same model and layout, different published",
-             "software). Band: the |error| `--check` allows (validation/error_bands.csv). Memory in GiB (2^30 B;",
+             "The 25.09 and 25.11 Bridge rows share model and layout; their scenarios differ as the published",
+             "scripts do: 25.11 runs FP8 current scaling (FP8-CS) and the 8B recomputes 5 layers (block), 25.09",
+             "delayed scaling (the scripts' default); both keep FP8 parameters (fp8_param_gather). Band: the",
+             "|error| `--check` allows (validation/error_bands.csv). Memory in GiB (2^30 B;",
              "`simulate` prints decimal GB).", "",
              "| point | model, GPUs, layout | convention | published | predicted | error | band | tokens/s/GPU "
              "published | predicted | error | fits (GiB) |",

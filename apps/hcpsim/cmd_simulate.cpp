@@ -87,7 +87,11 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              st.global_batch_size, st.num_microbatches, s.model.micro_batch_size,
              to_string(s.training.recompute_granularity), partial_recompute_text(s),
              p.sequence_parallel ? ", sequence parallel" : "",
-             s.training.fp8 ? ", FP8 GEMMs" : "");
+             !s.training.fp8 ? ""
+             : s.training.fp8_recipe == Fp8Recipe::tensorwise
+                 ? (s.training.fp8_param_gather ? ", FP8 GEMMs (current scaling, FP8 parameters)"
+                                                : ", FP8 GEMMs (current scaling)")
+                 : (s.training.fp8_param_gather ? ", FP8 GEMMs (FP8 parameters)" : ", FP8 GEMMs"));
   fmt::print("  calibration: {}\n", s.cluster.gpu.calibration);
   fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
              "CP attention)\n", "layer forward", human_time_ps(st.layer_forward_ps), st.layer.ranks.size());
@@ -133,9 +137,13 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
   if (p.pipeline_model_parallel_size > 1)
     fmt::print("    pipeline stage {} of {} ({} transformer layers), the one that needs the most\n", mb.pipeline_stage,
                p.pipeline_model_parallel_size, mb.stage_layers);
+  const std::string fp8_weights =
+      mb.fp8_parameters_per_gpu > 0
+          ? fmt::format(" (linear weights in FP8) + FP8 transposes {}", gb(mb.fp8_weight_copies_bytes))
+          : (mb.fp8_weight_copies_bytes > 0 ? fmt::format(" + FP8 weight copies {}", gb(mb.fp8_weight_copies_bytes))
+                                            : std::string());
   fmt::print("    weights {}{}  gradients {}  optimizer {}{}  ({:.4g} parameters per GPU)\n", gb(mb.weights_bytes),
-             mb.fp8_weight_copies_bytes > 0 ? fmt::format(" + FP8 weight copies {}", gb(mb.fp8_weight_copies_bytes))
-                                            : std::string(),
+             fp8_weights,
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
   if (partial_recompute_text(s).empty()) {

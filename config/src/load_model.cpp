@@ -132,6 +132,18 @@ void read_training(YamlReader& r, const YAML::Node& m, TrainingConfig& t) {
   if (m["recompute_num_layers"])
     t.recompute_num_layers = r.get_int(m["recompute_num_layers"], P + ".recompute_num_layers");
   if (m["fp8"]) t.fp8 = r.get_bool(m["fp8"], P + ".fp8");
+  if (m["fp8_recipe"]) {
+    const std::string g = r.get_string(m["fp8_recipe"], P + ".fp8_recipe");
+    if (g == "delayed") t.fp8_recipe = Fp8Recipe::delayed;
+    else if (g == "tensorwise") t.fp8_recipe = Fp8Recipe::tensorwise;
+    else if (g == "mxfp8" || g == "blockwise")
+      r.fail(m["fp8_recipe"], P + ".fp8_recipe", "Megatron's " + g + " recipe is not modelled",
+             "use delayed or tensorwise (per-tensor current scaling)");
+    else
+      r.fail(m["fp8_recipe"], P + ".fp8_recipe", "unknown value '" + g + "'",
+             "use delayed or tensorwise (Megatron --fp8-recipe)");
+  }
+  if (m["fp8_param_gather"]) t.fp8_param_gather = r.get_bool(m["fp8_param_gather"], P + ".fp8_param_gather");
   if (m["framework_overhead_GB"])
     t.framework_overhead_bytes =
         r.plausible(m["framework_overhead_GB"], P + ".framework_overhead_GB", plausible::kFrameworkMemory) * 1e9;

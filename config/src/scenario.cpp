@@ -28,6 +28,7 @@ std::string to_string(RecomputeGranularity g) {
 }
 
 std::string to_string(RecomputeMethod m) { return m == RecomputeMethod::block ? "block" : "uniform"; }
+std::string to_string(Fp8Recipe r) { return r == Fp8Recipe::tensorwise ? "tensorwise" : "delayed"; }
 
 std::vector<CpCommType> ParallelConfig::distinct_cp_comm_types() const {
   std::vector<CpCommType> out;

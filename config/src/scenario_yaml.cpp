@@ -260,6 +260,8 @@ void emit_training(YAML::Emitter& e, const TrainingConfig& t) {
   if (t.recompute_method != RecomputeMethod::uniform) put_str(e, "recompute_method", to_string(t.recompute_method));
   if (t.recompute_num_layers) put_int(e, "recompute_num_layers", *t.recompute_num_layers);
   put_bool(e, "fp8", t.fp8);
+  if (t.fp8_recipe != Fp8Recipe::delayed) put_str(e, "fp8_recipe", to_string(t.fp8_recipe));
+  if (t.fp8_param_gather) put_bool(e, "fp8_param_gather", true);
   put_unit(e, "framework_overhead_GB", t.framework_overhead_bytes, kGiga);
   e << YAML::EndMap;
 }

@@ -377,6 +377,7 @@ class Validator {
     }
     const std::vector<int64_t> stage_layers = pipeline_split(s_).stage_layers;  // throws naming the key and the fix
     check_recompute(*std::max_element(stage_layers.begin(), stage_layers.end()));
+    check_fp8_param_gather();
     // Source: Megatron-LM arguments.py: "Tensor parallel communication/GEMM overlap can happen only when sequence
     // parallelism is enabled".
     if (p.tp_comm_overlap && !(p.sequence_parallel && tp > 1))
@@ -412,6 +413,19 @@ class Validator {
            str(n) + " is outside " + str(lo) + " .. " + str(chunk) + " (the layers of one model chunk of a pipeline "
                "stage; Megatron's transformer_block.py counts recompute_num_layers per chunk)",
            "use a value from " + str(lo) + " to " + str(chunk));
+  }
+
+  /// fp8_param_gather needs FP8 and, as Megatron-LM arguments.py asserts ("--fp8-param-gather only supported
+  /// with distributed optimizer, torch fsdp2, megatron fsdp, or inference mode"), the distributed optimizer.
+  void check_fp8_param_gather() const {
+    if (!s_.training.fp8_param_gather) return;
+    if (!s_.training.fp8)
+      fail("training.fp8_param_gather", "FP8 parameters need FP8 training, but training.fp8 is false",
+           "set training.fp8: true, or remove fp8_param_gather");
+    if (!s_.parallel.use_distributed_optimizer)
+      fail("training.fp8_param_gather",
+           "Megatron supports --fp8-param-gather only with the distributed optimizer (arguments.py asserts it)",
+           "set parallel.use_distributed_optimizer: true, or remove fp8_param_gather");
   }
 
   /// Legal settings that Megatron or TE quietly turn into something else.

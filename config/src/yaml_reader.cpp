@@ -28,7 +28,8 @@ const std::vector<std::string> kParallelKeys = {
 const std::vector<std::string> kClusterKeys = {"preset", "nodes", "gpus_per_node", "gpu", "nvlink", "network",
                                                "message_latency_us", "nics_per_node", "fabric", "topology"};
 const std::vector<std::string> kTrainingKeys = {"recompute_granularity", "recompute_method", "recompute_num_layers",
-                                                "fp8", "framework_overhead_GB"};
+                                                "fp8", "fp8_recipe", "fp8_param_gather",
+                                                "framework_overhead_GB"};
 const std::vector<std::string> kOracleKeys = {"seed", "dtype", "input_distribution", "heads", "inject"};
 
 std::string join_path(const std::string& parent, const std::string& key) {

@@ -176,6 +176,15 @@ class BridgeReader {
       bf16_ = s.rfind("bf16", 0) == 0;
       fp16_ = s.rfind("fp16", 0) == 0;
       if (s.find("fp8") != std::string::npos) c_.fp8 = true;
+      // Source: Megatron-Bridge training/mixed_precision.py: the FP8 recipes set fp8_param_gather = True;
+      // bf16_with_fp8_current_scaling_mixed uses fp8_recipe "tensorwise", the delayed-scaling ones "delayed".
+      if (c_.fp8 && s.find("current_scaling") != std::string::npos) c_.fp8_recipe = "tensorwise";
+      else if (c_.fp8 && s.find("delayed_scaling") != std::string::npos) c_.fp8_recipe = "delayed";
+      if (c_.fp8_recipe) {
+        c_.fp8_param_gather = true;
+        mark("fp8_recipe", m);
+        mark("fp8_param_gather", m);
+      }
       mark("bf16", m);
       mark("fp16", m);
       if (c_.fp8) mark("fp8_format", m);
@@ -185,9 +194,13 @@ class BridgeReader {
         if (k == "bf16") bf16_ = as_bool(it->second, "mixed_precision.bf16");
         else if (k == "fp16") fp16_ = as_bool(it->second, "mixed_precision.fp16");
         else if (k == "fp8") c_.fp8 = c_.fp8 || !is_null(it->second);
+        else if (k == "fp8_recipe" && !is_null(it->second))
+          c_.fp8_recipe = as_choice(it->second, "mixed_precision.fp8_recipe", "FP8 recipe", "delayed", "tensorwise");
+        else if (k == "fp8_param_gather") c_.fp8_param_gather = !is_null(it->second) && as_bool(it->second, "mixed_precision.fp8_param_gather");
         else if (!k.empty() && k[0] != '_') ignore("mixed_precision." + k, it->second);
         if (k == "bf16" || k == "fp16") mark(k, it->second);
         if (k == "fp8") mark("fp8_format", it->second);
+        if (k == "fp8_recipe" || k == "fp8_param_gather") mark(k, it->second);
       }
     }
   }

@@ -332,6 +332,16 @@ class ArgInterpreter {
     }
     cfg_.recompute_num_layers = get_int("recompute_num_layers");
     if (auto f = get_word("fp8_format")) cfg_.fp8 = true;
+    // Source: Megatron-LM arguments.py --fp8-recipe {tensorwise, delayed, mxfp8, blockwise, custom},
+    // --fp8-param-gather.
+    if (auto r = get_word("fp8_recipe")) {
+      const MegatronArg& a = *get("fp8_recipe");
+      if (*r != "delayed" && *r != "tensorwise")
+        throw InputError(where(a), a.flag, "the FP8 recipe '" + *r + "' is not modelled",
+                         "use --fp8-recipe delayed or tensorwise, or drop the flag");
+      cfg_.fp8_recipe = *r;
+    }
+    cfg_.fp8_param_gather = get_switch("fp8_param_gather");
   }
 
   void read_launch() {

@@ -42,6 +42,8 @@ std::vector<std::string> MegatronConfig::megatron_names_of(const std::string& ke
       {"parallel.cp_comm_type", {"cp_comm_type", "context_parallel_size"}},
       {"training.recompute_granularity", {"recompute_granularity", "recompute_activations"}},
       {"training.fp8", {"fp8_format"}},
+      {"training.fp8_recipe", {"fp8_recipe", "fp8_format"}},
+      {"training.fp8_param_gather", {"fp8_param_gather", "fp8_format"}},
       {"cluster", {"nnodes", "nproc_per_node", "world_size"}},
       {"cluster.nodes", {"nnodes", "world_size", "nproc_per_node"}},
       {"cluster.gpus_per_node", {"nproc_per_node"}},

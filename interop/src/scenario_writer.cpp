@@ -154,6 +154,8 @@ void write_training(YamlWriter& w, const MegatronConfig& c) {
   if (c.recompute_method) w.entry("recompute_method", yaml_scalar(*c.recompute_method));
   if (c.recompute_num_layers) w.entry("recompute_num_layers", std::to_string(*c.recompute_num_layers));
   w.entry("fp8", yaml_bool(c.fp8));
+  if (c.fp8_recipe) w.entry("fp8_recipe", yaml_scalar(*c.fp8_recipe));
+  if (c.fp8_param_gather) w.entry("fp8_param_gather", "true");
   w.top();
 }
 

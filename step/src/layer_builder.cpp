@@ -40,6 +40,7 @@ class LayerRankBuilder {
     const ModelConfig& m = s_.model;
     d_.sp = s_.parallel.sequence_parallel && tp_ > 1;
     d_.fp8 = s_.training.fp8;
+    d_.fp8_current = d_.fp8 && s_.training.fp8_recipe == Fp8Recipe::tensorwise;
     d_.t = m.micro_batch_size * m.seq_length / s_.parallel.context_parallel_size;  // tokens per GPU
     d_.tn = d_.sp ? (d_.t + tp_ - 1) / tp_ : d_.t;
     d_.h = m.hidden();
@@ -69,7 +70,7 @@ class LayerRankBuilder {
   /// Per-GPU sizes of one layer (elements): t tokens (tn in the norm regions with SP), hidden h, and the
   /// TP-sharded widths of the QKV, projection-input, fc1 and fc2-input tensors.
   struct Dims {
-    bool sp = false, fp8 = false;
+    bool sp = false, fp8 = false, fp8_current = false;
     int64_t t = 0, tn = 0, h = 0, ffn_tp = 0, qkv_tp = 0, proj_tp = 0, fc1_tp = 0, rope_elems = 0;
   };
 
@@ -107,7 +108,7 @@ class LayerRankBuilder {
     x = dgrad;
     x = elementwise(d.fc1_tp * d.t * 2 + d.ffn_tp * d.t, d.fc1_tp * d.t, B, {x},
                     s_.model.gated_linear_unit ? "SwiGLU backward" : "activation backward");
-    x = fp8_grad_cast(d.t * d.fc1_tp, x, "fc1 output grad");
+    x = fp8_grad_cast(d.t * d.fc1_tp, x, "fc1 output grad", false);
     const auto [c, wg] = column_parallel_backward(d.fc1_tp, x, w, "MLP fc1", "MLP input grad");
     return elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, wg}, "pre-MLP norm backward + residual");
   }
@@ -125,7 +126,7 @@ class LayerRankBuilder {
     }
     const std::vector<OpIndex> attn_bwd = splice(first_bwd_, attn_.ops.size(), x, 0, false, "");
     x = elementwise(2 * d.rope_elems, d.rope_elems, B, attn_bwd, "rotary embedding backward");
-    x = fp8_grad_cast(d.t * d.qkv_tp, x, "QKV output grad");
+    x = fp8_grad_cast(d.t * d.qkv_tp, x, "QKV output grad", false);
     const auto [c, wg] = column_parallel_backward(d.qkv_tp, x, w, "QKV", "attention input grad");
     elementwise(5 * d.tn * d.h, d.tn * d.h, B, {c, wg}, "input norm backward + residual");
   }
@@ -137,7 +138,7 @@ class LayerRankBuilder {
                                                     const std::string& cast, const std::string& gemm_name) {
     const Dims& d = d_;
     const auto B = Phase::backward;
-    x = fp8_grad_cast(d.t * d.h, x, cast + " output grad");
+    x = fp8_grad_cast(d.t * d.h, x, cast + " output grad", true);
     x = gathered_gemm(GemmOp{d.t, in_tp, d.h, d.fp8}, B, x, "SP all-gather (" + grad + ")", gemm_name + " dgrad");
     const OpIndex w = gemm(in_tp, d.h, d.t, d.fp8, B, {x}, gemm_name + " wgrad");
     return {x, w};
@@ -237,23 +238,52 @@ class LayerRankBuilder {
   /// FP8 cast of a linear layer's input (`elements` per GPU), nothing without FP8. Transformer Engine
   /// (transformer_engine/pytorch/module/linear.py, layernorm_linear.py): a Linear's BF16 input goes through one
   /// cast-transpose kernel writing the FP8 tensor for the forward GEMM and its transpose for the wgrad GEMM
-  /// (read 2 B, write 1 + 1 B per element); a LayerNormLinear's norm writes FP8 itself (`after_norm`), and
-  /// only the transpose remains (read 1 B, write 1 B). The amax of each cast is computed inside the kernel.
+  /// (read 2 B, write 1 + 1 B per element). With delayed scaling a LayerNormLinear's norm writes FP8 itself
+  /// (`after_norm`) and only the transpose remains (read 1 B, write 1 B), and each amax is taken inside its
+  /// kernel. With current scaling (fp8_recipe tensorwise) the tensor's amax comes first (current_scaling_amax),
+  /// and the norm writes BF16 (TE normalization.cpp FUSED_NORM_AMAX_FP8: the norm kernel outputs the amax, then
+  /// quantize_with_amax casts), so every cast is a full cast-transpose. `after_norm` inputs are the
+  /// column-parallel QKV and fc1 inputs, whose amax TE reduces over the TP group with sequence parallelism.
   OpIndex fp8_input_cast(int64_t elements, bool after_norm, Phase phase, OpIndex after, const std::string& what) {
     if (!d_.fp8) return after;
     return fp8_input_cast(elements, after_norm, phase, deps_of(after), what);
   }
   OpIndex fp8_input_cast(int64_t elements, bool after_norm, Phase phase, std::vector<OpIndex> deps,
                          const std::string& what) {
+    if (d_.fp8_current) {
+      const OpIndex scale = current_scaling_amax(elements, !after_norm, after_norm, phase, std::move(deps), what);
+      return kernel(elements * 4, elements, phase, {scale}, "FP8 cast-transpose (" + what + ")");
+    }
     return kernel(elements * (after_norm ? 2 : 4), elements, phase, std::move(deps),
                   "FP8 " + std::string(after_norm ? "transpose" : "cast-transpose") + " (" + what + ")");
   }
 
   /// FP8 cast-transpose of a linear layer's output grad for its dgrad and wgrad GEMMs (read 2 B, write 1 + 1 B
-  /// per element; TE's grad_output preprocessing); nothing without FP8.
-  OpIndex fp8_grad_cast(int64_t elements, OpIndex after, const std::string& what) {
+  /// per element; TE's grad_output preprocessing); nothing without FP8. With current scaling its amax pass
+  /// comes first; `row_parallel` output grads (projection, fc2) have their amax reduced over the TP group with
+  /// sequence parallelism (TE linear.py: "grad output for row-parallel").
+  OpIndex fp8_grad_cast(int64_t elements, OpIndex after, const std::string& what, bool row_parallel) {
     if (!d_.fp8) return after;
+    if (d_.fp8_current) after = current_scaling_amax(elements, true, row_parallel, Phase::backward, deps_of(after), what);
     return kernel(elements * 4, elements, Phase::backward, deps_of(after), "FP8 cast-transpose (" + what + ")");
+  }
+
+  /// The steps of per-tensor current scaling before a cast (TE quantizer.cpp,
+  /// Float8CurrentScalingQuantizer::quantize_impl): the amax kernel (`own_pass`: reads the BF16 tensor, 2 B per
+  /// element; otherwise the amax came out of the norm kernel), with sequence parallelism and `tp_reduced` the MAX
+  /// all-reduce of the amax over the TP group (NCCL, latency-bound: modelled as an all-gather of the per-rank
+  /// amax, 4 B each, whose maximum each rank takes), and the kernel computing the scale from the amax (one
+  /// launch). Returns the scale kernel.
+  OpIndex current_scaling_amax(int64_t elements, bool own_pass, bool tp_reduced, Phase phase, std::vector<OpIndex> deps,
+                               const std::string& what) {
+    std::vector<OpIndex> next =
+        own_pass ? deps_of(kernel(elements * e_, elements, phase, std::move(deps), "FP8 amax (" + what + ")"))
+                 : std::move(deps);
+    if (tp_reduced && d_.sp) {
+      const int64_t per_rank = (4 + e_ - 1) / e_;  // one fp32 amax, in elements of the schedule's buffers
+      next = {all_gather(per_rank * tp_, phase, std::move(next), "FP8 amax all-reduce over TP (" + what + ")")};
+    }
+    return kernel(0, 1, phase, std::move(next), "FP8 scale from amax (" + what + ")");
   }
 
   /// A memory-bound kernel moving `bytes` bytes (read + written).

@@ -194,6 +194,14 @@ MemoryBreakdown memory_per_gpu(const Scenario& s, int64_t data_parallel_size, in
     mb.weights_bytes = params * dtype_size_bytes(m.params_dtype);
     // TE caches each FP8 linear weight and its transpose (1 + 1 B per element) for the micro-batches of a step.
     mb.fp8_weight_copies_bytes = s.training.fp8 ? layers * linear_params * 2 : 0.0;
+    if (s.training.fp8_param_gather) {
+      // Primary FP8 weights (TE fp8_model_init, Megatron --fp8-param-gather): each linear weight is an FP8
+      // tensor (1 B) with its transpose (1 B) and no BF16 copy; norms, embedding and output layer stay BF16.
+      mb.fp8_parameters_per_gpu = layers * linear_params;
+      mb.weights_bytes = (params - mb.fp8_parameters_per_gpu) * dtype_size_bytes(m.params_dtype) +
+                         mb.fp8_parameters_per_gpu * kFp8Bytes;
+      mb.fp8_weight_copies_bytes = mb.fp8_parameters_per_gpu * kFp8Bytes;
+    }
     mb.gradients_bytes = params * main_grad_bytes_per_param(s);
     mb.optimizer_bytes = params * kOptimizerBytesPerParam / shards;
     mb.activations_per_layer_bytes = per_layer;

@@ -167,7 +167,11 @@ void set_data_parallel_and_step_time(const Scenario& s, const ParallelSizes& siz
   double optimizer_params = params_gpu;
   if (p.use_distributed_optimizer) {
     r.dp_grad_reduce_ps = collective_estimate(CollectiveOp::reduce_scatter, grad_bytes, shape, cl).ps();
-    r.dp_param_gather_ps = collective_estimate(CollectiveOp::all_gather, params_gpu * e, shape, cl).ps();
+    // With fp8_param_gather the linear weights are gathered in FP8 (Megatron's distributed optimizer all-gathers
+    // the FP8 parameter shards it casts after the update).
+    const double fp8_params = r.memory.fp8_parameters_per_gpu;
+    const double gathered_bytes = (params_gpu - fp8_params) * e + fp8_params * kFp8Bytes;
+    r.dp_param_gather_ps = collective_estimate(CollectiveOp::all_gather, gathered_bytes, shape, cl).ps();
     r.dp_param_gather_exposed_ps = exposed(r.dp_param_gather_ps, r.layer_forward_ps, p.overlap_param_gather);
     optimizer_params = params_gpu / dp_cp;
   } else {

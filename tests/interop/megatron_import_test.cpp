@@ -322,3 +322,42 @@ TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
   const auto not_bridge = error_of([] { parse_bridge_config("train:\n  micro_batch_size: 1\n", "b.yaml"); });
   REQUIRE(not_bridge.find("not a Megatron-Bridge config: no 'model:' section") != std::string::npos);
 }
+
+TEST_CASE("import: --fp8-recipe and --fp8-param-gather, and the Bridge FP8 recipes' settings", "[import][fp8]") {
+  const auto c = import_text(
+      "python pretrain_gpt.py --num-layers 8 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+      "--bf16 --fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather --use-distributed-optimizer\n");
+  REQUIRE(c.fp8_recipe == std::optional<std::string>("tensorwise"));
+  REQUIRE(c.fp8_param_gather);
+  const std::string yaml = scenario_yaml_of(c, ScenarioWriteOptions{});
+  REQUIRE(yaml.find("  fp8_recipe: tensorwise ") != std::string::npos);
+  REQUIRE(yaml.find("  fp8_param_gather: true ") != std::string::npos);
+  const Scenario s = load_scenario_text(yaml, "imported.yaml");
+  REQUIRE(s.training.fp8_recipe == Fp8Recipe::tensorwise);
+  REQUIRE(s.training.fp8_param_gather);
+  // Megatron's default recipe is delayed: no key written.
+  const auto plain = import_text("python pretrain_gpt.py --num-layers 8 --hidden-size 4096 --num-attention-heads 32 "
+                                 "--seq-length 4096 --fp8-format hybrid\n");
+  REQUIRE_FALSE(plain.fp8_recipe.has_value());
+  REQUIRE(scenario_yaml_of(plain, ScenarioWriteOptions{}).find("fp8_recipe") == std::string::npos);
+  const auto mx = error_of([] {
+    import_text("python pretrain_gpt.py --num-layers 8 --hidden-size 4096 --num-attention-heads 32 "
+                "--seq-length 4096 --fp8-format e4m3 --fp8-recipe mxfp8\n");
+  });
+  REQUIRE(mx.find("--fp8-recipe") != std::string::npos);
+  REQUIRE(mx.find("the FP8 recipe 'mxfp8' is not modelled") != std::string::npos);
+  // Bridge: a recipe name sets what its recipe sets (mixed_precision.py: both FP8 recipes gather FP8 parameters).
+  const auto cs = parse_bridge_config("model:\n  num_layers: 8\nmixed_precision: bf16_with_fp8_current_scaling_mixed\n",
+                                      "b.yaml");
+  REQUIRE(cs.fp8);
+  REQUIRE(cs.fp8_recipe == std::optional<std::string>("tensorwise"));
+  REQUIRE(cs.fp8_param_gather);
+  const auto map = parse_bridge_config(
+      "model:\n  num_layers: 8\nmixed_precision:\n  fp8: hybrid\n  fp8_recipe: delayed\n  fp8_param_gather: false\n",
+      "b.yaml");
+  REQUIRE(map.fp8_recipe == std::optional<std::string>("delayed"));
+  REQUIRE_FALSE(map.fp8_param_gather);
+  const auto bad = error_of(
+      [] { parse_bridge_config("model:\n  num_layers: 8\nmixed_precision:\n  fp8_recipe: mxfp8\n", "b.yaml"); });
+  REQUIRE(bad.find("mixed_precision.fp8_recipe") != std::string::npos);
+}

@@ -132,6 +132,14 @@ std::string to_string(RecomputeGranularity g);
 /// activations.
 enum class RecomputeMethod { uniform, block };
 std::string to_string(RecomputeMethod m);
+/// Megatron --fp8-recipe (Bridge mixed_precision.fp8_recipe; megatron/core/fp8_utils.py get_fp8_recipe): how
+/// Transformer Engine scales FP8 tensors. `delayed` (TE DelayedScaling): the scale comes from the amax history and
+/// the amax is taken inside the cast kernel. `tensorwise` (TE Float8CurrentScaling): each tensor's amax is computed
+/// in its own pass before the cast (transformer_engine/pytorch/csrc/quantizer.cpp,
+/// Float8CurrentScalingQuantizer::quantize_impl), reduced over the TP group for sequence-parallel inputs.
+/// Megatron's mxfp8 and blockwise recipes are not modelled (refused by the loader).
+enum class Fp8Recipe { delayed, tensorwise };
+std::string to_string(Fp8Recipe r);
 
 /// Training-step knobs of the whole-step model (section `training:`).
 struct TrainingConfig {
@@ -148,6 +156,13 @@ struct TrainingConfig {
   /// Transformer Engine FP8 (Megatron --fp8-format): the linear layers' GEMMs run at the GPU's FP8 peak;
   /// attention, weights and optimizer states stay as without FP8.
   bool fp8 = false;
+  /// Megatron --fp8-recipe (used with fp8 only; Megatron's default delayed).
+  Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
+  /// Megatron --fp8-param-gather (Bridge mixed_precision.fp8_param_gather; needs fp8 and the distributed
+  /// optimizer, as Megatron asserts): the linear layers' weights are kept in FP8 (TE's primary FP8 weights, 1 B
+  /// and 1 B for the transpose, instead of the BF16 weight and TE's cached FP8 copies) and the DP parameter
+  /// all-gather moves them in FP8.
+  bool fp8_param_gather = false;
   /// Memory each GPU loses to the framework (CUDA context, NCCL buffers, allocator fragmentation), bytes.
   /// Source: assumption, 3 GB: a CUDA context with cuBLAS/cuDNN workspaces takes ~0.5–1 GB and NCCL 0.5–1 GB per
   /// communicator set; PyTorch's caching allocator commonly leaves 5–10% of an 80 GB device fragmented.

@@ -75,6 +75,9 @@ struct MegatronConfig {
   /// --recompute-num-layers (Bridge model.recompute_num_layers).
   std::optional<int64_t> recompute_num_layers;
   bool fp8 = false;                             ///< --fp8-format set
+  /// --fp8-recipe delayed | tensorwise (Bridge mixed_precision.fp8_recipe); absent: Megatron's default delayed.
+  std::optional<std::string> fp8_recipe;
+  bool fp8_param_gather = false;                ///< --fp8-param-gather (Bridge mixed_precision.fp8_param_gather)
 
   // Launch.
   std::optional<int64_t> nnodes;          ///< torchrun --nnodes

@@ -11,6 +11,9 @@
 
 namespace hcpsim {
 
+/// Bytes of one FP8 element (E4M3 or E5M2, the OCP FP8 formats TE uses).
+inline constexpr double kFp8Bytes = 1;
+
 /// Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by · TP (default 128 · TP).
 /// Source: megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding.
 /// @param vocab_size ≥ 1; @param tp ≥ 1. @return the padded size.
@@ -64,6 +67,8 @@ struct MemoryBreakdown {
   double parameters_per_gpu = 0;       ///< parameters this GPU holds (its stage, / TP)
   double weights_bytes = 0;            ///< parameters · element size of params_dtype
   double fp8_weight_copies_bytes = 0;  ///< training.fp8: TE's cached FP8 weight and transpose, 2 B per linear weight
+                                      ///< (with fp8_param_gather: the transpose of the FP8 weight, 1 B)
+  double fp8_parameters_per_gpu = 0;  ///< training.fp8_param_gather: linear weights held in FP8 (count, not bytes)
   double gradients_bytes = 0;          ///< main gradients: 4 B / parameter with grad_reduce_in_fp32, else params_dtype
   double optimizer_bytes = 0;          ///< Adam: fp32 master + 2 moments = 12 bytes / parameter, / (DP·CP) when distributed
   double activations_bytes = 0;        ///< saved activations of the in-flight micro-batches (transformer layers)
