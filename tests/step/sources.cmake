@@ -3,4 +3,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/calibration_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/partial_recompute_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/step_trace_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/layer_symmetry_test.cpp
 )
