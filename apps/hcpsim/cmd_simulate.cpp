@@ -97,6 +97,7 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              "CP attention)\n", "layer forward", human_time_ps(st.layer_forward_ps), st.layer.ranks.size());
   fmt::print("  {:<34} {:>12}\n", "layer backward", human_time_ps(st.layer_backward_ps));
   fmt::print("  {:<34} {:>12}\n", "layer exposed comm (worst GPU)", human_time_ps(st.layer_exposed_comm_ps));
+  fmt::print("  layer simulation: {}\n", st.layer_simulation_note);
   fmt::print("  {:<34} {:>12}   (logits GEMM + loss + embedding, cost model)\n", "output layer fwd + bwd",
              human_time_ps(st.output_layer_forward_ps + st.output_layer_backward_ps));
   if (p.pipeline_model_parallel_size > 1)
@@ -244,6 +245,24 @@ void announce_simulation(ProgressReporter& progress, const Scenario& s, const Si
                     cost.seconds * static_cast<double>(types));
 }
 
+/// The whole training step of comm type `t`, printed; nothing (and a line saying why) without model.vocab_size.
+std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpCommType t, int64_t data_parallel_size,
+                                                       const Topology& topology, const SimulateOutputs& out) {
+  if (!s.model.vocab_size) {
+    fmt::print("\nwhole training step: not computed (model.vocab_size is not set; add it, e.g. "
+               "model.vocab_size=128256 for Llama 3, to get time per iteration, TFLOP/s per GPU and memory)\n");
+    return std::nullopt;
+  }
+  // Only the step trace reads the layer's timeline; it draws every GPU's ops and the flows in run order, so it
+  // needs the layer's full run.
+  sim::SimOptions options;
+  options.record_timeline = !out.step_trace.empty();
+  sim::StepResult step = sim::simulate_step(s, t, data_parallel_size, topology, options,
+                                            out.step_trace.empty() ? "" : "--step-trace needs the full run");
+  print_step(s, step);
+  return step;
+}
+
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
@@ -326,14 +345,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flows.size(),
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
-    std::optional<sim::StepResult> step;
-    if (s.model.vocab_size) {
-      step = sim::simulate_step(s, t, report.data_parallel_size, topology);  // records the layer's timeline
-      print_step(s, *step);
-    } else {
-      fmt::print("\nwhole training step: not computed (model.vocab_size is not set; add it, e.g. "
-                 "model.vocab_size=128256 for Llama 3, to get time per iteration, TFLOP/s per GPU and memory)\n");
-    }
+    const std::optional<sim::StepResult> step = simulate_and_print_step(s, t, report.data_parallel_size, topology, out);
     write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
     progress.update(++types_done);

@@ -1,5 +1,6 @@
 #include "hcpsim/step/layer_builder.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -453,10 +454,11 @@ class LayerRankBuilder {
 
 int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp) { return cp_rank * tp + tp_rank; }
 
-Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type) {
-  const int64_t tp = scenario.parallel.tensor_model_parallel_size;
-  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
-  const Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
+namespace {
+
+/// The layer schedule's header fields from its attention schedule, with TP·CP ranks that hold only their
+/// coordinates (rank, cp_rank, tp_rank).
+Schedule layer_header(const Schedule& attention, int64_t tp) {
   Schedule out;
   out.kind = ScheduleKind::layer;
   out.cp_comm_type = attention.cp_comm_type;
@@ -464,13 +466,51 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type)
   out.p2p_size = attention.p2p_size;
   out.tp_size = tp;
   out.shape = attention.shape;
+  out.ranks.resize(attention.ranks.size() * static_cast<size_t>(tp));
+  for (size_t r = 0; r < out.ranks.size(); ++r) {
+    const auto rank = static_cast<int64_t>(r);
+    out.ranks[r].rank = rank;
+    out.ranks[r].cp_rank = rank / tp;
+    out.ranks[r].tp_rank = rank % tp;
+  }
+  return out;
+}
+
+}  // namespace
+
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type) {
+  const int64_t tp = scenario.parallel.tensor_model_parallel_size;
+  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
+  const Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
+  Schedule out = layer_header(attention, tp);
   for (int64_t c = 0; c < layout.cp_size(); ++c)
     for (int64_t t = 0; t < tp; ++t)
-      out.ranks.push_back(LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build());
+      out.ranks[static_cast<size_t>(layer_rank(t, c, tp))] =
+          LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build();
   out.check_invariants();
 #ifndef NDEBUG
   check_hazards(out);
 #endif
+  return out;
+}
+
+Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
+                                    const std::vector<int64_t>& layer_ranks) {
+  const int64_t tp = scenario.parallel.tensor_model_parallel_size;
+  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
+  std::vector<int64_t> cp_ranks;  // the attention programs the listed ranks wrap, each once
+  std::vector<char> listed(static_cast<size_t>(layout.cp_size() * tp), 0);
+  for (int64_t r : layer_ranks) {
+    HCPSIM_ASSERT(r >= 0 && r < layout.cp_size() * tp, "build_layer_schedule_ranks: layer rank out of range");
+    HCPSIM_ASSERT(!listed[static_cast<size_t>(r)], "build_layer_schedule_ranks: layer rank listed twice");
+    listed[static_cast<size_t>(r)] = 1;
+    if (std::find(cp_ranks.begin(), cp_ranks.end(), r / tp) == cp_ranks.end()) cp_ranks.push_back(r / tp);
+  }
+  const Schedule attention = build_schedule_ranks(cp_comm_type, layout, attention_shape(scenario), cp_ranks);
+  Schedule out = layer_header(attention, tp);
+  for (int64_t r : layer_ranks)
+    out.ranks[static_cast<size_t>(r)] =
+        LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(r / tp)], r % tp, r / tp).build();
   return out;
 }
 

@@ -1,8 +1,13 @@
 #include "hcpsim/step/training_step.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "hcpsim/config/pipeline_split.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/step/layer_builder.hpp"
@@ -42,15 +47,58 @@ ParallelSizes parallel_sizes(const ParallelConfig& p, int64_t data_parallel_size
   return sizes;
 }
 
-// One transformer layer, simulated (without symmetry reduction: TP ranks break it). Returns the largest
-// transient memory of a rank (peak − inputs), which the memory breakdown adds.
-int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
-                       const Topology& topology, SimOptions options, StepResult& r) {
+// Why the layer of `s` cannot be symmetry-reduced, or "" when it can (docs/simulator.md "Symmetry reduction",
+// "Whole training step"). With TP = 1 the layer's ranks are the CP ranks and every layer op (GEMMs, norms; no TP
+// collective) is the same on every rank, so the attention's classes are the layer's. With TP > 1 an a2a group of
+// A = gpus_per_node / TP GPUs is not a whole node, and the TP collectives and ring exchanges would couple the
+// classes of one node on NVLink, which the reduced run only executes for the representatives.
+std::string layer_symmetry_blocker(const Scenario& s, CpCommType cp_comm_type, const std::vector<int64_t>& gpus,
+                                   const std::string& full_run_reason) {
+  if (!full_run_reason.empty()) return full_run_reason;
+  const int64_t tp = s.parallel.tensor_model_parallel_size;
+  if (tp > 1)
+    return fmt::format("TP = {}: the TP collectives couple the a2a groups of a node, which the reduction does "
+                       "not execute as images",
+                       tp);
+  const CpLayout layout = cp_layout_for(s, cp_comm_type);
+  return symmetry_reduction_blocker(cp_comm_type, layout.a2a_size(), layout.p2p_size(), s.cluster, gpus);
+}
+
+// One layer of `s` (with its recompute settings), symmetry-reduced when `blocker` is "" and the reduced run is
+// exact, in full otherwise (the fallback). `note` says which.
+SimResult simulate_layer_run(const Scenario& s, CpCommType cp_comm_type, const Topology& topology,
+                             const std::vector<int64_t>& gpus, SimOptions options, const std::string& blocker,
+                             std::string& note) {
+  if (blocker.empty()) {
+    const CpLayout layout = cp_layout_for(s, cp_comm_type);
+    const int64_t a = layout.a2a_size(), p = layout.p2p_size();
+    options.symmetry_reduction = true;
+    SimResult reduced = simulate(build_layer_schedule_ranks(s, cp_comm_type, symmetry_representatives(a, p)),
+                                 s.cluster, topology, gpus, options);
+    if (reduced.symmetry_exact) {
+      note = fmt::format("symmetry reduction: simulated {} representative GPUs (a2a_rank 0), each standing for its "
+                         "{} a2a peers; exact",
+                         reduced.simulated_ranks, a);
+      return reduced;
+    }
+    note = "symmetry reduction not exact here (" + reduced.symmetry_note + "); full simulation";
+  } else {
+    note = "full simulation (symmetry reduction does not apply: " + blocker + ")";
+  }
   options.symmetry_reduction = false;
-  const Schedule layer = build_layer_schedule(s, cp_comm_type);
-  r.a2a_size = layer.a2a_size;
-  r.p2p_size = layer.p2p_size;
-  r.layer = simulate(layer, s.cluster, topology, layer_rank_gpus(s, data_parallel_size), options);
+  return simulate(build_layer_schedule(s, cp_comm_type), s.cluster, topology, gpus, options);
+}
+
+// One transformer layer, simulated (symmetry-reduced where that is exact). Returns the largest transient memory
+// of a rank (peak − inputs), which the memory breakdown adds.
+int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
+                       const Topology& topology, SimOptions options, const std::string& full_run_reason,
+                       StepResult& r) {
+  const std::vector<int64_t> gpus = layer_rank_gpus(s, data_parallel_size);
+  const std::string blocker = layer_symmetry_blocker(s, cp_comm_type, gpus, full_run_reason);
+  r.layer = simulate_layer_run(s, cp_comm_type, topology, gpus, options, blocker, r.layer_simulation_note);
+  r.a2a_size = r.layer.a2a_size;
+  r.p2p_size = r.layer.p2p_size;
   r.layer_forward_ps = r.layer.forward_ps;
   r.layer_backward_ps = r.layer.total_ps - r.layer.forward_ps;
   r.layer_backward_no_recompute_ps = r.layer_backward_ps;
@@ -65,8 +113,9 @@ int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_
     none.training.recompute_granularity = RecomputeGranularity::none;
     none.training.recompute_num_layers.reset();
     none.training.recompute_method = RecomputeMethod::uniform;
-    const SimResult plain = simulate(build_layer_schedule(none, cp_comm_type), s.cluster, topology,
-                                     layer_rank_gpus(s, data_parallel_size), options);
+    std::string plain_note;
+    const SimResult plain = simulate_layer_run(none, cp_comm_type, topology, gpus, options, blocker, plain_note);
+    if (plain_note != r.layer_simulation_note) r.layer_simulation_note += "; the layer without recompute: " + plain_note;
     r.layer_backward_no_recompute_ps = plain.total_ps - plain.forward_ps;
     r.layer_no_recompute_flops = plain.phase_flops(Phase::forward) + plain.phase_flops(Phase::backward);
   }
@@ -210,14 +259,14 @@ void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
 }  // namespace
 
 StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
-                         const Topology& topology, SimOptions options) {
+                         const Topology& topology, SimOptions options, const std::string& full_run_reason) {
   StepResult r;
   r.cp_comm_type = cp_comm_type;
   r.data_parallel_size = data_parallel_size;
   set_step_shape(s, data_parallel_size, r);
   const ParameterCounts params = parameter_counts(s);  // throws without vocab_size, before any work
   const ParallelSizes sizes = parallel_sizes(s.parallel, data_parallel_size);
-  const int64_t transient = simulate_layer(s, cp_comm_type, data_parallel_size, topology, options, r);
+  const int64_t transient = simulate_layer(s, cp_comm_type, data_parallel_size, topology, options, full_run_reason, r);
   const double logits_flops = set_output_layer_times(s, params, r);
   set_pipeline_time(s, sizes, r);
   set_data_parallel_and_step_time(s, sizes, transient, r);

@@ -10,9 +10,12 @@
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/sim/simulator.hpp"
+#include "sim_compare.hpp"
 
 using namespace hcpsim;
 using namespace hcpsim::sim;
+using hcpsim::sim::test::same_bits;
+using hcpsim::sim::test::sorted_flows;
 
 namespace {
 
@@ -29,19 +32,6 @@ AttentionShape llama_shape(int64_t seq_length, bool causal) {
   shape.softmax_scale = 1.0 / 11.313708498984761;  // 128^-0.5
   shape.dtype = Dtype::bf16;
   return shape;
-}
-
-// Doubles compared bit for bit ("byte-identical"), not by value.
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-using FlowKey = std::tuple<int64_t, int64_t, int64_t, int, TimePs, TimePs, std::vector<int64_t>>;
-std::vector<FlowKey> sorted_flows(const SimResult& r) {
-  std::vector<FlowKey> v;
-  for (const FlowRecord& f : r.flows)
-    v.emplace_back(f.src_cp_rank, f.dst_cp_rank, f.bytes, static_cast<int>(f.phase), f.start_ps, f.drained_ps,
-                   f.route);
-  std::sort(v.begin(), v.end());
-  return v;
 }
 
 /// Simulates the a2a+p2p schedule [A = 8, P] on P DGX H100 nodes (cp rank g on GPU g) in full and reduced, and

@@ -43,6 +43,15 @@ int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp);
 /// Korthikanti et al. 2022 (arXiv:2205.05198) Figure 5 for the SP collective placement.
 Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type);
 
+/// build_layer_schedule for the listed layer ranks only (the representatives of the simulator's symmetry
+/// reduction, SimOptions::symmetry_reduction): their programs are exactly build_layer_schedule's (the attention
+/// programs come from build_schedule_ranks); every other rank keeps only its rank, cp_rank and tp_rank (no buffers,
+/// ops or bindings). A partial schedule fails Schedule::check_invariants by design (its messages have missing
+/// peers), so it is not run here; build_layer_schedule builds and checks the same programs.
+/// @param layer_ranks  distinct layer ranks < TP·CP (HCPSIM_ASSERT); cp_comm_type p2p, a2a or a2a+p2p.
+Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
+                                    const std::vector<int64_t>& layer_ranks);
+
 /// Global GPU index of every rank of build_layer_schedule's schedule, by Megatron's rank order (dp = pp = 0).
 std::vector<int64_t> layer_rank_gpus(const Scenario& scenario, int64_t data_parallel_size);
 

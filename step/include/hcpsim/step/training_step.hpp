@@ -46,6 +46,10 @@ struct StepResult {
   std::vector<int64_t> stage_layers;   ///< transformer layers of each pipeline stage (config/pipeline_split.hpp)
   int64_t virtual_stages = 1;          ///< V
   SimResult layer;                     ///< the simulated layer (one micro-batch, all TP·CP ranks)
+  /// How the layer was simulated: "symmetry reduction: simulated P representative GPUs …; exact", or "full
+  /// simulation (symmetry reduction does not apply: …)", or "symmetry reduction not exact here (…); full
+  /// simulation" (the fallback). Every other field is the same either way.
+  std::string layer_simulation_note;
   TimePs layer_forward_ps = 0;         ///< layer.forward_ps
   TimePs layer_backward_ps = 0;        ///< layer.total_ps − layer.forward_ps (recompute included)
   TimePs layer_exposed_comm_ps = 0;    ///< max over ranks of RankStats::exposed_comm_ps of the layer
@@ -80,10 +84,15 @@ struct StepResult {
 /// @param scenario validated with ValidationScope::placement; model.vocab_size must be set.
 /// @param data_parallel_size the resolved DP (ValidationReport::data_parallel_size).
 /// @param topology Topology::from_cluster(scenario.cluster), with every GPU of layer_rank_gpus().
-/// @param options modelling choices of the layer simulation (symmetry_reduction is ignored: TP ranks break it).
+/// @param options modelling choices of the layer simulation; its symmetry_reduction is not read: the layer is
+///   symmetry-reduced wherever that applies (TP = 1 and symmetry_reduction_blocker() of the layer's CP placement
+///   says ""; docs/simulator.md "Symmetry reduction") and the reduced run is exact, and simulated in full
+///   otherwise, with the same results (StepResult::layer_simulation_note says which).
+/// @param full_run_reason  non-empty: simulate the layer in full, for this reason (e.g. a trace of every
+///   GPU's ops and flows in run order).
 /// @throws InputError when model.vocab_size is missing (training_model.hpp).
 StepResult simulate_step(const Scenario& scenario, CpCommType cp_comm_type, int64_t data_parallel_size,
-                         const Topology& topology, SimOptions options = {});
+                         const Topology& topology, SimOptions options = {}, const std::string& full_run_reason = "");
 
 
 }  // namespace hcpsim::sim

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Wall time and peak RSS of `hcpsim simulate` (attention alone + whole training step) for Llama-3-8B at S = 4096·CP
+# tokens: a2a+p2p [8, CP/8] on CP/8 DGX H100 nodes and the plain p2p ring, min and median of `runs` runs (the
+# numbers bench/RESULTS.md records). Usage:
+#   bash bench/simulate_bench.sh [build dir] [runs] [CP sizes] [comm types]
+# e.g. bash bench/simulate_bench.sh build 3 "512 1024 2048" "a2a+p2p p2p"; needs /usr/bin/time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="${1:-build}/apps/hcpsim"
+runs="${2:-3}"
+cps="${3:-512 1024 2048}"
+types="${4:-a2a+p2p}"
+scenario=scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml
+for type in $types; do
+  for cp in $cps; do
+    p=$((cp / 8))
+    args=(parallel.context_parallel_size="$cp" cluster.nodes="$p" model.seq_length=$((cp * 4096)))
+    if [ "$type" = p2p ]; then
+      args+=(parallel.cp_comm_type=p2p parallel.hierarchical_context_parallel_sizes=null)
+    else
+      args+=("parallel.hierarchical_context_parallel_sizes=[8,$p]")
+    fi
+    results=()
+    for _ in $(seq "$runs"); do
+      # The admission estimate counts the unreduced attention; the reduced runs need far less.
+      results+=("$(/usr/bin/time -f "%e %M" "$bin" simulate --quiet --max-memory 64G "$scenario" "${args[@]}" \
+        2>&1 >/dev/null | tail -1)")
+    done
+    t=$(printf '%s\n' "${results[@]}" | awk '{print $1}' | sort -n)
+    m=$(printf '%s\n' "${results[@]}" | awk '{print $2}' | sort -n)
+    mid=$(( (runs + 1) / 2 ))
+    printf '%-8s CP=%-5s time min %6.2f s median %6.2f s   peak RSS min %7.0f MB median %7.0f MB\n' "$type" "$cp" \
+      "$(echo "$t" | sed -n 1p)" "$(echo "$t" | sed -n "${mid}p")" \
+      "$(echo "$(echo "$m" | sed -n 1p) / 1024" | bc)" "$(echo "$(echo "$m" | sed -n "${mid}p") / 1024" | bc)"
+  done
+done

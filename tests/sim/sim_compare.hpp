@@ -1,0 +1,30 @@
+#pragma once
+// Helpers for tests that compare two simulations result by result (a symmetry-reduced run against the full run):
+// doubles bit for bit and the flows in an order that does not depend on how the run interleaved the ranks.
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "hcpsim/sim/simulator.hpp"
+
+namespace hcpsim::sim::test {
+
+// Doubles compared bit for bit ("byte-identical"), not by value.
+inline bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// One flow's (source, destination, bytes, phase, start, drain, route).
+using FlowKey = std::tuple<int64_t, int64_t, int64_t, int, TimePs, TimePs, std::vector<int64_t>>;
+
+// Every flow of `r`, sorted (SimResult::flows is in start order, which a reduced run changes).
+inline std::vector<FlowKey> sorted_flows(const SimResult& r) {
+  std::vector<FlowKey> v;
+  for (const FlowRecord& f : r.flows)
+    v.emplace_back(f.src_cp_rank, f.dst_cp_rank, f.bytes, static_cast<int>(f.phase), f.start_ps, f.drained_ps,
+                   f.route);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace hcpsim::sim::test
