@@ -151,7 +151,9 @@ std::vector<int64_t> Topology::route(int64_t src_gpu, int64_t dst_gpu, uint64_t 
   const auto& dist = impl_->distances(dst);
   HCPSIM_ASSERT(dist[idx(src)] != std::numeric_limits<int32_t>::max(), "GPU unreachable");
   int64_t v = src;
-  std::vector<int64_t> candidates;
+  path.reserve(static_cast<size_t>(dist[idx(src)]));  // one link per hop of a shortest path
+  // Reused across calls (a route per message): no allocation once it has grown to the largest out-degree.
+  thread_local std::vector<int64_t> candidates;
   for (uint64_t hop = 0; v != dst; ++hop) {
     candidates.clear();
     for (auto [e, end] = boost::out_edges(idx(v), impl_->graph); e != end; ++e) {
