@@ -129,7 +129,8 @@ class MessageKeySet {
   }
 
  private:
-  static constexpr int64_t kEmpty = std::numeric_limits<int64_t>::min();  // no src rank is negative (a sent key has src = its rank ≥ 0)
+  // Marks a free slot: no stored key starts with it (a send's src is its rank, a receive's src a checked peer ≥ 0).
+  static constexpr int64_t kEmpty = std::numeric_limits<int64_t>::min();
   static size_t hash(const MessageKey& k) {
     uint64_t h = 0x9e3779b97f4a7c15ULL;
     for (int64_t v : k) {

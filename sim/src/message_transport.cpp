@@ -37,8 +37,11 @@ std::vector<int64_t> MessageTransport::next_route(int64_t src, int64_t dst) {
   }
   const auto ordinal = static_cast<uint64_t>(it->count++);
   if (it->single_path) return it->route;
-  std::vector<int64_t> route = ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal);
-  if (ctx_.options.symmetry_reduction && single_shortest_path(src, dst)) {
+  bool only_path = false;
+  std::vector<int64_t> route =
+      ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal, &only_path);
+  // A pair with one shortest path gets it for every ordinal: compute it once (also in a full run).
+  if (only_path || (ctx_.options.symmetry_reduction && single_shortest_path(src, dst))) {
     it->route = route;
     it->single_path = true;
   }

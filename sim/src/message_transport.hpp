@@ -70,7 +70,8 @@ class MessageTransport {
   /// those from src to dst (simulator.hpp). In a symmetry-reduced run the topology is the generated
   /// rail-optimised one with a NIC per GPU (symmetry_reduction_blocker), where a pair inside one node, or on one
   /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
-  /// route of every image message made the reduced run spend a quarter of its time in Topology::route).
+  /// route of every image message made the reduced run spend a quarter of its time in Topology::route). In any
+  /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it.
   std::vector<int64_t> next_route(int64_t src, int64_t dst);
   /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
   /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit

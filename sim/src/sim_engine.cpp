@@ -104,7 +104,8 @@ void Engine::index_dependents(int64_t rank) {
     total += ops[i].deps.size();
     p.ops[i].remaining_deps = static_cast<int32_t>(ops[i].deps.size());
   }
-  HCPSIM_ASSERT(total < static_cast<size_t>(std::numeric_limits<int32_t>::max()), fmt::format("cp rank {}: too many deps", rank));
+  HCPSIM_ASSERT(total < static_cast<size_t>(std::numeric_limits<int32_t>::max()),
+                fmt::format("cp rank {}: too many deps", rank));
   for (size_t i = 0; i < ops.size(); ++i) begin[i + 1] += begin[i];
   // Then place each dependent, moving begin[d] up to d's end; shifting back restores the starts.
   p.dependents.resize(total);
@@ -165,7 +166,8 @@ void Engine::finish_op(int64_t rank, OpIndex i) {
   HCPSIM_ASSERT(o.started(), fmt::format("cp rank {} op {} finished before it started", rank, i));
   HCPSIM_ASSERT(!o.finished(), fmt::format("cp rank {} op {} finished twice", rank, i));
   o.end_ps = ctx_.queue.now();
-  const auto first = index_of(p.dependents_begin[index_of(i)]), last = index_of(p.dependents_begin[index_of(i) + 1]);
+  const size_t first = index_of(p.dependents_begin[index_of(i)]);
+  const size_t last = index_of(p.dependents_begin[index_of(i) + 1]);
   for (size_t k = first; k < last; ++k) --p.ops[index_of(p.dependents[k])].remaining_deps;
   const size_t s = o.stream;
   HCPSIM_ASSERT(p.cursor[s] < p.stream_ops[s].size(), "stream cursor past the end");
