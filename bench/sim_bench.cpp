@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   hcpsim::sim::SimOptions options;
   options.record_timeline = false;  // as `hcpsim simulate` without --trace
   options.symmetry_reduction = reduce;
+  options.schedule_checked = true;  // build_schedule checked it, as `hcpsim simulate` relies on
   const hcpsim::sim::SimResult result = hcpsim::sim::simulate(schedule, cluster, topology, gpus, options);
   const double sim_s = seconds_since(t1);
 

@@ -1,7 +1,11 @@
 #include "hcpsim/core/schedule.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
 #include <map>
-#include <tuple>
+#include <utility>
 
 #include "hcpsim/core/error.hpp"
 
@@ -108,6 +112,54 @@ double Schedule::total_flops(Phase phase) const {
 
 namespace {
 
+/// (src, dst, tag) of a message.
+using MessageKey = std::array<int64_t, 3>;
+
+/// A set of message keys with open addressing (linear probing in a power-of-two table, kept at most half
+/// full): the invariant check asks it once per message side whether the key came before, which a std::map
+/// answered with a tree walk and a node allocation per key. Only membership is read, never the order.
+class MessageKeySet {
+ public:
+  /// Adds `key`; false if it was already there.
+  bool insert(const MessageKey& key) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    const bool added = place(slots_, key);
+    size_ += added ? 1 : 0;
+    return added;
+  }
+
+ private:
+  // Marks a free slot: no stored key starts with it (a send's src is its rank, a receive's src a checked peer ≥ 0).
+  static constexpr int64_t kEmpty = std::numeric_limits<int64_t>::min();
+  static size_t hash(const MessageKey& k) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (int64_t v : k) {
+      h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+      h *= 0xbf58476d1ce4e5b9ULL;  // splitmix64's multiplier (Steele, Lea, Flood, OOPSLA 2014)
+      h ^= h >> 31;
+    }
+    return static_cast<size_t>(h);
+  }
+  static bool place(std::vector<MessageKey>& slots, const MessageKey& key) {
+    const size_t mask = slots.size() - 1;
+    for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      if (slots[i] == key) return false;
+      if (slots[i][0] == kEmpty) {
+        slots[i] = key;
+        return true;
+      }
+    }
+  }
+  void grow() {
+    std::vector<MessageKey> bigger(std::max<size_t>(64, 2 * slots_.size()), MessageKey{kEmpty, 0, 0});
+    for (const MessageKey& k : slots_)
+      if (k[0] != kEmpty) place(bigger, k);
+    slots_ = std::move(bigger);
+  }
+  std::vector<MessageKey> slots_;
+  size_t size_ = 0;
+};
+
 /// Walks a schedule's rank programs op by op and checks the invariants listed at Schedule::check_invariants,
 /// one family per method, in the order they were always checked (the first violation aborts, so the order decides
 /// which message a broken schedule reports).
@@ -118,8 +170,10 @@ struct Checker {
   const RankProgram* r = nullptr;
   std::vector<int> live;  // 0 = never allocated / freed, 1 = live
   size_t op_index = 0;
-  // (src, dst, tag) -> bytes, for matching sends with receives.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> sends, recvs;
+  // (src, dst, tag) and bytes of every send and receive, for matching them (sorted by key at the end), and the
+  // keys seen so far, for rejecting a duplicate at the op that repeats it.
+  std::vector<std::pair<MessageKey, int64_t>> sends, recvs;
+  MessageKeySet send_keys, recv_keys;
   // tag -> (group, count of members that issued it)
   std::map<std::pair<std::vector<int64_t>, int64_t>, int64_t> a2a_members;
 
@@ -248,14 +302,14 @@ struct Checker {
     HCPSIM_ASSERT(p.send.empty() == (p.send_peer < 0), where() + ": send peer and buffers disagree");
     HCPSIM_ASSERT(p.recv.empty() == (p.recv_peer < 0), where() + ": recv peer and buffers disagree");
     if (!p.send.empty()) {
-      auto key = std::make_tuple(r->rank, p.send_peer, p.send_tag);
-      HCPSIM_ASSERT(sends.count(key) == 0, where() + ": duplicate message");
-      sends[key] = sb;
+      const MessageKey key{r->rank, p.send_peer, p.send_tag};
+      HCPSIM_ASSERT(send_keys.insert(key), where() + ": duplicate message");
+      sends.emplace_back(key, sb);
     }
     if (!p.recv.empty()) {
-      auto key = std::make_tuple(p.recv_peer, r->rank, p.recv_tag);
-      HCPSIM_ASSERT(recvs.count(key) == 0, where() + ": duplicate receive");
-      recvs[key] = rbytes;
+      const MessageKey key{p.recv_peer, r->rank, p.recv_tag};
+      HCPSIM_ASSERT(recv_keys.insert(key), where() + ": duplicate receive");
+      recvs.emplace_back(key, rbytes);
     }
   }
 
@@ -351,14 +405,20 @@ struct Checker {
     }
   }
 
-  /// Messages across ranks: every send has exactly one receive of the same size.
-  void check_messages_matched() const {
+  /// Messages across ranks: every send has exactly one receive of the same size. Sends are visited in key
+  /// order, so a schedule with several unmatched sends reports the smallest key.
+  void check_messages_matched() {
     HCPSIM_ASSERT(sends.size() == recvs.size(), "every send needs exactly one matching receive");
+    std::sort(sends.begin(), sends.end());  // keys are unique (the duplicate checks), so bytes never decide
+    std::sort(recvs.begin(), recvs.end());
     for (const auto& [key, bytes] : sends) {
-      auto it = recvs.find(key);
-      HCPSIM_ASSERT(it != recvs.end(), "message " + std::to_string(std::get<0>(key)) + "->" +
-                                           std::to_string(std::get<1>(key)) + " tag " +
-                                           std::to_string(std::get<2>(key)) + " has no receive");
+      const auto it = std::lower_bound(recvs.begin(), recvs.end(), key,
+                                       [](const std::pair<MessageKey, int64_t>& e, const MessageKey& k) {
+                                         return e.first < k;
+                                       });
+      HCPSIM_ASSERT(it != recvs.end() && it->first == key,
+                    "message " + std::to_string(key[0]) + "->" + std::to_string(key[1]) + " tag " +
+                        std::to_string(key[2]) + " has no receive");
       HCPSIM_ASSERT(it->second == bytes, "message size differs between send and receive");
     }
   }

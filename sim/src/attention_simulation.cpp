@@ -47,6 +47,7 @@ AttentionSimulation simulate_attention(const Scenario& s, CpCommType t, int64_t 
     out.note = "full simulation (symmetry reduction does not apply: " + blocker + ")";
   }
   run.symmetry_reduction = false;
+  run.schedule_checked = true;  // build_schedule checks what it builds
   out.result = simulate(build_schedule(t, layout, shape), s.cluster, topology, gpus, run);
   return out;
 }

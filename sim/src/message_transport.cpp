@@ -1,6 +1,7 @@
 #include "message_transport.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -36,8 +37,11 @@ std::vector<int64_t> MessageTransport::next_route(int64_t src, int64_t dst) {
   }
   const auto ordinal = static_cast<uint64_t>(it->count++);
   if (it->single_path) return it->route;
-  std::vector<int64_t> route = ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal);
-  if (ctx_.options.symmetry_reduction && single_shortest_path(src, dst)) {
+  bool only_path = false;
+  std::vector<int64_t> route =
+      ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal, &only_path);
+  // A pair with one shortest path gets it for every ordinal: compute it once (also in a full run).
+  if (only_path || (ctx_.options.symmetry_reduction && single_shortest_path(src, dst))) {
     it->route = route;
     it->single_path = true;
   }
@@ -67,7 +71,7 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
   std::vector<int64_t> route = next_route(src, dst);
   const double route_latency_s = ctx_.topology.route_latency_s(route);
   const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
-  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, route, ops.send, ops.recv});
+  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
   const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
   for (int64_t a = 1; a <= images; ++a) {
     const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
@@ -93,20 +97,35 @@ void MessageTransport::send_routed_message(int64_t src, int64_t dst, int64_t byt
 
 void MessageTransport::launch(int64_t flow_index, int64_t images, TimePs software_latency_ps,
                               TimePs route_latency_ps, Delivered delivered) {
-  ctx_.queue.schedule_after(
-      software_latency_ps, kPriorityCompletion,
-      [this, flow_index, images, route_latency_ps, delivered = std::move(delivered)]() mutable {
-        FlowRecord& rec = flows_[index_of(flow_index)];
-        rec.start_ps = ctx_.queue.now();
-        if (images > 0) shadow_.start(flows_, flow_index, images, ctx_.queue.now());
-        network_.start_flow(
-            rec.route, rec.bytes,
-            [this, flow_index, images, route_latency_ps, delivered = std::move(delivered)]() mutable {
-              flows_[index_of(flow_index)].drained_ps = ctx_.queue.now();
-              if (images > 0) shadow_.end(flows_, flow_index, images, ctx_.queue.now());
-              ctx_.queue.schedule_after(route_latency_ps, kPriorityCompletion, std::move(delivered));
-            });
-      });
+  int32_t slot = 0;
+  if (free_in_flight_.empty()) {
+    HCPSIM_ASSERT(in_flight_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()),
+                  "too many messages in flight");
+    slot = static_cast<int32_t>(in_flight_.size());
+    in_flight_.emplace_back();
+  } else {
+    slot = free_in_flight_.back();
+    free_in_flight_.pop_back();
+  }
+  in_flight_[index_of(slot)] = InFlight{flow_index, images, route_latency_ps, std::move(delivered)};
+  ctx_.queue.schedule_after(software_latency_ps, kPriorityCompletion, [this, slot] { start_flow(slot); });
+}
+
+void MessageTransport::start_flow(int32_t slot) {
+  const InFlight& m = in_flight_[index_of(slot)];
+  FlowRecord& rec = flows_[index_of(m.flow_index)];
+  rec.start_ps = ctx_.queue.now();
+  if (m.images > 0) shadow_.start(flows_, m.flow_index, m.images, ctx_.queue.now());
+  network_.start_flow(rec.route, rec.bytes, [this, slot] { flow_drained(slot); });
+}
+
+void MessageTransport::flow_drained(int32_t slot) {
+  InFlight& m = in_flight_[index_of(slot)];
+  flows_[index_of(m.flow_index)].drained_ps = ctx_.queue.now();
+  if (m.images > 0) shadow_.end(flows_, m.flow_index, m.images, ctx_.queue.now());
+  ctx_.queue.schedule_after(m.route_latency_ps, kPriorityCompletion, std::move(m.delivered));
+  m.delivered = nullptr;
+  free_in_flight_.push_back(slot);
 }
 
 }  // namespace hcpsim::sim::detail

@@ -70,7 +70,8 @@ class MessageTransport {
   /// those from src to dst (simulator.hpp). In a symmetry-reduced run the topology is the generated
   /// rail-optimised one with a NIC per GPU (symmetry_reduction_blocker), where a pair inside one node, or on one
   /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
-  /// route of every image message made the reduced run spend a quarter of its time in Topology::route).
+  /// route of every image message made the reduced run spend a quarter of its time in Topology::route). In any
+  /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it.
   std::vector<int64_t> next_route(int64_t src, int64_t dst);
   /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
   /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit
@@ -80,6 +81,19 @@ class MessageTransport {
   /// Starts recorded flow `flow_index` after `software_latency_ps` and delivers route_latency_ps after it drains.
   void launch(int64_t flow_index, int64_t images, TimePs software_latency_ps, TimePs route_latency_ps,
               Delivered delivered);
+  /// The software latency of in-flight message `slot` is over: its flow enters the network.
+  void start_flow(int32_t slot);
+  /// The flow of in-flight message `slot` has drained: it is delivered after its route latency.
+  void flow_drained(int32_t slot);
+
+  /// A message between launch and delivery. Its events capture only its slot here, so that they fit in
+  /// std::function's small buffer instead of each copying `delivered` to the heap.
+  struct InFlight {
+    int64_t flow_index = -1;
+    int64_t images = 0;
+    TimePs route_latency_ps = 0;
+    Delivered delivered;
+  };
 
   SimContext& ctx_;
   FlowNetwork network_;
@@ -89,6 +103,9 @@ class MessageTransport {
   std::vector<MessageTable> sent_;  ///< per source rank
   /// Per source rank; a rank has few peers, so a linear search is fastest.
   std::vector<std::vector<PairState>> pair_messages_;
+  /// Messages in flight, in slots reused once delivered (memory follows the messages in flight).
+  std::vector<InFlight> in_flight_;
+  std::vector<int32_t> free_in_flight_;
 };
 
 }  // namespace hcpsim::sim::detail

@@ -28,7 +28,7 @@ Rendezvous::Rendezvous(SimContext& ctx, MessageTransport& transport) : ctx_(ctx)
 void Rendezvous::start_send_recv(int64_t rank, OpIndex i) {
   const auto& sr = std::get<SendRecvOp>(ctx_.op_of(rank, i).payload);
   OpRuntime& o = ctx_.op_runtime(rank, i);
-  o.pending_transfers = (sr.send_peer >= 0 ? 1 : 0) + (sr.recv_peer >= 0 ? 1 : 0);
+  o.pending_transfers = static_cast<int16_t>((sr.send_peer >= 0 ? 1 : 0) + (sr.recv_peer >= 0 ? 1 : 0));
   if (o.pending_transfers == 0) {
     ctx_.finish_after(0, rank, i);
     return;

@@ -34,11 +34,18 @@ inline size_t stream_index(Stream s) { return static_cast<size_t>(s); }
 inline size_t phase_index(Phase p) { return static_cast<size_t>(p); }
 inline size_t level_index(LinkLevel l) { return static_cast<size_t>(l); }
 
-/// Run-time state of one op.
+/// Run-time state of one op (24 bytes: the engine touches one per event).
 struct OpRuntime {
   TimePs start_ps = -1;
   TimePs end_ps = -1;
-  int pending_transfers = 0;  ///< send_recv: messages of this op not yet delivered
+  /// Entries of Op::deps (a dep listed twice counts twice) whose op has not finished; the op may start when this
+  /// is 0 and it heads its stream. Counted down by Engine::finish_op, so no stream head polls its deps.
+  int32_t remaining_deps = 0;
+  int16_t pending_transfers = 0;  ///< send_recv: messages of this op not yet delivered (at most 2)
+  /// stream_index(Op::stream) and is_communication(Op::kind()), copied here so that finishing an op reads only
+  /// this record, not the Op (at large CP every rank's program is far from the cache).
+  uint8_t stream = 0;
+  bool communication = false;
   [[nodiscard]] bool started() const { return start_ps >= 0; }
   [[nodiscard]] bool finished() const { return end_ps >= 0; }
 };
@@ -49,6 +56,10 @@ struct RankProgress {
   std::array<std::vector<OpIndex>, kStreamCount> stream_ops;  ///< op indices of each stream, in list order
   std::array<size_t, kStreamCount> cursor{};                  ///< position of the stream's next unfinished op
   std::vector<OpRuntime> ops;
+  /// The ops that depend on each op, as one flat array (compressed rows): the dependents of op i are
+  /// dependents[dependents_begin[i] .. dependents_begin[i + 1]), once per entry of their Op::deps.
+  std::vector<int32_t> dependents_begin;
+  std::vector<OpIndex> dependents;
 };
 
 /// One side of a communication: the op of a rank that takes part.

@@ -1,5 +1,9 @@
 #include "sim_engine.hpp"
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "hcpsim/core/op_visit.hpp"
@@ -38,7 +42,10 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
       const Stream s = program.ops[i].stream;
       HCPSIM_ASSERT(stream_index(s) < kStreamCount, fmt::format("bad stream on cp rank {} op {}", r, i));
       p.stream_ops[stream_index(s)].push_back(static_cast<OpIndex>(i));
+      p.ops[i].stream = static_cast<uint8_t>(stream_index(s));
+      p.ops[i].communication = is_communication(program.ops[i].kind());
     }
+    index_dependents(rank);
     memory_.bind_inputs(rank);
   }
   reserve_for_run();
@@ -51,6 +58,12 @@ SimResult Engine::run() {
   }
   const int64_t events = ctx_.queue.run();
   check_all_finished();
+  // The results read only the op times: hand back the stream and dependency indexes before they are built.
+  for (RankProgress& p : ctx_.progress) {
+    for (std::vector<OpIndex>& ops : p.stream_ops) std::vector<OpIndex>().swap(ops);
+    std::vector<int32_t>().swap(p.dependents_begin);
+    std::vector<OpIndex>().swap(p.dependents);
+  }
   return collect_results(ctx_, memory_, transport_, events);
 }
 
@@ -74,13 +87,32 @@ void Engine::reserve_for_run() {
   ctx_.queue.reserve(2 * ops + 3 * messages);
 }
 
-bool Engine::deps_finished(int64_t rank, OpIndex i) const {
-  for (OpIndex d : ctx_.op_of(rank, i).deps) {
-    HCPSIM_ASSERT(d >= 0, fmt::format("cp rank {} op {}: negative dep", rank, i));
-    HCPSIM_ASSERT(d < i, fmt::format("cp rank {} op {}: dep {} does not point backwards", rank, i, d));
-    if (!ctx_.op_runtime(rank, d).finished()) return false;
+void Engine::index_dependents(int64_t rank) {
+  const std::vector<Op>& ops = ctx_.program(rank).ops;
+  RankProgress& p = ctx_.progress[index_of(rank)];
+  // Counting sort of the (dep, dependent) pairs by dep: first count each op's dependents in begin[d + 1].
+  std::vector<int32_t>& begin = p.dependents_begin;
+  begin.assign(ops.size() + 1, 0);
+  size_t total = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto op = static_cast<OpIndex>(i);
+    for (OpIndex d : ops[i].deps) {
+      HCPSIM_ASSERT(d >= 0, fmt::format("cp rank {} op {}: negative dep", rank, op));
+      HCPSIM_ASSERT(d < op, fmt::format("cp rank {} op {}: dep {} does not point backwards", rank, op, d));
+      ++begin[index_of(d) + 1];
+    }
+    total += ops[i].deps.size();
+    p.ops[i].remaining_deps = static_cast<int32_t>(ops[i].deps.size());
   }
-  return true;
+  HCPSIM_ASSERT(total < static_cast<size_t>(std::numeric_limits<int32_t>::max()),
+                fmt::format("cp rank {}: too many deps", rank));
+  for (size_t i = 0; i < ops.size(); ++i) begin[i + 1] += begin[i];
+  // Then place each dependent, moving begin[d] up to d's end; shifting back restores the starts.
+  p.dependents.resize(total);
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (OpIndex d : ops[i].deps) p.dependents[index_of(begin[index_of(d)]++)] = static_cast<OpIndex>(i);
+  for (size_t i = ops.size(); i > 0; --i) begin[i] = begin[i - 1];
+  begin[0] = 0;
 }
 
 void Engine::try_start_ready(int64_t rank) {
@@ -88,8 +120,8 @@ void Engine::try_start_ready(int64_t rank) {
     const RankProgress& p = ctx_.progress[index_of(rank)];
     if (p.cursor[s] >= p.stream_ops[s].size()) continue;
     const OpIndex head = p.stream_ops[s][p.cursor[s]];
-    if (p.ops[index_of(head)].started()) continue;
-    if (!deps_finished(rank, head)) continue;
+    const OpRuntime& o = p.ops[index_of(head)];
+    if (o.started() || o.remaining_deps > 0) continue;
     start_op(rank, head);
   }
 }
@@ -134,13 +166,15 @@ void Engine::finish_op(int64_t rank, OpIndex i) {
   HCPSIM_ASSERT(o.started(), fmt::format("cp rank {} op {} finished before it started", rank, i));
   HCPSIM_ASSERT(!o.finished(), fmt::format("cp rank {} op {} finished twice", rank, i));
   o.end_ps = ctx_.queue.now();
-  const Op& op = ctx_.op_of(rank, i);
-  const size_t s = stream_index(op.stream);
+  const size_t first = index_of(p.dependents_begin[index_of(i)]);
+  const size_t last = index_of(p.dependents_begin[index_of(i) + 1]);
+  for (size_t k = first; k < last; ++k) --p.ops[index_of(p.dependents[k])].remaining_deps;
+  const size_t s = o.stream;
   HCPSIM_ASSERT(p.cursor[s] < p.stream_ops[s].size(), "stream cursor past the end");
   HCPSIM_ASSERT(p.stream_ops[s][p.cursor[s]] == i,
                 fmt::format("cp rank {} op {} finished but is not the head of its stream", rank, i));
   ++p.cursor[s];
-  if (is_communication(op.kind())) gpu_.comm_running_change(rank, -1);
+  if (o.communication) gpu_.comm_running_change(rank, -1);
   try_start_ready(rank);
 }
 

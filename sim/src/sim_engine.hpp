@@ -33,8 +33,11 @@ class Engine final : public OpFinisher {
   /// Sizes the flow records exactly and the event tables roughly from the executed programs, so that a large
   /// run does not regrow (and copy) them while it runs. Capacity only.
   void reserve_for_run();
-  [[nodiscard]] bool deps_finished(int64_t rank, OpIndex i) const;
-  /// Starts the head op of every stream of `rank` whose stream predecessor and deps have finished.
+  /// Sets every op's remaining_deps of `rank` to its number of deps and indexes who depends on whom
+  /// (RankProgress::dependents). HCPSIM_ASSERT on a dep that does not point to an earlier op.
+  void index_dependents(int64_t rank);
+  /// Starts the head op of every stream of `rank` whose stream predecessor and deps have finished, in stream
+  /// order (compute, cp, comm).
   void try_start_ready(int64_t rank);
   void start_op(int64_t rank, OpIndex i);
 

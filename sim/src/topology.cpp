@@ -143,15 +143,18 @@ int64_t Topology::gpu_rail(int64_t gpu) const {
   return impl_->gpu_rails[idx(gpu)];
 }
 
-std::vector<int64_t> Topology::route(int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id) const {
+std::vector<int64_t> Topology::route(int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id, bool* only_path) const {
   const int64_t src = gpu_vertex(src_gpu);
   const int64_t dst = gpu_vertex(dst_gpu);
   std::vector<int64_t> path;
+  if (only_path != nullptr) *only_path = true;
   if (src == dst) return path;
   const auto& dist = impl_->distances(dst);
   HCPSIM_ASSERT(dist[idx(src)] != std::numeric_limits<int32_t>::max(), "GPU unreachable");
   int64_t v = src;
-  std::vector<int64_t> candidates;
+  path.reserve(static_cast<size_t>(dist[idx(src)]));  // one link per hop of a shortest path
+  // Reused across calls (a route per message): no allocation once it has grown to the largest out-degree.
+  thread_local std::vector<int64_t> candidates;
   for (uint64_t hop = 0; v != dst; ++hop) {
     candidates.clear();
     for (auto [e, end] = boost::out_edges(idx(v), impl_->graph); e != end; ++e) {
@@ -159,6 +162,7 @@ std::vector<int64_t> Topology::route(int64_t src_gpu, int64_t dst_gpu, uint64_t 
       if (dist[t] + 1 == dist[idx(v)]) candidates.push_back(boost::get(boost::edge_index, impl_->graph, *e));
     }
     HCPSIM_ASSERT(!candidates.empty(), "no next hop on a shortest path");
+    if (only_path != nullptr && candidates.size() > 1) *only_path = false;
     std::sort(candidates.begin(), candidates.end());
     const uint64_t h = ecmp_hash(static_cast<uint64_t>(src_gpu) * 0x100000000ULL + static_cast<uint64_t>(dst_gpu),
                                  flow_id, hop);

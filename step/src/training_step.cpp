@@ -263,6 +263,7 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   StepResult r;
   r.cp_comm_type = cp_comm_type;
   r.data_parallel_size = data_parallel_size;
+  options.schedule_checked = true;  // the layers simulated here come from build_layer_schedule, which checks them
   set_step_shape(s, data_parallel_size, r);
   const ParameterCounts params = parameter_counts(s);  // throws without vocab_size, before any work
   const ParallelSizes sizes = parallel_sizes(s.parallel, data_parallel_size);

@@ -106,3 +106,28 @@ TEST_CASE("core: section_matches checks a block's section against its rows and m
   CHECK(section_matches(Section::full, BlockMask::none, all, RowRange{4, 0}, 8, 8));  // an empty block
   CHECK(section_matches(Section::diagonal, BlockMask::causal_bottom_right, first_half, RowRange{0, 6}, 8, 16));
 }
+
+TEST_CASE("core: check_invariants names a repeated message at its op and the smallest unmatched send",
+          "[core][schedule]") {
+  // Rank 0's first two forward sends go to its ring successor: giving the second the first's tag repeats the
+  // (src, dst, tag) of a message.
+  require_rejected(
+      [](Schedule& s) {
+        std::vector<SendRecvOp*> sends;
+        for (auto& op : s.ranks[0].ops)
+          if (auto* p = std::get_if<SendRecvOp>(&op.payload); p && p->send_peer >= 0) sends.push_back(p);
+        REQUIRE(sends.size() >= 2);
+        REQUIRE(sends[0]->send_peer == sends[1]->send_peer);
+        sends[1]->send_tag = sends[0]->send_tag;
+      },
+      ": duplicate message");
+  // Two sends without a receive (ranks 1 and 0, same new tag): the report names the smaller key, rank 0's.
+  Schedule probe = good_schedule();
+  const int64_t peer0 = first_op<SendRecvOp>(probe, 0, Phase::forward)->send_peer;
+  require_rejected(
+      [](Schedule& s) {
+        first_op<SendRecvOp>(s, 1, Phase::forward)->send_tag = 99;
+        first_op<SendRecvOp>(s, 0, Phase::forward)->send_tag = 99;
+      },
+      "message 0->" + std::to_string(peer0) + " tag 99 has no receive");
+}

@@ -12,4 +12,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/attention_simulation_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_cost_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trace_flow_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/engine_deps_test.cpp
 )

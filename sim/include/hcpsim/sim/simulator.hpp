@@ -233,6 +233,11 @@ struct SimOptions {
   /// from build_schedule_ranks(…, symmetry_representatives(…)). Results equal the full simulation's except
   /// event_count, network_recomputes and the order of SimResult::flows; check SimResult::symmetry_exact.
   bool symmetry_reduction = false;
+  /// true: the schedule comes straight from a builder that ran Schedule::check_invariants on it (build_schedule,
+  /// build_layer_schedule) and has not been changed since, so release builds of simulate() do not check it a
+  /// second time (debug builds still do, and run check_hazards). false (default): simulate() checks it, as it
+  /// must for a schedule from anywhere else (a test, a fault injector's edit, a caller's own builder).
+  bool schedule_checked = false;
 };
 
 /// Why the symmetry reduction cannot be used for this placement, or "" when it can. It applies when the
@@ -251,7 +256,7 @@ std::vector<int64_t> symmetry_representatives(int64_t a2a_size, int64_t p2p_size
 /// Simulates `schedule` on `topology`.
 /// @param schedule  a built schedule; check_invariants() (and check_hazards() in debug builds) is run first
 ///   (HCPSIM_ASSERT on violation), except with options.symmetry_reduction, where only the representatives'
-///   programs are read (the builder checked them).
+///   programs are read (the builder checked them), and in release builds with options.schedule_checked.
 /// @param cluster   GPU rates, efficiencies and the per-message software latency.
 /// @param topology  the graph messages are routed on (Topology::from_cluster(cluster) usually).
 /// @param gpu_of_cp_rank  global GPU index of each CP rank (size = schedule.ranks.size(), distinct, each

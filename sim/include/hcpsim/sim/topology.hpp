@@ -96,7 +96,10 @@ class Topology {
   /// Link ids from GPU `src_gpu` to GPU `dst_gpu` along a shortest path (fewest hops). Among equal-cost next
   /// hops, the one at position hash(src, dst, flow_id, hop) mod count (hop order = link id order) is taken, so
   /// one flow always takes the same path and different flows spread. Empty when src == dst.
-  [[nodiscard]] std::vector<int64_t> route(int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id) const;
+  /// only_path (optional): set to true when no hop had a choice, i.e. this is the one shortest path and every
+  /// flow_id gives it (a caller may then reuse it for the pair).
+  [[nodiscard]] std::vector<int64_t> route(int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id,
+                                           bool* only_path = nullptr) const;
 
   /// Sum of the latencies of `route`'s links, in seconds.
   [[nodiscard]] double route_latency_s(const std::vector<int64_t>& route) const;
