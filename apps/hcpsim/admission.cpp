@@ -12,6 +12,7 @@
 #include "app_common.hpp"
 #include "progress.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/config/validation.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/oracles/head_selection.hpp"
 #include "hcpsim/oracles/oracle_cost.hpp"
@@ -113,15 +114,8 @@ void check_thread_count(int threads, const char* option) {
 }
 
 sim::SimulationCost simulation_cost(const Scenario& s, bool timeline, bool layer_timeline) {
-  sim::SimulationCost c = sim::estimate_simulation_cost(s, timeline);
-  if (layer_timeline) {  // --step-trace: the whole layer's timeline on top of the attention's
-    const sim::SimulationCost l = sim::estimate_layer_timeline_cost(s);
-    c.ops += l.ops;
-    c.events += l.events;
-    c.bytes += l.bytes;
-    c.seconds += l.seconds;
-  }
-  return c;
+  return sim::estimate_simulate_cost(s, validate_scenario(s, ValidationScope::placement).data_parallel_size, timeline,
+                                     layer_timeline);
 }
 
 void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline,

@@ -4,6 +4,7 @@
 
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/sim/simulator.hpp"
 
 namespace hcpsim::sim {
 
@@ -71,6 +72,45 @@ SimulationCost estimate_layer_timeline_cost(const Scenario& scenario) {
     c.events = kEventsPerOp * c.ops;
     c.bytes = kBytesPerOpTimeline * c.ops;
     c.seconds = kSecondsPerOpTimeline * c.ops;
+    if (c.bytes > worst.bytes) worst = c;
+  }
+  return worst;
+}
+
+SimulationCost estimate_simulate_cost(const Scenario& scenario, int64_t data_parallel_size, bool timeline,
+                                      bool layer_timeline) {
+  std::vector<int64_t> gpus;
+  for (const auto& p : place_cp_group(scenario.parallel.order, parallel_sizes(scenario, data_parallel_size),
+                                      scenario.cluster.gpus_per_node))
+    gpus.push_back(p.global_rank);
+  const auto tp = static_cast<double>(scenario.parallel.tensor_model_parallel_size);
+  const double attention_runs = scenario.training.recompute_granularity == RecomputeGranularity::none ? 1 : 2;
+  const bool step = scenario.model.vocab_size.has_value();
+  SimulationCost worst;
+  for (CpCommType t : scenario.parallel.distinct_cp_comm_types()) {
+    const CpLayout layout = cp_layout_for(scenario, t);
+    const int64_t a = layout.a2a_size(), p = layout.p2p_size();
+    const double per_rank = schedule_ops_per_rank(t, a, p);
+    const bool symmetric = symmetry_reduction_blocker(t, a, p, scenario.cluster, gpus).empty();
+    // Executed GPUs: the P representatives when the reduction runs (attention: no timeline; layer: TP = 1 and
+    // no --step-trace, as step/training_step.cpp decides), else every GPU.
+    const double all = static_cast<double>(a) * static_cast<double>(p);
+    const double attention_ops = (symmetric && !timeline ? static_cast<double>(p) : all) * per_rank;
+    const double layer_ops =
+        step ? (symmetric && !layer_timeline && tp == 1 ? static_cast<double>(p) : tp * all) *
+                   (attention_runs * per_rank + kLayerOpsPerRank)
+             : 0.0;
+    const double attention_bytes = (timeline ? kBytesPerOpTimeline : kBytesPerOp) * attention_ops;
+    const double layer_bytes = (layer_timeline ? kBytesPerOpTimeline : kBytesPerOp) * layer_ops;
+    SimulationCost c;
+    c.ops = attention_ops + layer_ops;
+    c.events = kEventsPerOp * c.ops;
+    // The attention's timeline stays while the layer runs (the traces are written at the end); otherwise the two
+    // simulations hold their ops one after the other.
+    c.bytes = (timeline || layer_timeline ? attention_bytes + layer_bytes : std::max(attention_bytes, layer_bytes)) +
+              kBytesPerToken * static_cast<double>(scenario.model.seq_length) + kBaseBytes;
+    c.seconds = (timeline ? kSecondsPerOpTimeline : kSecondsPerOp) * attention_ops +
+                (layer_timeline ? kSecondsPerOpTimeline : kSecondsPerOp) * layer_ops;
     if (c.bytes > worst.bytes) worst = c;
   }
   return worst;

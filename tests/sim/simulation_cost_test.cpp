@@ -2,10 +2,12 @@
 // really produce, on several comm types and shapes.
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/simulation_cost.hpp"
 
@@ -41,4 +43,37 @@ TEST_CASE("simulation cost: an absurd context parallel size estimates without ov
   CHECK(c.ops > 1e25);
   CHECK(c.bytes > 1e28);
   CHECK(std::isfinite(c.bytes));
+}
+
+TEST_CASE("simulation cost: simulate counts the whole-step layer, on the representatives where it is reduced",
+          "[sim][admission]") {
+  // a2a+p2p [8, 512] on 512 DGX nodes (A = gpus_per_node, one a2a group per node: the reduction applies), full
+  // recompute, 4096 tokens per GPU. Ops per rank 23·512 + 47 = 11823.
+  const std::vector<std::string> o{"parallel.context_parallel_size=4096",
+                                   "parallel.hierarchical_context_parallel_sizes=[8,512]", "cluster.nodes=512",
+                                   "model.seq_length=16777216"};
+  const Scenario s = load_scenario(HCPSIM_SOURCE_DIR "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml", o);
+  const double per_rank = 23.0 * 512 + 47;
+  const sim::SimulationCost c = sim::estimate_simulate_cost(s, 1, false, false);
+  // Attention on the 512 representatives, then the layer on them: 512·(2·11823 + 130) ops.
+  CHECK(c.ops == 512 * per_rank + 512 * (2 * per_rank + 130));
+  CHECK(c.bytes == 400 * 512 * (2 * per_rank + 130) + 96 * 16777216.0 + 16.0 * 1024 * 1024);
+  CHECK(c.bytes < 8e9);  // admitted by the default limit of a 24 GiB machine; the measured peak is 6.0 GB
+  // --trace keeps the attention's timeline: it runs on every GPU, and its bytes add to the layer's.
+  const sim::SimulationCost t = sim::estimate_simulate_cost(s, 1, true, false);
+  CHECK(t.ops == 4096 * per_rank + 512 * (2 * per_rank + 130));
+  CHECK(t.bytes == 5000 * 4096 * per_rank + 400 * 512 * (2 * per_rank + 130) + 96 * 16777216.0 + 16.0 * 1024 * 1024);
+  // TP = 2 puts each a2a group of 8 CP ranks on 16 GPUs (2 nodes): neither run is reduced, the attention runs on
+  // its A·P GPUs and the layer on TP·A·P; without model.vocab_size only the attention runs.
+  std::vector<std::string> tp2 = o;
+  tp2.push_back("parallel.tensor_model_parallel_size=2");
+  tp2.push_back("cluster.nodes=1024");
+  const sim::SimulationCost c2 = sim::estimate_simulate_cost(load_scenario(
+      HCPSIM_SOURCE_DIR "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml", tp2), 1, false, false);
+  CHECK(c2.ops == 4096 * per_rank + 2 * 4096 * (2 * per_rank + 130));
+  std::vector<std::string> attention_only = o;
+  attention_only.push_back("model.vocab_size=null");
+  const sim::SimulationCost a = sim::estimate_simulate_cost(
+      load_scenario(HCPSIM_SOURCE_DIR "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml", attention_only), 1, false, false);
+  CHECK(a.ops == 512 * per_rank);
 }

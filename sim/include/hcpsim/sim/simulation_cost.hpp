@@ -51,4 +51,19 @@ constexpr double kLayerOpsPerRank = 130;
 /// comm types. It adds to the attention's cost: simulate holds both results while it writes the traces.
 SimulationCost estimate_layer_timeline_cost(const Scenario& scenario);
 
+/// What `hcpsim simulate` (and `diff`, per scenario) runs for `scenario`: the attention alone and, with
+/// model.vocab_size, the whole-step layer, each on the P representatives when the symmetry reduction applies
+/// (symmetry_reduction_blocker(); the attention without a timeline, the layer at TP = 1 without --step-trace) and
+/// on every GPU otherwise:
+///   attention ops = (P or A·P)·schedule_ops_per_rank,
+///   layer ops     = (P or TP·A·P)·(f·schedule_ops_per_rank + kLayerOpsPerRank), f = 2 with full or selective
+///                   recompute (the attention forward runs again), else 1,
+///   bytes = max (sum when a timeline is kept) of the two at estimate_simulation_cost's per-op constants
+///           + 96·seq_length + 16 MiB; seconds = the sum; the largest over the comm types.
+/// An upper bound of the measured peak RSS: docs/robustness.md "Admission control" (1.1-1.8x on a2a+p2p
+/// [8, 64..512] whole steps).
+/// @param data_parallel_size resolved DP (ValidationReport::data_parallel_size), for the CP ranks' placement.
+SimulationCost estimate_simulate_cost(const Scenario& scenario, int64_t data_parallel_size, bool timeline,
+                                      bool layer_timeline);
+
 }  // namespace hcpsim::sim
