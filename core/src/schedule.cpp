@@ -143,11 +143,12 @@ class MessageKeySet {
   static bool place(std::vector<MessageKey>& slots, const MessageKey& key) {
     const size_t mask = slots.size() - 1;
     for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
-      if (slots[i] == key) return false;
-      if (slots[i][0] == kEmpty) {
-        slots[i] = key;
+      MessageKey& slot = slots[i];
+      if (slot[0] == kEmpty) {
+        slot = key;
         return true;
       }
+      if (slot[0] == key[0] && slot[1] == key[1] && slot[2] == key[2]) return false;
     }
   }
   void grow() {
