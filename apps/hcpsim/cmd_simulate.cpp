@@ -80,9 +80,12 @@ std::string partial_recompute_text(const Scenario& s) {
 void print_step(const Scenario& s, const sim::StepResult& st) {
   const auto& p = s.parallel;
   const auto& mb = st.memory;
-  fmt::print("\nwhole training step: {} [A={}, P={}], TP {} x CP {} x DP {} x PP {} = {} GPUs, global batch {} "
+  const std::string what = st.layer_mix.empty()
+                               ? fmt::format("{} [A={}, P={}]", to_string(st.cp_comm_type), st.a2a_size, st.p2p_size)
+                               : "per-layer mix " + st.layer_mix;
+  fmt::print("\nwhole training step: {}, TP {} x CP {} x DP {} x PP {} = {} GPUs, global batch {} "
              "({} micro-batches of {}), recompute {}{}{}{}\n",
-             to_string(st.cp_comm_type), st.a2a_size, st.p2p_size, p.tensor_model_parallel_size,
+             what, p.tensor_model_parallel_size,
              p.context_parallel_size, st.data_parallel_size, p.pipeline_model_parallel_size, st.world_size,
              st.global_batch_size, st.num_microbatches, s.model.micro_batch_size,
              to_string(s.training.recompute_granularity), partial_recompute_text(s),
@@ -93,8 +96,12 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
                                                 : ", FP8 GEMMs (current scaling)")
                  : (s.training.fp8_param_gather ? ", FP8 GEMMs (FP8 parameters)" : ", FP8 GEMMs"));
   fmt::print("  calibration: {}\n", s.cluster.gpu.calibration);
-  fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
-             "CP attention)\n", "layer forward", human_time_ps(st.layer_forward_ps), st.layer.ranks.size());
+  if (st.layer_mix.empty())
+    fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
+               "CP attention)\n", "layer forward", human_time_ps(st.layer_forward_ps), st.layer.ranks.size());
+  else
+    fmt::print("  {:<34} {:>12}   (one micro-batch, mean over the layers of their comm types' layers above)\n",
+               "layer forward", human_time_ps(st.layer_forward_ps));
   fmt::print("  {:<34} {:>12}\n", "layer backward", human_time_ps(st.layer_backward_ps));
   fmt::print("  {:<34} {:>12}\n", "layer exposed comm (worst GPU)", human_time_ps(st.layer_exposed_comm_ps));
   fmt::print("  layer simulation: {}\n", st.layer_simulation_note);
@@ -208,8 +215,8 @@ void check_step_trace(const Scenario& s, const SimulateOutputs& out) {
 }
 
 /// A per-layer cp_comm_type list with more than one type: what each report below stands for. Each type is simulated
-/// and composed into a whole step as if every layer used it; the step of the mix (Megatron runs each layer with its
-/// own type) is not composed, and its per-layer sum lies between those of the types.
+/// and composed into a whole step as if every layer used it; the last report is the mix's step
+/// (sim::compose_mixed_step: Megatron runs each layer with its own type).
 void print_mixed_comm_types_note(const Scenario& s) {
   const auto distinct = s.parallel.distinct_cp_comm_types();
   if (s.parallel.cp_comm_type.size() <= 1 || distinct.size() <= 1) return;
@@ -219,8 +226,8 @@ void print_mixed_comm_types_note(const Scenario& s) {
     counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, to_string(t));
   }
   fmt::print("  note: parallel.cp_comm_type gives the {} layers their own comm types ({}); each comm type below is "
-             "simulated and composed into a whole step as if every layer used it: the step of the mix is not "
-             "composed (its layers' time lies between those of the types)\n",
+             "simulated and composed into a whole step as if every layer used it, and the last step is the mix's, "
+             "each layer with its own type, as Megatron runs it\n",
              s.parallel.cp_comm_type.size(), counts);
 }
 
@@ -280,6 +287,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   ProgressReporter progress("simulate", types.size(), progress_settings());
   announce_simulation(progress, s, out, types.size());
   size_t types_done = 0;
+  std::vector<sim::StepResult> steps;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
@@ -346,10 +354,12 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
     const std::optional<sim::StepResult> step = simulate_and_print_step(s, t, report.data_parallel_size, topology, out);
+    if (step) steps.push_back(*step);
     write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
     progress.update(++types_done);
   }
+  if (steps.size() > 1 && s.parallel.cp_comm_type.size() > 1) print_step(s, sim::compose_mixed_step(s, steps));
   return kExitOk;
 }
 

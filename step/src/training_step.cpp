@@ -124,6 +124,7 @@ int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_
     r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, rs.exposed_comm_ps);
     transient = std::max(transient, rs.peak_memory_bytes - rs.input_bytes);
   }
+  r.layer_transient_bytes = transient;
   return transient;
 }
 
@@ -173,16 +174,18 @@ void set_pipeline_time(const Scenario& s, const ParallelSizes& sizes, StepResult
   // account_for_loss or a short last stage, the last stage carries fewer layers for exactly this reason).
   TimePs slowest = 0;
   const auto stages = static_cast<int64_t>(r.stage_layers.size());
+  const bool given = !r.stage_layers_ps.empty();  // a per-layer comm-type mix (compose_mixed_step) sets them
   for (int64_t i = 0; i < stages; ++i) {
     const auto k = static_cast<size_t>(i);
     const int64_t rec = r.stage_recomputed_layers[k], plain = r.stage_layers[k] - rec;
     // Recomputed layers pay the backward with the forward rerun; the others (block recompute) the plain one.
-    const TimePs layers = rec > 0 && plain > 0
-                              ? rec * (r.layer_forward_ps + r.layer_backward_ps) +
-                                    plain * (r.layer_forward_ps + r.layer_backward_no_recompute_ps)
-                              : r.stage_layers[k] * (r.layer_forward_ps + r.layer_backward_ps);
+    if (!given)
+      r.stage_layers_ps.push_back(rec > 0 && plain > 0
+                                      ? rec * (r.layer_forward_ps + r.layer_backward_ps) +
+                                            plain * (r.layer_forward_ps + r.layer_backward_no_recompute_ps)
+                                      : r.stage_layers[k] * (r.layer_forward_ps + r.layer_backward_ps));
     const TimePs output = i == stages - 1 ? r.output_layer_forward_ps + r.output_layer_backward_ps : 0;
-    slowest = std::max(slowest, layers + output);
+    slowest = std::max(slowest, r.stage_layers_ps[k] + output);
   }
   r.stage_microbatch_ps = slowest + 2 * r.pp_message_ps;
   const double m_micro = static_cast<double>(r.num_microbatches);
@@ -249,7 +252,9 @@ void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
       std::max_element(r.stage_layers.begin(), r.stage_layers.end()) - r.stage_layers.begin());
   const int64_t rec = r.stage_recomputed_layers.empty() ? 0 : r.stage_recomputed_layers[worst];
   double layers_flops = L * layer_flops;
-  if (rec > 0 && rec < r.layers_per_stage)
+  if (r.worst_stage_layers_flops >= 0)
+    layers_flops = r.worst_stage_layers_flops;
+  else if (rec > 0 && rec < r.layers_per_stage)
     layers_flops = static_cast<double>(rec) * layer_flops +
                    static_cast<double>(r.layers_per_stage - rec) * r.layer_no_recompute_flops /
                        static_cast<double>(s.parallel.tensor_model_parallel_size * s.parallel.context_parallel_size);
@@ -269,6 +274,85 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   const ParallelSizes sizes = parallel_sizes(s.parallel, data_parallel_size);
   const int64_t transient = simulate_layer(s, cp_comm_type, data_parallel_size, topology, options, full_run_reason, r);
   const double logits_flops = set_output_layer_times(s, params, r);
+  set_pipeline_time(s, sizes, r);
+  set_data_parallel_and_step_time(s, sizes, transient, r);
+  set_throughput(s, logits_flops, r);
+  return r;
+}
+
+std::vector<std::vector<std::pair<int64_t, int64_t>>> pipeline_layer_chunks(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const int64_t pp = p.pipeline_model_parallel_size, v = p.virtual_pipeline_model_parallel_size.value_or(1);
+  const std::vector<int64_t> stage_layers = pipeline_split(s).stage_layers;
+  const int64_t e = p.account_for_embedding_in_pipeline_split ? 1 : 0, l = p.account_for_loss_in_pipeline_split ? 1 : 0;
+  const int64_t per_chunk = (s.model.num_layers + e + l) / (pp * v);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> out(static_cast<size_t>(pp));
+  int64_t next = 0;
+  for (int64_t c = 0; c < v; ++c)
+    for (int64_t k = 0; k < pp; ++k) {
+      const int64_t n = e + l > 0 ? per_chunk - (k == 0 && c == 0 ? e : 0) - (k == pp - 1 && c == v - 1 ? l : 0)
+                                  : stage_layers[static_cast<size_t>(k)] / v;
+      out[static_cast<size_t>(k)].emplace_back(next, next + n);
+      next += n;
+    }
+  HCPSIM_ASSERT(next == s.model.num_layers, "pipeline chunks cover " + std::to_string(next) + " of " +
+                                                std::to_string(s.model.num_layers) + " layers");
+  return out;
+}
+
+StepResult compose_mixed_step(const Scenario& s, const std::vector<StepResult>& per_type) {
+  const std::vector<CpCommType> types = s.parallel.distinct_cp_comm_types();
+  const std::vector<CpCommType>& of_layer = s.parallel.cp_comm_type;
+  HCPSIM_ASSERT(!per_type.empty() && per_type.size() == types.size() &&
+                    static_cast<int64_t>(of_layer.size()) == s.model.num_layers,
+                "compose_mixed_step needs one step per distinct comm type and one type per layer");
+  StepResult r = per_type.front();
+  const double ranks = static_cast<double>(s.parallel.tensor_model_parallel_size * s.parallel.context_parallel_size);
+  auto step_of = [&](int64_t layer) -> const StepResult& {
+    const auto it = std::find(types.begin(), types.end(), of_layer[static_cast<size_t>(layer)]);
+    return per_type[static_cast<size_t>(it - types.begin())];
+  };
+  const TrainingConfig& t = s.training;
+  const bool block = t.recompute_granularity == RecomputeGranularity::full && t.recompute_method == RecomputeMethod::block;
+  const auto chunks = pipeline_layer_chunks(s);
+  r.stage_layers_ps.clear();
+  const auto worst = static_cast<size_t>(
+      std::max_element(r.stage_layers.begin(), r.stage_layers.end()) - r.stage_layers.begin());
+  double forward_sum = 0, backward_sum = 0;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    TimePs sum = 0;
+    double flops = 0;
+    for (const auto& [first, end] : chunks[k])
+      for (int64_t i = first; i < end; ++i) {
+        const StepResult& x = step_of(i);
+        // Block recompute reruns the first recompute_num_layers layers of each chunk (recompute_plan).
+        const bool plain = block && i - first >= t.recompute_num_layers.value_or(end - first);
+        const TimePs backward = plain ? x.layer_backward_no_recompute_ps : x.layer_backward_ps;
+        sum += x.layer_forward_ps + backward;
+        flops += (plain ? x.layer_no_recompute_flops
+                        : x.layer.phase_flops(Phase::forward) + x.layer.phase_flops(Phase::backward)) / ranks;
+        forward_sum += static_cast<double>(x.layer_forward_ps);
+        backward_sum += static_cast<double>(backward);
+      }
+    r.stage_layers_ps.push_back(sum);
+    if (k == worst) r.worst_stage_layers_flops = flops;
+  }
+  int64_t transient = 0;
+  std::string mix;
+  for (size_t i = 0; i < types.size(); ++i) {
+    transient = std::max(transient, per_type[i].layer_transient_bytes);
+    r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, per_type[i].layer_exposed_comm_ps);
+    mix += fmt::format("{}{} {}", mix.empty() ? "" : " + ", std::count(of_layer.begin(), of_layer.end(), types[i]),
+                       to_string(types[i]));
+  }
+  r.layer_mix = mix;
+  r.layer_simulation_note = "each comm type's layer as simulated above; every stage sums its layers by their types";
+  r.layer_transient_bytes = transient;
+  const double L = static_cast<double>(s.model.num_layers);
+  r.layer_forward_ps = static_cast<TimePs>(forward_sum / L + 0.5);
+  r.layer_backward_ps = static_cast<TimePs>(backward_sum / L + 0.5);
+  const ParallelSizes sizes = parallel_sizes(s.parallel, r.data_parallel_size);
+  const double logits_flops = set_output_layer_times(s, parameter_counts(s), r);
   set_pipeline_time(s, sizes, r);
   set_data_parallel_and_step_time(s, sizes, transient, r);
   set_throughput(s, logits_flops, r);

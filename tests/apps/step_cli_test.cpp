@@ -153,7 +153,7 @@ TEST_CASE("apps: diff of a scenario with itself shows no change; an [A,P] change
   CHECK(run_hcpsim("diff " + s + " missing.yaml").exit_code == 2);
 }
 
-TEST_CASE("apps: simulate says that a per-layer cp_comm_type mix is reported per comm type, not composed",
+TEST_CASE("apps: simulate reports a per-layer cp_comm_type mix per comm type, then the mix's own step",
           "[apps][step]") {
   std::string list;
   for (int i = 0; i < 16; ++i) list += std::string(i == 0 ? "" : ",") + (i < 12 ? "a2a+p2p" : "p2p");
@@ -164,6 +164,9 @@ TEST_CASE("apps: simulate says that a per-layer cp_comm_type mix is reported per
   CHECK(r.output.find("note: parallel.cp_comm_type gives the 16 layers their own comm types (12 a2a+p2p, 4 p2p); "
                       "each comm type below is simulated and composed into a whole step as if every layer used it") !=
         std::string::npos);
+  const auto mixed_step = r.output.find("whole training step: per-layer mix 12 a2a+p2p + 4 p2p, TP 1 x CP 4");
+  CHECK(mixed_step != std::string::npos);
+  CHECK(mixed_step > r.output.rfind("whole training step: p2p"));  // after every comm type's own step
   // One comm type for every layer: no note.
   const auto one = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml");
   REQUIRE(one.exit_code == 0);

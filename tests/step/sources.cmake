@@ -5,4 +5,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/step_trace_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/fp8_recipe_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/layer_symmetry_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mixed_step_test.cpp
 )

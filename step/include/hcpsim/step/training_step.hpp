@@ -58,6 +58,15 @@ struct StepResult {
   TimePs layer_backward_no_recompute_ps = 0;
   std::vector<int64_t> stage_recomputed_layers;  ///< per stage: layers whose forward reruns (recompute_plan)
   double layer_no_recompute_flops = 0;  ///< FLOPs of the layer without recompute, all TP·CP ranks (block recompute)
+  int64_t layer_transient_bytes = 0;    ///< largest transient memory of a layer rank (peak − inputs), bytes
+  /// Per pipeline stage: its transformer layers' forward + backward for one micro-batch (recomputed layers with
+  /// their rerun), ps; the pipeline's pace is the largest plus the last stage's output layer.
+  std::vector<TimePs> stage_layers_ps;
+  /// FLOPs one GPU executes in the fullest stage's layers for one micro-batch; < 0: derived from `layer`.
+  double worst_stage_layers_flops = -1;
+  /// A per-layer cp_comm_type mix (compose_mixed_step): how many layers use each type, e.g. "16 p2p + 16 a2a";
+  /// empty for a single type.
+  std::string layer_mix;
   TimePs output_layer_forward_ps = 0;  ///< logits GEMM + loss + embedding lookup, cost model
   TimePs output_layer_backward_ps = 0;
   TimePs pp_message_ps = 0;            ///< one activation message between stages (0 when PP = 1)
@@ -93,6 +102,23 @@ struct StepResult {
 /// @throws InputError when model.vocab_size is missing (training_model.hpp).
 StepResult simulate_step(const Scenario& scenario, CpCommType cp_comm_type, int64_t data_parallel_size,
                          const Topology& topology, SimOptions options = {}, const std::string& full_run_reason = "");
+
+/// Global transformer layers of each pipeline stage's model chunks: [stage][chunk] = {first, end}. Megatron-Core's
+/// interleaved order (transformer_layer.py get_transformer_layer_offset): chunk v of stage k follows chunk v of
+/// stage k − 1 and chunk v − 1 of the last stage; a chunk holds stage_layers[k] / V layers, or with the
+/// account_for_* options (L + e + l) / (PP·V) "layers" less the embedding (stage 0, chunk 0) and the loss (last
+/// stage, last chunk). The ranges cover 0 .. num_layers − 1 once.
+std::vector<std::vector<std::pair<int64_t, int64_t>>> pipeline_layer_chunks(const Scenario& scenario);
+
+/// The whole step of a per-layer cp_comm_type list naming several types, as Megatron runs it: each layer with its
+/// own type. `per_type[i]` is simulate_step()'s result for the i-th of parallel.distinct_cp_comm_types(); each
+/// stage's time is the sum over its layers (pipeline_layer_chunks) of their type's layer forward + backward (with
+/// block recompute, the first recompute_num_layers layers of each chunk with the rerun, the others without);
+/// memory holds the largest transient of the types; pipeline, DP collectives, optimizer and throughput follow as
+/// in simulate_step(), with the DP overlap window per layer the mean of the model's layers. layer_forward_ps /
+/// layer_backward_ps are those means; `layer` is per_type[0]'s.
+/// @throws InputError without model.vocab_size; HCPSIM_ASSERT when `per_type` does not match the types.
+StepResult compose_mixed_step(const Scenario& scenario, const std::vector<StepResult>& per_type);
 
 
 }  // namespace hcpsim::sim
