@@ -3,6 +3,8 @@
 
 #include "hcpsim/oracles/block_attention.hpp"
 
+#include <utility>
+
 #include "block_tiles.hpp"
 
 namespace hcpsim {
@@ -54,46 +56,62 @@ void prepare_part(const BackwardArgs& a, const PartData<T>& pd, int64_t b, int64
   top_rows(pd.dv_sum, part.nk, a.v.width()).setZero();  // [nk, dv]
 }
 
-/// One unit of a backward part: query tile rows [t0, t0 + kTileRows) of query head h against the KV tile of
-/// columns [c0, c0 + kTileCols). Its rectangles (for_each_rect_in_tile's, in that order) add into rows [0, tr) of
-/// `dq_tile` (the query tile's dQ sum) and into the tile's rows of pd's dK, dV sums. `load`: first fill ws's copy
-/// of the query tile's q, dout, lse and D (the same values on every fill). A dQ sum thus adds its KV tiles in
-/// ascending order and a dK, dV row its (query head, query tile) pairs in ascending order, however the units are
-/// spread over threads (backward_part_split).
-template <typename T, typename DqTile>
-void backward_unit(const BackwardArgs& a, const DensePart& part, const PartData<T>& pd, Workspace<T>& ws, int64_t b,
-                   int64_t h, int64_t t0, int64_t c0, DqTile dq_tile, bool load) {
-  const int64_t nq = part.nq;
-  const int64_t nk = part.nk;
-  const int64_t dim_qk = a.q.width();
-  const int64_t dim_v = a.v.width();
-  const MaskDesc& desc = part.desc;
-  const T scale = static_cast<T>(a.scale);
-  const int64_t tr = std::min(kTileRows, nq - t0);
+/// A block of rows of a scratch matrix (the type of Mat<T>::middleRows and of top_rows).
+template <typename T>
+using Rows = decltype(std::declval<Mat<T>&>().middleRows(int64_t{0}, int64_t{0}));
+
+/// A loaded query tile, as the units of one (query head, query tile) read it: q and dout in T ([kTileRows, d],
+/// rows [0, tr) filled), lse and D_r = Σ_d dout·out ([kTileRows]), and its dQ sum ([kTileRows, dk]).
+template <typename T>
+struct QueryTile {
+  Rows<T> q, dout, dq;
+  T* lse;
+  T* delta;
+};
+
+/// Fills rows [0, tr) of `qt`'s q, dout, lse and D for query tile rows [t0, t0 + tr) of head h (the same values on
+/// every fill).
+template <typename T>
+void load_query_tile(const BackwardArgs& a, const DensePart& part, int64_t b, int64_t h, int64_t t0,
+                     const QueryTile<T>& qt) {
+  const int64_t tr = std::min(kTileRows, part.nq - t0);
   const int64_t row0 = a.q_row0 + part.q_begin + t0;
+  const int64_t dim_v = a.v.width();
+  auto q_tile = qt.q;
+  auto dout_tile = qt.dout;
+  q_tile.topRows(tr) = head_rows(a.q, b, row0, tr, h).template cast<T>();
+  dout_tile.topRows(tr) = head_rows(a.dout, b, row0, tr, h).template cast<T>();
+  const ConstRows out_rows = head_rows(a.out, b, row0, tr, h);  // [tr, dv]
+  for (int64_t r = 0; r < tr; ++r) {
+    qt.lse[r] = static_cast<T>(a.lse(b, row0 + r, h, 0));
+    T d = T(0);
+    for (int64_t w = 0; w < dim_v; ++w) d += dout_tile(r, w) * static_cast<T>(out_rows(r, w));
+    qt.delta[r] = d;
+  }
+}
+
+/// One unit of a backward part: query tile rows [t0, t0 + kTileRows) (loaded in `qt`) against the KV tile of
+/// columns [c0, c0 + kTileCols). Its rectangles (for_each_rect_in_tile's, in that order) add into rows [0, tr) of
+/// the tile's dQ sum and into the KV tile's rows of pd's dK, dV sums; ws holds the unit's P and dS. A dQ sum thus
+/// adds its KV tiles in ascending order and a dK, dV row its (query head, query tile) pairs in ascending order,
+/// however the units are spread over threads (backward_part_split).
+template <typename T>
+void backward_unit(const DensePart& part, const PartData<T>& pd, Workspace<T>& ws, T scale, int64_t t0, int64_t c0,
+                   const QueryTile<T>& qt) {
+  const int64_t nk = part.nk;
+  const int64_t dim_qk = pd.k.cols();
+  const int64_t dim_v = pd.v.cols();
+  const MaskDesc& desc = part.desc;
+  const int64_t tr = std::min(kTileRows, part.nq - t0);
   auto k_all = top_rows(pd.k, nk, dim_qk);
   auto v_all = top_rows(pd.v, nk, dim_v);
   auto dk_sum = top_rows(pd.dk_sum, nk, dim_qk);
   auto dv_sum = top_rows(pd.dv_sum, nk, dim_v);
-  auto q_tile = top_rows(ws.q_tile, kTileRows, dim_qk);       // [tr, dk]
-  auto dout_tile = top_rows(ws.dout_tile, kTileRows, dim_v);  // [tr, dv]
+  const auto& q_tile = qt.q;        // [tr, dk]
+  const auto& dout_tile = qt.dout;  // [tr, dv]
+  auto dq_tile = qt.dq;             // [tr, dk], summed over the KV tiles
   auto probs = top_rows(ws.probs, kTileRows, kTileCols);      // P [tr, kTileCols]
   auto dscores = top_rows(ws.dscores, kTileRows, kTileCols);  // dP, then dS [tr, kTileCols]
-  Vec<T>& row_lse = ws.row_max;
-  Vec<T>& row_delta = ws.row_sum;  // D_r = Σ_d dout·out
-  if (load) {
-    row_lse.resize(kTileRows);
-    row_delta.resize(kTileRows);
-    q_tile.topRows(tr) = head_rows(a.q, b, row0, tr, h).template cast<T>();
-    dout_tile.topRows(tr) = head_rows(a.dout, b, row0, tr, h).template cast<T>();
-    const ConstRows out_rows = head_rows(a.out, b, row0, tr, h);  // [tr, dv]
-    for (int64_t r = 0; r < tr; ++r) {
-      row_lse(r) = static_cast<T>(a.lse(b, row0 + r, h, 0));
-      T d = T(0);
-      for (int64_t w = 0; w < dim_v; ++w) d += dout_tile(r, w) * static_cast<T>(out_rows(r, w));
-      row_delta(r) = d;
-    }
-  }
   const int64_t nc = semantics::tile_columns(desc, t0, t0 + tr - 1, nk).end;
   const IndexRange all_see = semantics::tile_full_columns(desc, t0, t0 + tr - 1, nk);
   for_each_rect_in_tile(desc, t0, tr, nk, nc, all_see, c0, [&](const Rect& rc) {
@@ -112,9 +130,9 @@ void backward_unit(const BackwardArgs& a, const DensePart& part, const PartData<
       auto ds_row = ds.row(i);
       p_row.tail(rc.cols - vis).setZero();  // masked (exact zero)
       ds_row.tail(rc.cols - vis).setZero();
-      p_row.head(vis) = (p_row.head(vis).array() - row_lse(r)).exp().matrix();
+      p_row.head(vis) = (p_row.head(vis).array() - qt.lse[r]).exp().matrix();
       // dS = P∘(dP − D)
-      ds_row.head(vis) = (p_row.head(vis).array() * (ds_row.head(vis).array() - row_delta(r))).matrix();
+      ds_row.head(vis) = (p_row.head(vis).array() * (ds_row.head(vis).array() - qt.delta[r])).matrix();
     }
     dv_sum.middleRows(rc.col0, rc.cols).noalias() += p.transpose() * dout_rc;
     dq_tile.middleRows(rc.row0, rc.rows).noalias() += (scale * ds) * k_rc;
@@ -136,7 +154,10 @@ void backward_part(const BackwardArgs& a, Workspace<T>& ws, const PartData<T>& p
                    const DensePart& part) {
   const int64_t group = a.q.heads() / a.k.heads();
   prepare_part(a, pd, b, g, part);
-  auto dq_tile = top_rows(ws.dq_tile, kTileRows, a.q.width());  // [tr, dk], summed over the KV tiles
+  ws.row_max.resize(kTileRows);
+  ws.row_sum.resize(kTileRows);
+  const QueryTile<T> qt{top_rows(ws.q_tile, kTileRows, a.q.width()), top_rows(ws.dout_tile, kTileRows, a.v.width()),
+                        top_rows(ws.dq_tile, kTileRows, a.q.width()), ws.row_max.data(), ws.row_sum.data()};
   for (int64_t h = g * group; h < (g + 1) * group; ++h) {
     for (int64_t t0 = 0; t0 < part.nq; t0 += kTileRows) {
       const int64_t tr = std::min(kTileRows, part.nq - t0);
@@ -146,19 +167,22 @@ void backward_part(const BackwardArgs& a, Workspace<T>& ws, const PartData<T>& p
         dq_out.setZero();
         continue;
       }
+      load_query_tile(a, part, b, h, t0, qt);
+      auto dq_tile = qt.dq;
       dq_tile.topRows(tr).setZero();
-      for (int64_t c = 0; c < tiles; ++c) backward_unit(a, part, pd, ws, b, h, t0, c * kTileCols, dq_tile, c == 0);
+      for (int64_t c = 0; c < tiles; ++c) backward_unit(part, pd, ws, static_cast<T>(a.scale), t0, c * kTileCols, qt);
       store_rounded(dq_out, dq_tile.topRows(tr), a.dtype);
     }
   }
 }
 
-/// Per-call state of backward_part_split, kept by the calling thread across calls (as Workspace is).
+/// Per-call state of backward_part_split, kept by the calling thread across calls (as Workspace is). Query tile
+/// (h − g·group)·tiles + t owns row block [that·kTileRows, +kTileRows) of q, dout, dq_sum, lse and delta.
 template <typename T>
 struct SplitState {
   Mat<T> k, v, dk_sum, dv_sum;
-  Mat<T> dq_sum;  ///< [group·tiles·kTileRows, dk]: the dQ sum of (query head h, query tile t) at row block
-                  ///< (h − g·group)·tiles + t
+  Mat<T> q, dout, dq_sum;
+  Vec<T> lse, delta;
 };
 
 template <typename T>
@@ -168,47 +192,62 @@ SplitState<T>& caller_split_state() {
 }
 
 /// backward_part with its units spread over `threads` as OpenMP tasks (the order of the accumulation is fixed, so
-/// the bits are backward_part's for any thread count). A unit depends on the one before it in its (query head,
-/// query tile) row and on the one before it in its KV-tile column, in backward_part's order; the tasks are created
-/// in that order with those two dependences, so every dQ, dK and dV sum adds its terms as backward_part does.
+/// the bits are backward_part's for any thread count). The query tiles are loaded first (in parallel). A unit
+/// depends on the one before it in its (query head, query tile) row and on the one before it in its KV-tile
+/// column, in backward_part's order; the tasks are created in that order with those two dependences, so every dQ,
+/// dK and dV sum adds its terms as backward_part does.
 template <typename T>
 void backward_part_split(const BackwardArgs& a, SplitState<T>& st, int64_t b, int64_t g, const DensePart& part,
                          int threads) {
   const int64_t group = a.q.heads() / a.k.heads();
-  const int64_t dim_qk = a.q.width();
   const int64_t q_tiles = (part.nq + kTileRows - 1) / kTileRows;
+  const int64_t n_rows = group * q_tiles;  // (query head, query tile) pairs
   const PartData<T> pd{st.k, st.v, st.dk_sum, st.dv_sum};
   prepare_part(a, pd, b, g, part);
-  auto dq_sum = top_rows(st.dq_sum, group * q_tiles * kTileRows, dim_qk);
-  dq_sum.setZero();
-  std::vector<char> row_token(static_cast<size_t>(group * q_tiles));  // dependence tokens only
+  top_rows(st.q, n_rows * kTileRows, a.q.width());
+  top_rows(st.dout, n_rows * kTileRows, a.v.width());
+  top_rows(st.dq_sum, n_rows * kTileRows, a.q.width()).setZero();
+  st.lse.resize(n_rows * kTileRows);
+  st.delta.resize(n_rows * kTileRows);
+  auto tile = [&](int64_t row) {
+    return QueryTile<T>{st.q.middleRows(row * kTileRows, kTileRows), st.dout.middleRows(row * kTileRows, kTileRows),
+                        st.dq_sum.middleRows(row * kTileRows, kTileRows), st.lse.data() + row * kTileRows,
+                        st.delta.data() + row * kTileRows};
+  };
+  auto reached = [&](int64_t row) {
+    const int64_t t0 = (row % q_tiles) * kTileRows;
+    return reached_kv_tiles(part, t0, std::min(kTileRows, part.nq - t0));
+  };
+  std::vector<char> row_token(static_cast<size_t>(n_rows));  // dependence tokens only
   std::vector<char> col_token(static_cast<size_t>((part.nk + kTileCols - 1) / kTileCols));
+  const T scale = static_cast<T>(a.scale);
 #pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t row = 0; row < n_rows; ++row) {
+      if (reached(row) == 0) continue;
+      load_query_tile(a, part, b, g * group + row / q_tiles, (row % q_tiles) * kTileRows, tile(row));
+    }
 #pragma omp single
-  for (int64_t hi = 0; hi < group; ++hi) {
-    for (int64_t t = 0; t < q_tiles; ++t) {
-      const int64_t t0 = t * kTileRows;
-      const int64_t tiles = reached_kv_tiles(part, t0, std::min(kTileRows, part.nq - t0));
+    for (int64_t row = 0; row < n_rows; ++row) {
+      const int64_t tiles = reached(row);
       for (int64_t c = 0; c < tiles; ++c) {
-        char* row_dep = row_token.data() + hi * q_tiles + t;
+        char* row_dep = row_token.data() + row;
         char* col_dep = col_token.data() + c;
-#pragma omp task default(none) firstprivate(hi, t, t0, c) shared(a, part, pd, b, g, group, q_tiles, st) \
+#pragma omp task default(none) firstprivate(row, c) shared(part, pd, scale, q_tiles, tile) \
     depend(inout : row_dep[0]) depend(inout : col_dep[0])
-        backward_unit(a, part, pd, thread_workspace<T>(), b, g * group + hi, t0, c * kTileCols,
-                      st.dq_sum.middleRows((hi * q_tiles + t) * kTileRows, kTileRows), true);
+        backward_unit(part, pd, thread_workspace<T>(), scale, (row % q_tiles) * kTileRows, c * kTileCols, tile(row));
       }
     }
   }
-  for (int64_t hi = 0; hi < group; ++hi) {
-    for (int64_t t = 0; t < q_tiles; ++t) {
-      const int64_t t0 = t * kTileRows;
-      const int64_t tr = std::min(kTileRows, part.nq - t0);
-      MutableRows dq_out = head_rows(a.dq, b, part.q_begin + t0, tr, g * group + hi);  // [tr, dk]
-      if (reached_kv_tiles(part, t0, tr) == 0) {
-        dq_out.setZero();
-      } else {
-        store_rounded(dq_out, dq_sum.middleRows((hi * q_tiles + t) * kTileRows, tr), a.dtype);
-      }
+  for (int64_t row = 0; row < n_rows; ++row) {
+    const int64_t t0 = (row % q_tiles) * kTileRows;
+    const int64_t tr = std::min(kTileRows, part.nq - t0);
+    MutableRows dq_out = head_rows(a.dq, b, part.q_begin + t0, tr, g * group + row / q_tiles);  // [tr, dk]
+    if (reached(row) == 0) {
+      dq_out.setZero();
+    } else {
+      store_rounded(dq_out, st.dq_sum.middleRows(row * kTileRows, tr), a.dtype);
     }
   }
 }
