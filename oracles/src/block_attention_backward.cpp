@@ -36,7 +36,7 @@ void store_rounded(MutableRows dst, const Src& src, Dtype dtype) {
 }
 
 /// A backward part's data shared by its units: K, V of the gathered columns and their dK, dV sums (rows
-/// [0, part.nk) of each; the units of KV tile c alone touch rows [c, c + kTileCols) of the sums).
+/// [0, part.nk) of each; the units of KV tile c alone touch rows [c·kTileCols, (c + 1)·kTileCols) of the sums).
 template <typename T>
 struct PartData {
   Mat<T>& k;
@@ -185,6 +185,8 @@ struct SplitState {
   Vec<T> lse, delta;
 };
 
+/// The calling thread's SplitState (grown, never shrunk: at most (2·dk + 2·dv)·nk + group·nq·(2·dk + dv + 2)
+/// elements for the largest split block so far).
 template <typename T>
 SplitState<T>& caller_split_state() {
   thread_local SplitState<T> st;
