@@ -178,63 +178,77 @@ double input_value(uint64_t seed, std::string_view tag, int64_t index, InputDist
 }
 
 HostTensor make_input(uint64_t seed, const std::string& tag, int64_t batch, int64_t rows, int64_t heads,
-                      int64_t width, const std::string& distribution) {
+                      int64_t width, const std::string& distribution, int threads) {
   const InputDistribution d = input_distribution_or_throw(distribution);
+  HCPSIM_ASSERT(threads >= 1, "make_input: threads must be >= 1");
   HostTensor t(batch, rows, heads, width);
   double* data = t.data();
   const int64_t n = t.elements();
   const uint64_t stream = input_stream(seed, tag);
+  // Every element is a function of its index alone, so the split over threads changes no value.
   if (d == InputDistribution::adversarial) {
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < n; ++i) data[i] = input_value(seed, tag, i, d, width);
     return t;
   }
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < n; ++i) data[i] = value_from_stream(stream, i, d);
   return t;
 }
 
 HostTensor make_input_heads(uint64_t seed, const std::string& tag, int64_t batch, int64_t rows, int64_t full_heads,
-                            const std::vector<int64_t>& heads, int64_t width, const std::string& distribution) {
+                            const std::vector<int64_t>& heads, int64_t width, const std::string& distribution,
+                            int threads) {
   const InputDistribution d = input_distribution_or_throw(distribution);
+  HCPSIM_ASSERT(threads >= 1, "make_input_heads: threads must be >= 1");
   const auto nh = static_cast<int64_t>(heads.size());
   HostTensor t(batch, rows, nh, width);
   for (int64_t h : heads) HCPSIM_ASSERT(h >= 0 && h < full_heads, "make_input_heads: head outside the full tensor");
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t hh = 0; hh < nh; ++hh) {
-        const int64_t base = ((b * rows + r) * full_heads + heads[static_cast<size_t>(hh)]) * width;
-        for (int64_t w = 0; w < width; ++w) t(b, r, hh, w) = input_value(seed, tag, base + w, d, width);
+  const uint64_t stream = input_stream(seed, tag);  // input_value's stream, computed once
+  const bool adversarial = d == InputDistribution::adversarial;
+  // Every element is a function of its index alone, so the split over (batch, row) pairs changes no value.
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t br = 0; br < batch * rows; ++br) {
+    const int64_t b = br / rows;
+    const int64_t r = br % rows;
+    for (int64_t hh = 0; hh < nh; ++hh) {
+      const int64_t base = ((b * rows + r) * full_heads + heads[static_cast<size_t>(hh)]) * width;
+      for (int64_t w = 0; w < width; ++w) {
+        const int64_t i = base + w;
+        t(b, r, hh, w) = adversarial ? input_value(seed, tag, i, d, width) : value_from_stream(stream, i, d);
       }
     }
   }
   return t;
 }
 
-AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution) {
+AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution,
+                                      int threads) {
   input_distribution_or_throw(distribution);  // validate before any work
   const int64_t b = shape.batch;
   const int64_t s = shape.seq_length;
   AttentionInputs in;
-  in.q = make_input(seed, "q", b, s, shape.heads_q, shape.head_dim_qk, distribution);
-  in.k = make_input(seed, "k", b, s, shape.heads_kv, shape.head_dim_qk, distribution);
-  in.v = make_input(seed, "v", b, s, shape.heads_kv, shape.head_dim_v, distribution);
-  in.dout = make_input(seed, "dout", b, s, shape.heads_q, shape.head_dim_v, distribution);
+  in.q = make_input(seed, "q", b, s, shape.heads_q, shape.head_dim_qk, distribution, threads);
+  in.k = make_input(seed, "k", b, s, shape.heads_kv, shape.head_dim_qk, distribution, threads);
+  in.v = make_input(seed, "v", b, s, shape.heads_kv, shape.head_dim_v, distribution, threads);
+  in.dout = make_input(seed, "dout", b, s, shape.heads_q, shape.head_dim_v, distribution, threads);
   return in;
 }
 
 AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution,
                                       const std::vector<int64_t>& q_heads, const std::vector<int64_t>& kv_heads,
-                                      int64_t full_heads_q, int64_t full_heads_kv) {
-  if (q_heads.empty() && kv_heads.empty()) return make_attention_inputs(seed, shape, distribution);
+                                      int64_t full_heads_q, int64_t full_heads_kv, int threads) {
+  if (q_heads.empty() && kv_heads.empty()) return make_attention_inputs(seed, shape, distribution, threads);
   input_distribution_or_throw(distribution);
   HCPSIM_ASSERT(static_cast<int64_t>(q_heads.size()) == shape.heads_q, "make_attention_inputs: q head map size");
   HCPSIM_ASSERT(static_cast<int64_t>(kv_heads.size()) == shape.heads_kv, "make_attention_inputs: kv head map size");
   const int64_t b = shape.batch;
   const int64_t s = shape.seq_length;
   AttentionInputs in;
-  in.q = make_input_heads(seed, "q", b, s, full_heads_q, q_heads, shape.head_dim_qk, distribution);
-  in.k = make_input_heads(seed, "k", b, s, full_heads_kv, kv_heads, shape.head_dim_qk, distribution);
-  in.v = make_input_heads(seed, "v", b, s, full_heads_kv, kv_heads, shape.head_dim_v, distribution);
-  in.dout = make_input_heads(seed, "dout", b, s, full_heads_q, q_heads, shape.head_dim_v, distribution);
+  in.q = make_input_heads(seed, "q", b, s, full_heads_q, q_heads, shape.head_dim_qk, distribution, threads);
+  in.k = make_input_heads(seed, "k", b, s, full_heads_kv, kv_heads, shape.head_dim_qk, distribution, threads);
+  in.v = make_input_heads(seed, "v", b, s, full_heads_kv, kv_heads, shape.head_dim_v, distribution, threads);
+  in.dout = make_input_heads(seed, "dout", b, s, full_heads_q, q_heads, shape.head_dim_v, distribution, threads);
   return in;
 }
 

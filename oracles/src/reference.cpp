@@ -44,8 +44,17 @@ MutableBlock head_block(HostTensor& t, int64_t b, int64_t h, int64_t row0, int64
                       Eigen::OuterStride<>(t.heads() * t.width()));
 }
 
-/// The mask rule: key `col` is visible to the row whose visible keys are `keys`.
-bool visible(const KeyRange& keys, int64_t col) { return col >= keys.begin && col < keys.end; }
+/// The chunk columns [lo, hi) ⊆ [0, w) that row keys `keys` sees when the chunk's column 0 is key c0: the mask rule
+/// (key j visible iff keys.begin ≤ j < keys.end) as one contiguous range, so that the loops below run over it
+/// without a test per element (each visible element still sees the same operations, in the same order).
+struct ColumnRange {
+  int64_t lo;
+  int64_t hi;
+};
+ColumnRange chunk_columns(const KeyRange& keys, int64_t c0, int64_t w) {
+  const int64_t lo = std::clamp<int64_t>(keys.begin - c0, 0, w);
+  return ColumnRange{lo, std::clamp<int64_t>(keys.end - c0, lo, w)};
+}
 
 void check_inputs(const AttentionInputs& in, const std::vector<KeyRange>& keys, int threads) {
   const HostTensor& q = in.q;
@@ -79,28 +88,26 @@ struct GradTargets {
 /// place (P_ij = exp(S_ij − m_i)/l_i with S_ij = scale·(q_i·k_j), 0 for a masked key) and writes softmax_lse.
 void softmax_rows(Matrix& p, const std::vector<KeyRange>& keys, int64_t r0, int64_t c0, double scale, HostTensor& lse,
                   int64_t b, int64_t h) {
+  const int64_t w = p.cols();
   for (int64_t i = 0; i < p.rows(); ++i) {
     const KeyRange& kr = keys[static_cast<size_t>(r0 + i)];
-    double m = kNegInf;
-    for (int64_t j = 0; j < p.cols(); ++j) {
-      if (!visible(kr, c0 + j)) continue;
-      p(i, j) *= scale;
-      m = std::max(m, p(i, j));  // a NaN score leaves m alone and still reaches l through exp(NaN − m)
-    }
+    const ColumnRange vis = chunk_columns(kr, c0, w);
+    double* row = p.data() + i * w;  // row-major: the row's w elements are contiguous
+    for (int64_t j = vis.lo; j < vis.hi; ++j) row[j] *= scale;
+    double m = kNegInf;  // a NaN score leaves m alone and still reaches l through exp(NaN − m)
+    for (int64_t j = vis.lo; j < vis.hi; ++j) m = std::max(m, row[j]);
     double l = 0;
-    for (int64_t j = 0; j < p.cols(); ++j) {
-      if (!visible(kr, c0 + j)) {
-        p(i, j) = 0;
-        continue;
-      }
-      p(i, j) = std::exp(p(i, j) - m);
-      l += p(i, j);
+    for (int64_t j = 0; j < vis.lo; ++j) row[j] = 0;
+    for (int64_t j = vis.lo; j < vis.hi; ++j) {
+      row[j] = std::exp(row[j] - m);
+      l += row[j];
     }
+    for (int64_t j = vis.hi; j < w; ++j) row[j] = 0;
     if (kr.begin >= kr.end) {  // no visible key: P = 0 (so out = 0, dS = 0), lse = −inf
       lse(b, r0 + i, h, 0) = kNegInf;
       continue;
     }
-    for (int64_t j = 0; j < p.cols(); ++j) p(i, j) /= l;
+    for (int64_t j = 0; j < w; ++j) row[j] /= l;
     lse(b, r0 + i, h, 0) = m + std::log(l);
   }
 }
@@ -142,12 +149,14 @@ void reference_head(const AttentionInputs& in, const std::vector<KeyRange>& keys
     ds.resize(n, w);
     ds.noalias() = do_c * v_c.transpose();  // dP = dO·Vᵀ
     for (int64_t i = 0; i < n; ++i) {
-      const KeyRange& kr = keys[static_cast<size_t>(r0 + i)];
+      const ColumnRange vis = chunk_columns(keys[static_cast<size_t>(r0 + i)], c0, w);
+      const double* p_row = p.data() + i * w;
+      double* ds_row = ds.data() + i * w;
       double d = 0;  // D_i = Σ_j P_ij·dP_ij
-      for (int64_t j = 0; j < w; ++j) {
-        if (visible(kr, c0 + j)) d += p(i, j) * ds(i, j);
-      }
-      for (int64_t j = 0; j < w; ++j) ds(i, j) = visible(kr, c0 + j) ? p(i, j) * (ds(i, j) - d) : 0.0;
+      for (int64_t j = vis.lo; j < vis.hi; ++j) d += p_row[j] * ds_row[j];
+      for (int64_t j = 0; j < vis.lo; ++j) ds_row[j] = 0.0;
+      for (int64_t j = vis.lo; j < vis.hi; ++j) ds_row[j] = p_row[j] * (ds_row[j] - d);
+      for (int64_t j = vis.hi; j < w; ++j) ds_row[j] = 0.0;
     }
     dq_c.noalias() = scale * (ds * k_c);
     head_block(*grads.dk, b, grads.head, c0, w).noalias() += scale * (ds.transpose() * q_c);

@@ -251,7 +251,7 @@ VerifyRun verify_schedule_run(const Schedule& schedule, const VerifyOptions& opt
     run.inputs = *given.inputs;
   } else {
     run.inputs = make_attention_inputs(options.seed, schedule.shape, options.input_distribution, options.q_heads,
-                                       options.kv_heads, options.full_heads_q, options.full_heads_kv);
+                                       options.kv_heads, options.full_heads_q, options.full_heads_kv, options.threads);
   }
   for (HostTensor* t : {&run.inputs.q, &run.inputs.k, &run.inputs.v, &run.inputs.dout}) round_tensor(*t, options.dtype);
   const double scale = effective_softmax_scale(schedule.shape);

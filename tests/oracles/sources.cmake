@@ -11,4 +11,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/rank_file_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/toy_cp_variant_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_verify_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/backward_split_test.cpp
 )

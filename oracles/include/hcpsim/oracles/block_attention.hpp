@@ -43,7 +43,11 @@ void attention_block_forward(const HostTensor& q, RowRange q_rows, const HostTen
 /// @param dq  [b, ≥ q_rows.count, hq, dk]: rows [0, q_rows.count) overwritten
 /// @param dk  [b, ≥ kv_rows.count, hkv, dk], @param dv [b, ≥ kv_rows.count, hkv, dv]: rows [0, kv_rows.count)
 ///            overwritten; GQA: summed over the hq/hkv query heads of each kv head, in ascending head order.
-/// @param threads  OpenMP threads over (batch, kv head) pairs; results are byte-identical for any count.
+/// @param threads  OpenMP threads over (batch, kv head) pairs; the pairs left over when they do not fill every
+///   thread (e.g. one kv head on 2 threads) run one at a time with their (query tile, KV tile) units spread over
+///   all threads, each dQ sum adding its KV tiles and each dK, dV sum its (query head, query tile) pairs in one
+///   fixed ascending order. Results are byte-identical for any count (no document mask: tiles split; with one:
+///   pairs only).
 /// @param dtype  fp64 computes in double; otherwise float with fp32 in-kernel dK/dV sums, and dq, dk, dv rounded
 ///   to dtype (the kernel's output format, docs/algorithm.md §5.3).
 /// @param doc  as attention_block_forward: per piece the gathered columns' dK, dV (in T) are added into the block's

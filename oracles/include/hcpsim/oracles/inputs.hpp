@@ -62,9 +62,10 @@ double input_value(uint64_t seed, std::string_view tag, int64_t index, InputDist
                    int64_t width = 0);
 
 /// A tensor [batch, rows, heads, width] whose element at flat row-major index i is input_value(seed, tag, i, d).
+/// @param threads  OpenMP threads over the elements (≥ 1, HCPSIM_ASSERT); the values do not depend on it.
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution name.
 HostTensor make_input(uint64_t seed, const std::string& tag, int64_t batch, int64_t rows, int64_t heads,
-                      int64_t width, const std::string& distribution);
+                      int64_t width, const std::string& distribution, int threads = 1);
 
 /// The four global inputs of one attention layer (per TP rank), bshd:
 /// q [B, S, H, dk], k [B, S, Hkv, dk], v [B, S, Hkv, dv], dout [B, S, H, dv] (the upstream gradient of out).
@@ -77,18 +78,21 @@ struct AttentionInputs {
 
 /// A [batch, rows, heads.size(), width] subset of the full [batch, rows, full_heads, width] tensor `tag`: element
 /// (b, r, hh, w) is input_value at the flat index of (b, r, heads[hh], w) in the full tensor (oracle.heads).
+/// @param threads  OpenMP threads over the (batch, row) pairs (≥ 1, HCPSIM_ASSERT); the values do not depend on it.
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution name.
 HostTensor make_input_heads(uint64_t seed, const std::string& tag, int64_t batch, int64_t rows, int64_t full_heads,
-                            const std::vector<int64_t>& heads, int64_t width, const std::string& distribution);
+                            const std::vector<int64_t>& heads, int64_t width, const std::string& distribution,
+                            int threads = 1);
 
-/// Generates q, k, v, dout for `shape` with tags "q", "k", "v", "dout".
+/// Generates q, k, v, dout for `shape` with tags "q", "k", "v", "dout" (make_input, on `threads` threads).
 /// @throws InputError (key "oracle.input_distribution") for an unknown distribution name.
-AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution);
+AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution,
+                                      int threads = 1);
 
 /// The inputs of a head subset: schedule head hh of q (of k, v) is full-model head q_heads[hh] (kv_heads[hh]) of
 /// full_heads_q (full_heads_kv); both maps empty = the overload above.
 AttentionInputs make_attention_inputs(uint64_t seed, const AttentionShape& shape, const std::string& distribution,
                                       const std::vector<int64_t>& q_heads, const std::vector<int64_t>& kv_heads,
-                                      int64_t full_heads_q, int64_t full_heads_kv);
+                                      int64_t full_heads_q, int64_t full_heads_kv, int threads = 1);
 
 }  // namespace hcpsim
