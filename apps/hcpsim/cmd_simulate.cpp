@@ -359,7 +359,15 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
     progress.update(++types_done);
   }
-  if (steps.size() > 1 && s.parallel.cp_comm_type.size() > 1) print_step(s, sim::compose_mixed_step(s, steps));
+  if (steps.size() > 1 && s.parallel.cp_comm_type.size() > 1) {
+    const sim::StepResult mixed = sim::compose_mixed_step(s, steps);
+    print_step(s, mixed);
+    if (!out.summary.empty()) {  // next to the per-type summaries (SUMMARY.<type>)
+      write_output_file(out.summary + ".mix",
+                        with_provenance(sim::mixed_step_summary_json(mixed, cl.gpu.calibration), provenance), "summary");
+      fmt::print("  wrote summary {}\n", out.summary + ".mix");
+    }
+  }
   return kExitOk;
 }
 

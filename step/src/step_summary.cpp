@@ -71,6 +71,18 @@ std::string summary_json(const SimResult& result, const StepResult* step, const 
   return j.dump(2) + "\n";
 }
 
+std::string mixed_step_summary_json(const StepResult& step, const std::string& calibration) {
+  Json j;
+  j["layer_mix"] = step.layer_mix;
+  if (!calibration.empty()) j["calibration"] = calibration;
+  Json st = step_json(step);
+  st.erase("cp_comm_type");  // the mix's types are in layer_mix
+  st.erase("a2a_size");
+  st.erase("p2p_size");
+  j["step"] = st;
+  return j.dump(2) + "\n";
+}
+
 void write_summary_json(const std::string& path, const SimResult& result, const StepResult* step,
                         const std::string& calibration) {
   write_output_file(path, summary_json(result, step, calibration), "summary");

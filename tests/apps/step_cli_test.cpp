@@ -167,6 +167,14 @@ TEST_CASE("apps: simulate reports a per-layer cp_comm_type mix per comm type, th
   const auto mixed_step = r.output.find("whole training step: per-layer mix 12 a2a+p2p + 4 p2p, TP 1 x CP 4");
   CHECK(mixed_step != std::string::npos);
   CHECK(mixed_step > r.output.rfind("whole training step: p2p"));  // after every comm type's own step
+  const std::filesystem::path dir = hcpsim::test::scratch_dir("mixed_summary");
+  const auto j =
+      run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml " + mixed + " --summary " + (dir / "s.json").string());
+  REQUIRE(j.exit_code == 0);
+  const std::string mix = slurp(dir / "s.json.mix");
+  CHECK(mix.find("\"layer_mix\": \"12 a2a+p2p + 4 p2p\"") != std::string::npos);
+  CHECK(mix.find("\"step_time_ps\"") != std::string::npos);
+  CHECK(mix.find("\"cp_comm_type\": \"p2p\"") == std::string::npos);
   // One comm type for every layer: no note.
   const auto one = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml");
   REQUIRE(one.exit_code == 0);

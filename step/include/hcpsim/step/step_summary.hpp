@@ -16,6 +16,10 @@ namespace hcpsim::sim {
 /// capacity, headroom) and fits.
 std::string summary_json(const SimResult& result, const StepResult* step, const std::string& calibration);
 
+/// The JSON of a per-layer cp_comm_type mix's step (compose_mixed_step): "layer_mix" (e.g. "12 a2a+p2p + 4 p2p"),
+/// "calibration" when non-empty, and "step" with summary_json's step keys less cp_comm_type, a2a_size and p2p_size.
+std::string mixed_step_summary_json(const StepResult& step, const std::string& calibration);
+
 /// Writes summary_json(result, step, calibration) to `path` (temporary file, then rename).
 /// @throws InputError (located at `path`) if the file cannot be written.
 void write_summary_json(const std::string& path, const SimResult& result, const StepResult* step,
