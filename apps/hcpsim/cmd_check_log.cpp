@@ -334,7 +334,8 @@ int run_check_log(const CheckLogOptions& o) {
              gpu.peak.assumed ? " [assumption]" : "");
   fmt::print("  throughput vs. model: {}\n", model.summary);
   if (!o.json.empty()) {
-    CheckLogReport report{file, &log, &args, gpu.peak, model, from_args.warnings, {}};
+    CheckLogReport report{file, &log, &args, gpu.peak, model, from_args.warnings, {}, std::nullopt};
+    if (model_scenario) report.provenance = scenario_provenance(*model_scenario, {});
     for (const auto& f : findings) report.findings.push_back({f.line, f.message, f.line > 0 ? quote(lines, f.line) : ""});
     write_check_log_json(o.json, report);
   }

@@ -129,6 +129,11 @@ TEST_CASE("apps: check-log --json of a healthy log is clean with its warning; an
   REQUIRE(j.at("model").at("status") == "consistent");
   REQUIRE(j.at("world").at("hierarchical_context_parallel_sizes") == std::vector<int64_t>{8, 2});
   REQUIRE(j.at("warnings").size() == 1);
+  // What produced it: the build and the --scenario the model comparison used.
+  const auto& p = j.at("provenance");
+  REQUIRE(!p.at("hcpsim_version").get<std::string>().empty());
+  REQUIRE(p.at("scenario_yaml").get<std::string>().find("name: llama3_8b_128k_cp16_4xdgx_h100") != std::string::npos);
+  REQUIRE(p.at("scenario_digest").get<std::string>().rfind("fnv1a64:", 0) == 0);
 
   const auto bad = hcpsim::test::run_hcpsim("check-log " + (dir / "missing.txt").string() + " --json " +
                                             (dir / "error.json").string());

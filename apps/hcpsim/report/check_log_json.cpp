@@ -71,7 +71,8 @@ void write_check_log_json(const std::string& path, const CheckLogReport& r) {
   j["warnings"] = r.warnings;
   j["findings"] = json::array();
   for (const auto& f : r.findings) j["findings"].push_back({{"line", f.line}, {"message", f.message}, {"quote", f.quote}});
-  write_output_file(path, j.dump(2) + "\n", "check-log JSON", "--json");
+  const Provenance provenance = r.provenance ? *r.provenance : make_provenance("", {}, 0);
+  write_output_file(path, with_provenance(j.dump(), provenance), "check-log JSON", "--json");
 }
 
 void write_check_log_error_json(const std::string& path, const std::string& log_path, const InputError& error) {

@@ -7,6 +7,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/interop/megatron_log.hpp"
+#include "hcpsim/io/provenance.hpp"
 
 namespace hcpsim::app {
 
@@ -37,12 +38,16 @@ struct CheckLogReport {
   ModelComparison model;
   std::vector<std::string> warnings;            ///< validation warnings of the arguments' scenario
   std::vector<QuotedFinding> findings;          ///< in line order
+  /// What produced the report: the build and the scenario the model comparison used (--scenario, or the one
+  /// built from the log's arguments); absent: no scenario, and the report's provenance has an empty scenario_yaml.
+  std::optional<Provenance> provenance;
 };
 
 /// Writes `{"log", "result": "clean" | "findings", "exit_code": 0 | 1, "world": {...} | null, "arguments": {...} |
 /// null, "throughput": {"iterations", "max_tflops_per_gpu", "max_line"}, "gpu_peak": {"tflops_per_gpu", "source",
 /// "assumed"}, "model": {"status", "predicted_tflops_per_gpu", "convention", "convention_identified", "summary"},
-/// "warnings": [...], "findings": [{"line", "message", "quote"}]}` (keys in this order). Written atomically.
+/// "warnings": [...], "findings": [{"line", "message", "quote"}], "provenance": {...}}` (keys in this order;
+/// provenance as io/provenance.hpp writes it). Written atomically.
 /// @throws InputError naming `path` and --json if it cannot be written.
 void write_check_log_json(const std::string& path, const CheckLogReport& report);
 
