@@ -12,7 +12,6 @@
 #include "app_common.hpp"
 #include "progress.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
-#include "hcpsim/config/validation.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/oracles/head_selection.hpp"
 #include "hcpsim/oracles/oracle_cost.hpp"
@@ -113,14 +112,13 @@ void check_thread_count(int threads, const char* option) {
                      fmt::format("use {} {} or fewer", option, max_threads()));
 }
 
-sim::SimulationCost simulation_cost(const Scenario& s, bool timeline, bool layer_timeline) {
-  return sim::estimate_simulate_cost(s, validate_scenario(s, ValidationScope::placement).data_parallel_size, timeline,
-                                     layer_timeline);
+sim::SimulationCost simulation_cost(const Scenario& s, int64_t data_parallel_size, bool timeline, bool layer_timeline) {
+  return sim::estimate_simulate_cost(s, data_parallel_size, timeline, layer_timeline);
 }
 
-void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline,
-                      bool layer_timeline) {
-  const sim::SimulationCost c = simulation_cost(s, timeline, layer_timeline);
+void admit_simulation(const Scenario& s, int64_t data_parallel_size, uint64_t limit, const std::string& command,
+                      bool timeline, bool layer_timeline) {
+  const sim::SimulationCost c = simulation_cost(s, data_parallel_size, timeline, layer_timeline);
   if (c.bytes <= static_cast<double>(limit)) return;
   const double limit_d = static_cast<double>(limit);
   // The sequence dominates when a single rank's schedule with this sequence already costs half the estimate.

@@ -49,18 +49,19 @@ int default_threads();
 /// @throws InputError naming `option` when threads > max_threads().
 void check_thread_count(int threads, const char* option);
 
-/// The estimated cost of a `simulate` or `diff` of `s` (sim::estimate_simulation_cost: the largest comm type);
-/// `timeline`: every op's timeline entry is kept (--trace, --timeline-svg); `layer_timeline`: --step-trace, whose
-/// whole-layer timeline (sim::estimate_layer_timeline_cost) comes on top.
-sim::SimulationCost simulation_cost(const Scenario& s, bool timeline, bool layer_timeline);
+/// The estimated cost of a `simulate` or `diff` of `s` (sim::estimate_simulate_cost: the attention and the
+/// whole-step layer, the largest comm type) with DP `data_parallel_size` (ValidationReport::data_parallel_size);
+/// `timeline`: every op's timeline entry is kept (--trace, --timeline-svg); `layer_timeline`: --step-trace keeps
+/// the whole layer's.
+sim::SimulationCost simulation_cost(const Scenario& s, int64_t data_parallel_size, bool timeline, bool layer_timeline);
 
-/// Refuses a `simulate` (command "simulate") or `diff` (command "diff") of `s` whose estimated memory
-/// (sim::estimate_simulation_cost) exceeds `limit`. @throws InputError naming parallel.context_parallel_size (or
+/// Refuses a `simulate` (command "simulate") or `diff` (command "diff") of `s` with DP `data_parallel_size` whose
+/// estimated memory (simulation_cost) exceeds `limit`. @throws InputError naming parallel.context_parallel_size (or
 /// model.seq_length when the sequence dominates) with the largest size that fits.
 /// `timeline`: --trace keeps every op's timeline entry; `layer_timeline`: --step-trace also keeps the whole
-/// transformer layer's (sim::estimate_layer_timeline_cost).
-void admit_simulation(const Scenario& s, uint64_t limit, const std::string& command, bool timeline = false,
-                      bool layer_timeline = false);
+/// transformer layer's.
+void admit_simulation(const Scenario& s, int64_t data_parallel_size, uint64_t limit, const std::string& command,
+                      bool timeline = false, bool layer_timeline = false);
 
 /// Refuses a `verify` of `s` in `dtype` whose estimated oracle memory (estimate_oracle_cost, for each comm type's
 /// checked heads) exceeds `limit`. @throws InputError naming oracle.heads (the largest count that fits) or

@@ -8,6 +8,7 @@
 #include "app_common.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
+#include "hcpsim/config/validation.hpp"
 #include "hcpsim/plan/plan.hpp"
 #include "report/diff_json.hpp"
 
@@ -47,8 +48,11 @@ int cmd_diff(const DiffArgs& args) {
   const Scenario sa = load_scenario(args.a);
   const Scenario sb = load_scenario(b_path, overrides);
   const uint64_t max_memory = max_memory_limit(args.max_memory);
-  admit_simulation(sa, max_memory, "diff (scenario A)");  // before either is simulated
-  admit_simulation(sb, max_memory, "diff (scenario B)");
+  // Before either is simulated.
+  admit_simulation(sa, validate_scenario(sa, ValidationScope::placement).data_parallel_size, max_memory,
+                   "diff (scenario A)");
+  admit_simulation(sb, validate_scenario(sb, ValidationScope::placement).data_parallel_size, max_memory,
+                   "diff (scenario B)");
   const sim::PlanOption a = sim::evaluate_scenario(sa);
   const sim::PlanOption b = sim::evaluate_scenario(sb);
   fmt::print("diff A: {} ({}, {})\n", sa.name, args.a, a.label);

@@ -76,6 +76,14 @@ std::string partial_recompute_text(const Scenario& s) {
   return t.recompute_num_layers ? fmt::format(" (uniform, groups of {} layers)", *t.recompute_num_layers) : "";
 }
 
+/// ", FP8 GEMMs" with the recipe and FP8 parameters when set ("" without FP8), for the step's header line.
+std::string fp8_text(const TrainingConfig& t) {
+  if (!t.fp8) return "";
+  std::string how = t.fp8_recipe == Fp8Recipe::tensorwise ? "current scaling" : "";
+  if (t.fp8_param_gather) how += std::string(how.empty() ? "" : ", ") + "FP8 parameters";
+  return ", FP8 GEMMs" + (how.empty() ? std::string() : " (" + how + ")");
+}
+
 /// The whole-step section of `simulate` (sim/step.hpp).
 void print_step(const Scenario& s, const sim::StepResult& st) {
   const auto& p = s.parallel;
@@ -90,11 +98,7 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              st.global_batch_size, st.num_microbatches, s.model.micro_batch_size,
              to_string(s.training.recompute_granularity), partial_recompute_text(s),
              p.sequence_parallel ? ", sequence parallel" : "",
-             !s.training.fp8 ? ""
-             : s.training.fp8_recipe == Fp8Recipe::tensorwise
-                 ? (s.training.fp8_param_gather ? ", FP8 GEMMs (current scaling, FP8 parameters)"
-                                                : ", FP8 GEMMs (current scaling)")
-                 : (s.training.fp8_param_gather ? ", FP8 GEMMs (FP8 parameters)" : ", FP8 GEMMs"));
+             fp8_text(s.training));
   fmt::print("  calibration: {}\n", s.cluster.gpu.calibration);
   if (st.layer_mix.empty())
     fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
@@ -244,9 +248,10 @@ void print_preamble(const Scenario& s, const ValidationReport& report) {
 }
 
 /// The estimate line of a long simulate (admission's estimate: the largest comm type, times the comm types).
-void announce_simulation(ProgressReporter& progress, const Scenario& s, const SimulateOutputs& out, size_t types) {
+void announce_simulation(ProgressReporter& progress, const Scenario& s, int64_t data_parallel_size,
+                         const SimulateOutputs& out, size_t types) {
   const sim::SimulationCost cost =
-      simulation_cost(s, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
+      simulation_cost(s, data_parallel_size, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
   progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({}), on 1 thread",
                                 cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types),
                     cost.seconds * static_cast<double>(types));
@@ -276,7 +281,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const auto report = validate_scenario(s, ValidationScope::placement);
   const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
   check_step_trace(s, out);
-  admit_simulation(s, max_memory, "simulate", timeline, !out.step_trace.empty());  // before any schedule
+  admit_simulation(s, report.data_parallel_size, max_memory, "simulate", timeline, !out.step_trace.empty());
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;
   const Topology topology = Topology::from_cluster(cl);  // all validation before any output file is opened
@@ -285,7 +290,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const int64_t layers = s.model.num_layers;
   const Provenance provenance = scenario_provenance(s, c.overrides);
   ProgressReporter progress("simulate", types.size(), progress_settings());
-  announce_simulation(progress, s, out, types.size());
+  announce_simulation(progress, s, report.data_parallel_size, out, types.size());
   size_t types_done = 0;
   std::vector<sim::StepResult> steps;
   for (CpCommType t : types) {

@@ -8,10 +8,15 @@
 
 namespace hcpsim::sim {
 
-std::vector<int64_t> scenario_cp_gpus(const Scenario& s, int64_t data_parallel_size, const Topology& topology) {
+std::vector<int64_t> cp_group_gpus(const Scenario& s, int64_t data_parallel_size) {
   std::vector<int64_t> gpus;
   for (const auto& p : place_cp_group(s.parallel.order, parallel_sizes(s, data_parallel_size), s.cluster.gpus_per_node))
     gpus.push_back(p.global_rank);
+  return gpus;
+}
+
+std::vector<int64_t> scenario_cp_gpus(const Scenario& s, int64_t data_parallel_size, const Topology& topology) {
+  const std::vector<int64_t> gpus = cp_group_gpus(s, data_parallel_size);
   for (int64_t g : gpus)
     if (g >= topology.gpu_count())
       throw InputError(s.locations.count("cluster") ? s.locations.at("cluster") : SourceLoc{}, "cluster",

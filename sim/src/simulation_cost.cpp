@@ -4,6 +4,7 @@
 
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
+#include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/sim/simulator.hpp"
 
 namespace hcpsim::sim {
@@ -49,17 +50,6 @@ SimulationCost estimate_simulation_cost(CpCommType cp_comm_type, int64_t a2a, in
   return c;
 }
 
-SimulationCost estimate_simulation_cost(const Scenario& scenario, bool timeline) {
-  SimulationCost worst;
-  for (CpCommType t : scenario.parallel.distinct_cp_comm_types()) {
-    const CpLayout layout = cp_layout_for(scenario, t);
-    const SimulationCost c =
-        estimate_simulation_cost(t, layout.a2a_size(), layout.p2p_size(), scenario.model.seq_length, timeline);
-    if (c.bytes > worst.bytes) worst = c;
-  }
-  return worst;
-}
-
 SimulationCost estimate_layer_timeline_cost(const Scenario& scenario) {
   SimulationCost worst;
   const auto tp = static_cast<double>(scenario.parallel.tensor_model_parallel_size);
@@ -79,10 +69,7 @@ SimulationCost estimate_layer_timeline_cost(const Scenario& scenario) {
 
 SimulationCost estimate_simulate_cost(const Scenario& scenario, int64_t data_parallel_size, bool timeline,
                                       bool layer_timeline) {
-  std::vector<int64_t> gpus;
-  for (const auto& p : place_cp_group(scenario.parallel.order, parallel_sizes(scenario, data_parallel_size),
-                                      scenario.cluster.gpus_per_node))
-    gpus.push_back(p.global_rank);
+  const std::vector<int64_t> gpus = cp_group_gpus(scenario, data_parallel_size);
   const auto tp = static_cast<double>(scenario.parallel.tensor_model_parallel_size);
   const double attention_runs = scenario.training.recompute_granularity == RecomputeGranularity::none ? 1 : 2;
   const bool step = scenario.model.vocab_size.has_value();

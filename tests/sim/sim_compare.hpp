@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "catch_compat.hpp"
 #include "hcpsim/sim/simulator.hpp"
 
 namespace hcpsim::sim::test {
@@ -25,6 +26,19 @@ inline std::vector<FlowKey> sorted_flows(const SimResult& r) {
                    f.route);
   std::sort(v.begin(), v.end());
   return v;
+}
+
+// Link usage of `a` and `b`, link by link, and every flow (routes included; in sorted order, since a reduced run
+// starts them in another order).
+inline void require_same_links_and_flows(const SimResult& a, const SimResult& b) {
+  REQUIRE(a.links.size() == b.links.size());
+  for (size_t l = 0; l < b.links.size(); ++l) {
+    INFO("link " << l << " " << b.links[l].from << " -> " << b.links[l].to);
+    REQUIRE(a.links[l].bytes == b.links[l].bytes);
+    REQUIRE(a.links[l].busy_ps == b.links[l].busy_ps);
+    REQUIRE(a.links[l].flows == b.links[l].flows);
+  }
+  REQUIRE(sorted_flows(a) == sorted_flows(b));
 }
 
 }  // namespace hcpsim::sim::test

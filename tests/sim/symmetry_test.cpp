@@ -15,7 +15,7 @@
 using namespace hcpsim;
 using namespace hcpsim::sim;
 using hcpsim::sim::test::same_bits;
-using hcpsim::sim::test::sorted_flows;
+using hcpsim::sim::test::require_same_links_and_flows;
 
 namespace {
 
@@ -107,15 +107,7 @@ void check_reduction_is_exact(int64_t p2p_size, int64_t seq_length, bool causal,
                 b.messages_sent[static_cast<size_t>(ph)][static_cast<size_t>(lv)].bytes);
       }
   }
-  // Link usage, link by link, and every message (routes included; the order of SimResult::flows differs).
-  REQUIRE(reduced.links.size() == full.links.size());
-  for (size_t l = 0; l < full.links.size(); ++l) {
-    INFO("link " << l << " " << full.links[l].from << " -> " << full.links[l].to);
-    REQUIRE(reduced.links[l].bytes == full.links[l].bytes);
-    REQUIRE(reduced.links[l].busy_ps == full.links[l].busy_ps);
-    REQUIRE(reduced.links[l].flows == full.links[l].flows);
-  }
-  REQUIRE(sorted_flows(reduced) == sorted_flows(full));
+  require_same_links_and_flows(reduced, full);
   // The timeline, entry by entry (same (cp_rank, op_index) order).
   REQUIRE(reduced.timeline.size() == full.timeline.size());
   for (size_t k = 0; k < full.timeline.size(); ++k) {

@@ -14,7 +14,7 @@ using namespace hcpsim;
 using namespace hcpsim::sim;
 using hcpsim::test::small;
 using hcpsim::sim::test::same_bits;
-using hcpsim::sim::test::sorted_flows;
+using hcpsim::sim::test::require_same_links_and_flows;
 
 namespace {
 
@@ -76,14 +76,7 @@ void require_same_layer(const SimResult& a, const SimResult& b) {
     REQUIRE(x.final_memory_bytes == y.final_memory_bytes);
     require_same_messages(x.messages_sent, y.messages_sent);
   }
-  REQUIRE(a.links.size() == b.links.size());
-  for (size_t l = 0; l < a.links.size(); ++l) {
-    INFO("link " << l << " " << b.links[l].from << " -> " << b.links[l].to);
-    REQUIRE(a.links[l].bytes == b.links[l].bytes);
-    REQUIRE(a.links[l].busy_ps == b.links[l].busy_ps);
-    REQUIRE(a.links[l].flows == b.links[l].flows);
-  }
-  REQUIRE(sorted_flows(a) == sorted_flows(b));
+  require_same_links_and_flows(a, b);
   REQUIRE(a.timeline.size() == b.timeline.size());
   for (size_t k = 0; k < a.timeline.size(); ++k) {
     INFO("timeline entry " << k);

@@ -13,8 +13,12 @@
 
 namespace hcpsim::sim {
 
-/// Global GPU index of every CP rank of the first CP group of `scenario` (Megatron rank order, place_cp_group()).
+/// Global GPU index of every CP rank of the first CP group of `scenario` (Megatron rank order, place_cp_group()),
+/// without checking them against a topology.
 /// @param data_parallel_size  the resolved size (ValidationReport::data_parallel_size).
+std::vector<int64_t> cp_group_gpus(const Scenario& scenario, int64_t data_parallel_size);
+
+/// cp_group_gpus(), checked against `topology`.
 /// @throws InputError located at `cluster` if `topology` has fewer GPUs than the placement needs.
 std::vector<int64_t> scenario_cp_gpus(const Scenario& scenario, int64_t data_parallel_size, const Topology& topology);
 

@@ -35,9 +35,6 @@ double schedule_ops_per_rank(CpCommType cp_comm_type, int64_t a2a, int64_t p2p);
 SimulationCost estimate_simulation_cost(CpCommType cp_comm_type, int64_t a2a, int64_t p2p, int64_t seq_length,
                                         bool timeline = false);
 
-/// The largest cost over the scenario's comm types (simulate runs them one after another, so the peak is the
-/// largest one, not the sum). The layout comes from parallel.* without building anything.
-SimulationCost estimate_simulation_cost(const Scenario& scenario, bool timeline = false);
 
 /// Ops one rank of the simulated transformer layer (step/layer_builder.hpp) adds to its attention schedule: the
 /// GEMMs, norms, elementwise ops, TP collectives and their allocs and frees, forward and backward, and the
