@@ -223,7 +223,8 @@ static std::string describe(const Schedule& s, const RankProgram& r, const Op& o
           return fmt::format("reduce_scatter {} -> {} group {} chunk_order {}", name(p.input), name(p.output),
                              join(p.group), join(p.chunk_order));
         } else if constexpr (std::is_same_v<T, GemmOp>) {
-          return fmt::format("gemm m={} n={} k={}{}", p.m, p.n, p.k, p.fp8 ? " fp8" : "");
+          return fmt::format("gemm m={} n={} k={}{}{}", p.m, p.n, p.k, p.fp8 ? " fp8" : "",
+                             p.fp8 && p.split_accumulator ? " split_accumulator" : "");
         } else if constexpr (std::is_same_v<T, ElementwiseOp>) {
           return fmt::format("elementwise {} elements", p.elements);
         } else {

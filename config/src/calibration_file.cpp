@@ -33,6 +33,7 @@ std::string calibration_file_yaml(const GpuSpec& g, const std::string& source_cs
   out += fmt::format("  compute_slowdown_during_comm: {}\n", g17(g.compute_slowdown_during_comm));
   out += fmt::format("  gemm_efficiency_bf16: {}\n", g17(g.gemm_efficiency_bf16));
   out += fmt::format("  gemm_efficiency_fp8: {}\n", g17(g.gemm_efficiency_fp8));
+  out += fmt::format("  fp8_split_accumulator_slowdown: {}\n", g17(g.fp8_split_accumulator_slowdown));
   out += fmt::format("  sm_count: {}\n", g.sm_count);
   out += fmt::format("  attn_wave_quantization: {}\n", g.attn_wave_quantization ? "true" : "false");
   out += fmt::format("  attn_fwd_efficiency: {}\n", g17(g.attn_fwd_efficiency));

@@ -37,6 +37,16 @@ constexpr double kGemmEfficiencyBf16 = 780.0 / 989.4;
 // the dense FP8 peak. Smaller shapes lose more (the blog: "at least 1.25x for most other cases"), which
 // gemm_shape_factor reproduces through the fixed per-tile fill time that FP8's faster main loop exposes twice.
 constexpr double kGemmEfficiencyFp8 = 1.75 * 780.0 / 1978.9;
+// Transformer Engine runs its FP8 dgrad and wgrad GEMMs with the split accumulator (pytorch/module/base.py:
+// _2X_ACC_FPROP = False, _2X_ACC_DGRAD = True, _2X_ACC_WGRAD = True, passed to cuBLASLt as
+// CUBLASLT_MATMUL_DESC_FAST_ACCUM = !use_split_accumulator): Hopper's FP8 tensor cores accumulate in reduced
+// precision, and the split mode promotes the partial sums to FP32 on the CUDA cores, which costs throughput.
+// Measured on H100: fast accumulation is "a 1.1x to 1.2x speedup" over it (pytorch/ao issue #2377, torchao's
+// FP8 training GEMMs, which make the same fprop-fast / backward-split choice); 1.15 is the middle of that
+// range. The FP8 GEMM benchmarks behind kGemmEfficiencyFp8 are read as fast-accumulation figures (the mode
+// FP8 GEMM benchmarks report). Blackwell has no separate fast mode (TE PR #2748: "there is no fastAccuMode for
+// sm100"): 1 there.
+constexpr double kFp8SplitAccumulatorSlowdownHopper = 1.15;
 
 // NVLink per direction per GPU as NCCL's ring reaches it, not the datasheet's 450 / 300 / 900 GB/s: NCCL's
 // topology model (src/graph/topo.h) rates one NVLink at SM90_NVLINK_BW 20.6 GB/s (Hopper), SM80_NVLINK_BW
@@ -143,6 +153,9 @@ std::optional<ClusterSpec> cluster_preset(const std::string& name, int64_t nodes
                  // NVSwitch gen 3 with NVLink SHARP
                  {kNvlsHopperBusBytesPerS, kNvlsLatencyS, kLlMaxHopperBytesPerS});
     c.gpu.peak_fp8_flops_per_s = kH100PeakFp8FlopsPerS;
+    c.gpu.fp8_split_accumulator_slowdown = kFp8SplitAccumulatorSlowdownHopper;
+    c.gpu.calibration.pop_back();  // the closing parenthesis of dgx's description
+    c.gpu.calibration += "; FP8 dgrad/wgrad GEMMs with TE's split accumulator 1.15x slower)";
     return c;
   }
   if (name == "dgx-a100")  // no NVLS: the A100's NVSwitch gen 2 has no NVLink SHARP

@@ -90,6 +90,9 @@ void read_gpu_fields(YamlReader& r, const YAML::Node& m, const std::string& P, G
     const double e = r.plausible(m[key], P + "." + key, plausible::kEfficiency);
     (std::string(key) == "gemm_efficiency_fp8" ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = e;
   }
+  if (m["fp8_split_accumulator_slowdown"])
+    g.fp8_split_accumulator_slowdown = r.plausible(m["fp8_split_accumulator_slowdown"],
+                                                   P + ".fp8_split_accumulator_slowdown", plausible::kSlowdown);
   if (m["attn_wave_quantization"])
     g.attn_wave_quantization = r.get_bool(m["attn_wave_quantization"], P + ".attn_wave_quantization");
   if (m["sm_count"]) {
@@ -139,7 +142,7 @@ void read_calibration(YamlReader& r, const YAML::Node& n, const std::string& P, 
   r.check_map(g, cp, {"name", "peak_bf16_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s", "attn_fwd_efficiency",
                       "attn_bwd_efficiency", "kernel_launch_overhead_us", "compute_slowdown_during_comm",
                       "attn_fwd_table", "attn_bwd_table", "peak_fp8_TFLOP_per_s", "gemm_efficiency",
-                      "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count", "attn_wave_quantization"});
+                      "gemm_efficiency_bf16", "gemm_efficiency_fp8", "fp8_split_accumulator_slowdown", "sm_count", "attn_wave_quantization"});
   read_gpu_fields(r, g, cp, gpu);
   // Calibrated attention efficiencies are fitted from measured kernels at their own shapes, so their wave
   // quantization is already in them; the preset's SM count would count it twice.
@@ -161,7 +164,7 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   allowed.insert(allowed.end(),
                  {"kernel_launch_overhead_us", "compute_slowdown_during_comm", "attn_fwd_table", "attn_bwd_table",
                   "peak_fp8_TFLOP_per_s", "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8",
-                  "sm_count", "attn_wave_quantization", "calibration"});
+                  "fp8_split_accumulator_slowdown", "sm_count", "attn_wave_quantization", "calibration"});
   r.check_map(m, P, allowed);
   if (m["calibration"]) read_calibration(r, m["calibration"], P + ".calibration", g);
   if (all_required && !m["calibration"])
@@ -172,7 +175,7 @@ void read_gpu(YamlReader& r, const YAML::Node& m, const std::string& P, bool all
   // ("GEMM efficiency 0.7") is never left standing for a value the scenario replaced.
   std::string set_here;
   for (const char* key : {"peak_bf16_TFLOP_per_s", "peak_fp8_TFLOP_per_s", "memory_GB", "hbm_bandwidth_GB_per_s",
-                          "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8", "sm_count", "attn_wave_quantization",
+                          "gemm_efficiency", "gemm_efficiency_bf16", "gemm_efficiency_fp8", "fp8_split_accumulator_slowdown", "sm_count", "attn_wave_quantization",
                           "attn_fwd_efficiency", "attn_bwd_efficiency", "attn_fwd_table",
                           "attn_bwd_table", "kernel_launch_overhead_us", "compute_slowdown_during_comm"}) {
     if (!m[key]) continue;

@@ -191,6 +191,7 @@ void emit_gpu(YAML::Emitter& e, const GpuSpec& g) {
   put_unit(e, "peak_fp8_TFLOP_per_s", g.peak_fp8_flops_per_s, kTera);
   put_num(e, "gemm_efficiency_bf16", g.gemm_efficiency_bf16);
   put_num(e, "gemm_efficiency_fp8", g.gemm_efficiency_fp8);
+  put_num(e, "fp8_split_accumulator_slowdown", g.fp8_split_accumulator_slowdown);
   put_int(e, "sm_count", g.sm_count);
   put_bool(e, "attn_wave_quantization", g.attn_wave_quantization);
   e << YAML::EndMap;

@@ -305,8 +305,11 @@ double gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool fp8, const GpuSpe
 
 TimePs gemm_ps(const GemmOp& shape, int64_t bytes, Dtype dtype, const GpuSpec& gpu) {
   HCPSIM_ASSERT(bytes >= 0, "negative GEMM bytes");
-  const double base = shape.fp8 ? gpu.gemm_efficiency_fp8 : gpu.gemm_efficiency_bf16;
-  require_positive(base, shape.fp8 ? "gpu.gemm_efficiency_fp8" : "gpu.gemm_efficiency_bf16");
+  const double fast = shape.fp8 ? gpu.gemm_efficiency_fp8 : gpu.gemm_efficiency_bf16;
+  require_positive(fast, shape.fp8 ? "gpu.gemm_efficiency_fp8" : "gpu.gemm_efficiency_bf16");
+  const bool split = shape.fp8 && shape.split_accumulator;
+  if (split) require_positive(gpu.fp8_split_accumulator_slowdown, "gpu.fp8_split_accumulator_slowdown");
+  const double base = split ? fast / std::max(1.0, gpu.fp8_split_accumulator_slowdown) : fast;
   require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
   const double peak = shape.fp8 ? gpu.peak_fp8_flops_per_s : gpu.peak_bf16_flops_per_s * peak_fraction(dtype);
   require_positive(peak, shape.fp8 ? "gpu.peak_fp8_flops_per_s" : "gpu.peak_bf16_flops_per_s");

@@ -140,8 +140,8 @@ class LayerRankBuilder {
     const Dims& d = d_;
     const auto B = Phase::backward;
     x = fp8_grad_cast(d.t * d.h, x, cast + " output grad", true);
-    x = gathered_gemm(GemmOp{d.t, in_tp, d.h, d.fp8}, B, x, "SP all-gather (" + grad + ")", gemm_name + " dgrad");
-    const OpIndex w = gemm(in_tp, d.h, d.t, d.fp8, B, {x}, gemm_name + " wgrad");
+    x = gathered_gemm(backward_gemm(d.t, in_tp, d.h), B, x, "SP all-gather (" + grad + ")", gemm_name + " dgrad");
+    const OpIndex w = gemm(backward_gemm(in_tp, d.h, d.t), B, {x}, gemm_name + " wgrad");
     return {x, w};
   }
 
@@ -156,11 +156,11 @@ class LayerRankBuilder {
     const Dims& d = d_;
     const auto B = Phase::backward;
     const OpIndex input = d.sp ? all_gather(d.t * d.h, B, deps_of(x), "SP all-gather (" + name + " input for wgrad)") : -1;
-    x = gemm(d.t, d.h, out_tp, d.fp8, B, {x}, name + " dgrad");
+    x = gemm(backward_gemm(d.t, d.h, out_tp), B, {x}, name + " dgrad");
     const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, grad);
     std::vector<OpIndex> wdeps{x, w};
     if (input >= 0) wdeps.push_back(input);
-    w = gemm(out_tp, d.h, d.t, d.fp8, B, std::move(wdeps), name + " wgrad");
+    w = gemm(backward_gemm(out_tp, d.h, d.t), B, std::move(wdeps), name + " wgrad");
     return {c, w};
   }
 
@@ -171,18 +171,18 @@ class LayerRankBuilder {
   /// send/recv to the ring neighbours moves the next shard. Without SP, only the GEMM.
   OpIndex gathered_gemm(const GemmOp& g, Phase phase, OpIndex after, const std::string& gather_label,
                         const std::string& label) {
-    if (!d_.sp) return gemm(g.m, g.n, g.k, g.fp8, phase, deps_of(after), label);
+    if (!d_.sp) return gemm(g, phase, deps_of(after), label);
     if (!s_.parallel.tp_comm_overlap) {
       const OpIndex x = all_gather(d_.t * d_.h, phase, deps_of(after), gather_label);
-      return gemm(g.m, g.n, g.k, g.fp8, phase, {x}, label);
+      return gemm(g, phase, {x}, label);
     }
     const int64_t rows = (g.m + tp_ - 1) / tp_;
     std::vector<BufferId> shards = ring_buffers(label, phase, after);
-    OpIndex step = after, chunk = gemm(rows, g.n, g.k, g.fp8, phase, deps_of(after), label + " (chunk 0)");
+    OpIndex step = after, chunk = gemm(with_rows(g, rows), phase, deps_of(after), label + " (chunk 0)");
     for (int64_t j = 1; j < tp_; ++j) {
       step = ring_step(shards[static_cast<size_t>(j - 1)], shards[static_cast<size_t>(j)], phase, step,
                        label + " ring exchange " + std::to_string(j));
-      chunk = gemm(rows, g.n, g.k, g.fp8, phase, {step, chunk}, label + " (chunk " + std::to_string(j) + ")");
+      chunk = gemm(with_rows(g, rows), phase, {step, chunk}, label + " (chunk " + std::to_string(j) + ")");
     }
     free_all(shards, phase, chunk);
     return chunk;
@@ -195,18 +195,18 @@ class LayerRankBuilder {
   OpIndex reduced_gemm(const GemmOp& g, Phase phase, std::vector<OpIndex> deps, const std::string& label,
                        const std::string& what) {
     if (!(d_.sp && s_.parallel.tp_comm_overlap)) {
-      const OpIndex x = gemm(g.m, g.n, g.k, g.fp8, phase, std::move(deps), label);
+      const OpIndex x = gemm(g, phase, std::move(deps), label);
       return tp_reduce(d_.t * d_.h, phase, x, d_.sp, what);
     }
     const int64_t rows = (g.m + tp_ - 1) / tp_;
     const int64_t shard = rows * g.n;
-    OpIndex chunk = gemm(rows, g.n, g.k, g.fp8, phase, std::move(deps), label + " (chunk 0)");
+    OpIndex chunk = gemm(with_rows(g, rows), phase, std::move(deps), label + " (chunk 0)");
     std::vector<BufferId> partials = ring_buffers(label, phase, chunk);
     OpIndex sum = chunk, step = chunk;
     for (int64_t j = 1; j < tp_; ++j) {
       step = ring_step(partials[static_cast<size_t>(j - 1)], partials[static_cast<size_t>(j)], phase, sum,
                        what + " ring reduce-scatter " + std::to_string(j));
-      chunk = gemm(rows, g.n, g.k, g.fp8, phase, {chunk}, label + " (chunk " + std::to_string(j) + ")");
+      chunk = gemm(with_rows(g, rows), phase, {chunk}, label + " (chunk " + std::to_string(j) + ")");
       sum = elementwise(3 * shard, shard, phase, {chunk, step}, what + " partial sum " + std::to_string(j));
     }
     free_all(partials, phase, sum);
@@ -299,10 +299,21 @@ class LayerRankBuilder {
     return prog_.append(std::move(payload), phase, stream, std::move(deps), std::move(label), -1, flops, bytes);
   }
 
-  OpIndex gemm(int64_t mm, int64_t nn, int64_t kk, bool fp8, Phase phase, std::vector<OpIndex> deps, std::string label) {
-    const double flops = 2.0 * static_cast<double>(mm) * static_cast<double>(nn) * static_cast<double>(kk);
-    const int64_t bytes = (mm * kk + kk * nn + mm * nn) * e_;
-    return add(GemmOp{mm, nn, kk, fp8}, phase, Stream::compute, std::move(deps), std::move(label), flops, bytes);
+  /// A GEMM of shape `g` on the compute stream (2·m·n·k FLOPs; A, B and C once through HBM).
+  OpIndex gemm(const GemmOp& g, Phase phase, std::vector<OpIndex> deps, std::string label) {
+    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    const int64_t bytes = (g.m * g.k + g.k * g.n + g.m * g.n) * e_;
+    return add(g, phase, Stream::compute, std::move(deps), std::move(label), flops, bytes);
+  }
+
+  /// A dgrad or wgrad GEMM: with FP8, Transformer Engine runs it with the split accumulator
+  /// (pytorch/module/base.py _2X_ACC_DGRAD, _2X_ACC_WGRAD); forward and recomputed-forward GEMMs accumulate fast.
+  GemmOp backward_gemm(int64_t mm, int64_t nn, int64_t kk) const { return GemmOp{mm, nn, kk, d_.fp8, d_.fp8}; }
+
+  /// `g` with `rows` rows (one TP chunk of a userbuffers ring-exchange GEMM).
+  static GemmOp with_rows(GemmOp g, int64_t rows) {
+    g.m = rows;
+    return g;
   }
 
   /// A memory-bound kernel moving `elements_moved` elements (read + written).

@@ -344,6 +344,52 @@ TEST_CASE("step: FP8 GEMMs run at the FP8 peak; model FLOPs do not change", "[st
                                gemm_shape_factor(4096, 4096, 4096, true, g))));
 }
 
+TEST_CASE("step: FP8 dgrad and wgrad GEMMs run with TE's split accumulator, forward GEMMs with fast accumulation",
+          "[step][fp8][gemm]") {
+  // TE pytorch/module/base.py: _2X_ACC_FPROP = False, _2X_ACC_DGRAD = _2X_ACC_WGRAD = True. Full recompute adds
+  // a second forward in the backward phase, whose GEMMs are fprop GEMMs (fast).
+  const Schedule l8 = build_layer_schedule(small({"training.fp8=true", "training.recompute_granularity=full"}),
+                                           CpCommType::p2p);
+  std::vector<std::string> split, fast;
+  for (const auto& op : l8.ranks[0].ops)
+    if (const auto* g = std::get_if<GemmOp>(&op.payload)) (g->split_accumulator ? split : fast).push_back(op.label);
+  const std::vector<std::string> expected_fast{"QKV projection", "output projection", "MLP fc1", "MLP fc2",
+                                               "recompute QKV projection", "recompute output projection",
+                                               "recompute MLP fc1", "recompute MLP fc2"};
+  const std::vector<std::string> expected_split{"MLP fc2 dgrad", "MLP fc2 wgrad", "MLP fc1 dgrad", "MLP fc1 wgrad",
+                                                "output projection dgrad", "output projection wgrad", "QKV dgrad",
+                                                "QKV wgrad"};
+  CHECK(fast == expected_fast);
+  CHECK(split == expected_split);
+  // Without FP8 the flag is never set (BF16 GEMMs have no accumulation modes).
+  const Schedule l16 = build_layer_schedule(small(), CpCommType::p2p);
+  for (const auto& op : l16.ranks[0].ops)
+    if (const auto* g = std::get_if<GemmOp>(&op.payload)) CHECK_FALSE(g->split_accumulator);
+}
+
+TEST_CASE("cost model: a split-accumulator FP8 GEMM takes fp8_split_accumulator_slowdown times longer", "[step][gemm]") {
+  // H100 preset: 1978.9 TFLOP/s FP8, efficiency 1.75 · 780 / 1978.9 (fast), slowdown 1.15 (pytorch/ao #2377:
+  // fast accumulation 1.1-1.2x). An 8192^3 GEMM has shape factor 1: fast 2·8192^3 / (1.75 · 780e12) s, split
+  // 1.15x that, each plus the 3 µs launch.
+  const GpuSpec g = cluster_preset("dgx-h100", 1)->gpu;
+  REQUIRE(g.fp8_split_accumulator_slowdown == 1.15);
+  const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  const double fast_s = flops / (1.75 * 780e12);
+  CHECK(static_cast<double>(gemm_ps(GemmOp{8192, 8192, 8192, true, false}, 0, Dtype::bf16, g)) ==
+        Approx((3e-6 + fast_s) * 1e12).epsilon(1e-9));
+  CHECK(static_cast<double>(gemm_ps(GemmOp{8192, 8192, 8192, true, true}, 0, Dtype::bf16, g)) ==
+        Approx((3e-6 + 1.15 * fast_s) * 1e12).epsilon(1e-9));
+  // The flag means nothing for a BF16 GEMM.
+  CHECK(gemm_ps(GemmOp{8192, 8192, 8192, false, true}, 0, Dtype::bf16, g) ==
+        gemm_ps(GemmOp{8192, 8192, 8192, false, false}, 0, Dtype::bf16, g));
+  // Blackwell has no separate fast mode: the presets keep 1 there, and A100 has no FP8.
+  CHECK(cluster_preset("dgx-b200", 1)->gpu.fp8_split_accumulator_slowdown == 1.0);
+  CHECK(cluster_preset("dgx-h200", 1)->gpu.fp8_split_accumulator_slowdown == 1.15);
+  // A scenario sets it (cluster.gpu.fp8_split_accumulator_slowdown) like any GPU rate.
+  const Scenario s = small({"cluster.gpu.fp8_split_accumulator_slowdown=1.3"});
+  CHECK(s.cluster.gpu.fp8_split_accumulator_slowdown == 1.3);
+}
+
 TEST_CASE("step: training.fp8 adds Transformer Engine's cast kernels with their bytes", "[step][fp8]") {
   // small(): t = 256 / CP 2 = 128 tokens per GPU, h = 64, QKV width 4·16 + 2·(16+16) = 128, projection input
   // 4·16 = 64, fc1 out 2·256 = 512, fc2 in 256. Forward: transposes after the two fused norms (2 B per element),

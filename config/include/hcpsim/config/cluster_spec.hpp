@@ -45,6 +45,11 @@ struct GpuSpec {
   /// Achieved / dense FP8 peak of a large FP8 GEMM (Transformer Engine FP8 linear layers, training.fp8).
   /// Source: cluster_spec.cpp kGemmEfficiencyFp8.
   double gemm_efficiency_fp8 = 0.69;
+  /// How many times longer an FP8 GEMM takes with the split accumulator (periodic promotion of the partial
+  /// sums to FP32, which Transformer Engine uses for its dgrad and wgrad GEMMs) than with fast accumulation,
+  /// at the same shape. ≥ 1; 1 = no difference (GPUs without the mode, e.g. Blackwell, or no FP8). Source:
+  /// cluster_spec.cpp kFp8SplitAccumulatorSlowdownHopper.
+  double fp8_split_accumulator_slowdown = 1.0;
   /// Streaming multiprocessors, for wave quantization of GEMM tiles (sim/cost_model.hpp gemm_shape_factor) and
   /// of attention blocks (attention_wave_factor); 0 = unknown, no wave quantization. Source: cluster_spec.cpp
   /// kHopperSmCount and siblings.

@@ -236,6 +236,11 @@ struct CopyOp {
 struct GemmOp {
   int64_t m = 0, n = 0, k = 0;
   bool fp8 = false;  ///< runs at the GPU's FP8 peak (Transformer Engine FP8 linear layers)
+  /// An FP8 GEMM that promotes its partial sums to FP32 on the CUDA cores (cuBLASLt without
+  /// CUBLASLT_MATMUL_DESC_FAST_ACCUM): Transformer Engine's dgrad and wgrad GEMMs (pytorch/module/base.py
+  /// _2X_ACC_DGRAD = _2X_ACC_WGRAD = True; the fprop GEMM, _2X_ACC_FPROP = False, accumulates fast). Timed at
+  /// gemm_efficiency_fp8 / fp8_split_accumulator_slowdown (sim/cost_model.hpp gemm_ps). Ignored without fp8.
+  bool split_accumulator = false;
 };
 
 /// A memory-bound kernel of the layer model (norm, rotary embedding, activation, residual add, loss, optimizer):

@@ -150,7 +150,8 @@ constexpr int64_t kGemmReferenceSize = 8192;
 double gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool fp8, const GpuSpec& gpu);
 
 /// Time of an m × n × k GEMM: launch overhead + max(2·m·n·k / (peak · efficiency), bytes / HBM bandwidth),
-/// peak = gpu.peak_fp8_flops_per_s and efficiency = gemm_efficiency_fp8 when `shape.fp8`, else peak_bf16 ·
+/// peak = gpu.peak_fp8_flops_per_s and efficiency = gemm_efficiency_fp8 when `shape.fp8` (divided by
+/// fp8_split_accumulator_slowdown, floored at 1, when `shape.split_accumulator`), else peak_bf16 ·
 /// peak_fraction(dtype) and gemm_efficiency_bf16; efficiency multiplied by gemm_shape_factor, capped at 1.
 /// @param bytes compulsory HBM traffic. HCPSIM_ASSERT when the needed rate is not > 0 or a dimension is < 1.
 /// @return ps. Source: roofline model (Williams et al. 2009) with the efficiencies of cluster_spec.cpp.
