@@ -174,7 +174,7 @@ TEST_CASE("apps: check-log on the healthy fixture is clean, its throughput consi
                         "log_healthy.txt:1)") != std::string::npos);
   // The arguments plus the log's "padded vocab (size: 128256)" line give the whole-step model its input; the
   // prediction is the larger (full-attention) Megatron convention.
-  REQUIRE(r.output.find("  throughput vs. model: predicted 685.9 TFLOP/s per GPU (megatron_full_attention convention, identified "
+  REQUIRE(r.output.find("  throughput vs. model: predicted 682.3 TFLOP/s per GPU (megatron_full_attention convention, identified "
                         "from the log's iteration times); consistent (limits: median at least 0.55x, every iteration at most "
                         "1.5x)") !=
           std::string::npos);
@@ -202,14 +202,14 @@ TEST_CASE("apps: check-log on the CP-silently-off fixture quotes both findings w
   REQUIRE(s.exit_code == 1);
   REQUIRE(s.output.find("(H100-SXM5-80GB, from --scenario scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml)") !=
           std::string::npos);
-  // With the scenario, the whole-step model predicts 650.2 TFLOP/s per GPU (full-attention convention); the log's
+  // With the scenario, the whole-step model predicts 647.0 TFLOP/s per GPU (full-attention convention); the log's
   // 1094.7 is more than 1.5x that: a third finding.
-  REQUIRE(s.output.find("throughput vs. model: predicted 650.2 TFLOP/s per GPU (megatron_full_attention convention, identified "
+  REQUIRE(s.output.find("throughput vs. model: predicted 647.0 TFLOP/s per GPU (megatron_full_attention convention, identified "
                         "from the log's iteration times); exceeded (limits: median at least 0.55x, every iteration at most "
                         "1.5x)") !=
           std::string::npos);
   REQUIRE(s.output.find(log + ":91: reported throughput per GPU 1094.7 TFLOP/s (iteration 10) is more than 1.5x the "
-                        "whole-step model's 650.2 TFLOP/s") != std::string::npos);
+                        "whole-step model's 647.0 TFLOP/s") != std::string::npos);
   REQUIRE(s.output.find("result: 3 findings") != std::string::npos);
   const auto bad = run_hcpsim("check-log " + log + " --gpu TPUv5");
   REQUIRE(bad.exit_code == 2);

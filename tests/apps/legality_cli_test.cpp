@@ -135,7 +135,7 @@ TEST_CASE("apps: import reads partial recompute and a torchrun line without --nn
 
 TEST_CASE("apps: check-log flags throughput far below the model's prediction, with the limits stated",
           "[apps][legality]") {
-  // The healthy fixture reports 60% of the prediction from its own arguments (685.9 TFLOP/s): consistent.
+  // The healthy fixture reports 60% of the prediction from its own arguments (682.3 TFLOP/s): consistent.
   const auto own = run_hcpsim("check-log tests/fixtures/megatron/log_healthy.txt");
   INFO(own.output);
   CHECK(own.exit_code == 0);
@@ -155,7 +155,7 @@ TEST_CASE("apps: check-log flags throughput far below the model's prediction, wi
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK(r.output.find(":94: median reported throughput per GPU 370.6 TFLOP/s (5 reporting iterations, the first "
-                      "left out) is 54% of the whole-step model's 685.9 TFLOP/s, below 0.55x: a slow node or link, or "
+                      "left out) is 54% of the whole-step model's 682.3 TFLOP/s, below 0.55x: a slow node or link, or "
                       "a configuration other than the one modelled") != std::string::npos);
   CHECK(r.output.find("far below (limits: median at least 0.55x, every iteration at most 1.5x)") != std::string::npos);
 }

@@ -388,6 +388,14 @@ TEST_CASE("sim: compute slows down while a communication op runs on the same GPU
   REQUIRE(entry(slow, 0, "kernel").end_ps == 28'000'000);
   const SimResult plain = simulate(s, round_cluster(1, 8), {0, 0});
   REQUIRE(entry(plain, 0, "kernel").end_ps == 20'000'000);
+  // Every preset carries the measured slowdown 1.189 (Lee et al. 2025, arXiv:2507.03114: 18.9% average compute
+  // slowdown under overlapped collectives): during [0, 16) µs the kernel does 16 / 1.189 = 13.456 µs of work,
+  // the remaining 6.544 µs at full speed → ends at 22.544 µs (the engine's rate is rounded once to
+  // round(6000 / 1.189) = 5046 of 6000 share units per ps: 16 µs · 5046 / 6000 = 13.456 µs exactly).
+  for (const auto& name : cluster_preset_names()) REQUIRE(cluster_preset(name, 1)->gpu.compute_slowdown_during_comm == 1.189);
+  c.gpu.compute_slowdown_during_comm = cluster_preset("dgx-h100", 1)->gpu.compute_slowdown_during_comm;
+  const SimResult measured = simulate(s, c, {0, 0});
+  REQUIRE(entry(measured, 0, "kernel").end_ps == 22'544'000);
 }
 
 TEST_CASE("sim: attention efficiency is interpolated from the GPU's table", "[sim][net]") {
