@@ -138,7 +138,8 @@ ClusterSpec dgx(const char* preset, int64_t nodes, GpuSpec gpu, int64_t sm_count
   c.gpu.gemm_efficiency_fp8 = kGemmEfficiencyFp8;
   c.gpu.calibration = std::string("assumed: preset ") + preset +
                       " (datasheet peaks; attention efficiencies from published FlashAttention-2/3 and cuDNN curves; "
-                      "large-GEMM efficiency BF16 0.79, FP8 0.69)";
+                      "large-GEMM efficiency BF16 0.79, FP8 0.69; compute 1.189x slower while communication "
+                      "runs)";
   return c;
 }
 
