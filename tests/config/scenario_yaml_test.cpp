@@ -90,6 +90,7 @@ void check_same_cluster(const ClusterSpec& c, const ClusterSpec& d) {
   CHECK(c.gpu.peak_fp8_flops_per_s == d.gpu.peak_fp8_flops_per_s);
   CHECK(c.gpu.gemm_efficiency_bf16 == d.gpu.gemm_efficiency_bf16);
   CHECK(c.gpu.gemm_efficiency_fp8 == d.gpu.gemm_efficiency_fp8);
+  CHECK(c.gpu.fp8_split_accumulator_slowdown == d.gpu.fp8_split_accumulator_slowdown);
   CHECK(c.gpu.sm_count == d.gpu.sm_count);
   CHECK(c.nvlink.bandwidth_bytes_per_s == d.nvlink.bandwidth_bytes_per_s);
   CHECK(c.nvlink.latency_s == d.nvlink.latency_s);

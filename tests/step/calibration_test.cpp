@@ -98,6 +98,9 @@ cluster: {preset: dgx-h100, nodes: 1, gpu: {calibration: calibration.yaml}}
   const GpuSpec& g = s.cluster.gpu;
   CHECK(g.gemm_efficiency_bf16 == fit.gpu.gemm_efficiency_bf16);
   CHECK(g.gemm_efficiency_fp8 == fit.gpu.gemm_efficiency_fp8);
+  CHECK(g.fp8_split_accumulator_slowdown == 1.15);  // the H100 base, written out and read back
+  CHECK(g.fp8_split_accumulator_slowdown == fit.gpu.fp8_split_accumulator_slowdown);
+  CHECK(g.compute_slowdown_during_comm == fit.gpu.compute_slowdown_during_comm);
   CHECK(g.sm_count == fit.gpu.sm_count);
   CHECK(g.kernel_launch_overhead_s == Approx(fit.gpu.kernel_launch_overhead_s).epsilon(1e-15));
   CHECK(g.hbm_bandwidth_bytes_per_s == Approx(fit.gpu.hbm_bandwidth_bytes_per_s).epsilon(1e-15));

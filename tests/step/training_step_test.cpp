@@ -388,6 +388,11 @@ TEST_CASE("cost model: a split-accumulator FP8 GEMM takes fp8_split_accumulator_
   // A scenario sets it (cluster.gpu.fp8_split_accumulator_slowdown) like any GPU rate.
   const Scenario s = small({"cluster.gpu.fp8_split_accumulator_slowdown=1.3"});
   CHECK(s.cluster.gpu.fp8_split_accumulator_slowdown == 1.3);
+  // A speed-up is not a slowdown: below 1 is refused, naming the key and its range.
+  const std::string e = hcpsim::test::input_error_of([] { return small({"cluster.gpu.fp8_split_accumulator_slowdown=0.8"}); });
+  INFO(e);
+  CHECK(e.find("cluster.gpu.fp8_split_accumulator_slowdown") != std::string::npos);
+  CHECK(e.find("1 (no slowdown) to 10x") != std::string::npos);
 }
 
 TEST_CASE("step: training.fp8 adds Transformer Engine's cast kernels with their bytes", "[step][fp8]") {
