@@ -51,17 +51,19 @@ void print_time_breakdown(const sim::SimResult& r) {
   if (r.ranks.empty()) return;
   const auto& first = r.ranks.front();
   const auto& busiest = r.ranks[static_cast<size_t>(r.busiest_cp_rank)];
-  fmt::print("  where time goes (cp_rank 0 / busiest, cp_rank {}), summed op time per layer:\n", r.busiest_cp_rank);
-  fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23}\n", "phase", "attention kernels", "merges+corrections",
-             "copies", "other compute", "exposed comm");
+  fmt::print("  where time goes (cp_rank 0 / busiest, cp_rank {}), summed op time per layer (\"lost to comm\": part of\n"
+             "  the kernels' time, the GPU time they lost while communication ran beside them):\n",
+             r.busiest_cp_rank);
+  fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23} {:>23}\n", "phase", "attention kernels",
+             "merges+corrections", "copies", "other compute", "lost to comm", "exposed comm");
   for (Phase ph : {Phase::forward, Phase::backward}) {
     const auto& a = first.time_breakdown[static_cast<size_t>(ph)];
     const auto& b = busiest.time_breakdown[static_cast<size_t>(ph)];
     const auto pair = [](sim::TimePs x, sim::TimePs y) { return human_time_ps(x) + " / " + human_time_ps(y); };
-    fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23}\n", to_string(ph),
+    fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23} {:>23}\n", to_string(ph),
                pair(a.attention_kernel_ps, b.attention_kernel_ps), pair(a.merge_correction_ps, b.merge_correction_ps),
                pair(a.copy_ps, b.copy_ps), pair(a.other_compute_ps, b.other_compute_ps),
-               pair(a.exposed_comm_ps, b.exposed_comm_ps));
+               pair(a.comm_slowdown_ps, b.comm_slowdown_ps), pair(a.exposed_comm_ps, b.exposed_comm_ps));
   }
 }
 

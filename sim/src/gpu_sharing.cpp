@@ -74,6 +74,14 @@ void GpuSharing::advance_gpu(int64_t rank) {
     HCPSIM_ASSERT(static_cast<int64_t>(g.running.size()) <= kStreamCount, "more running kernels than streams");
     const int64_t progress = elapsed * g.rate_units_per_ps;
     for (RunningKernel& k : g.running) k.remaining_units = std::max<int64_t>(0, k.remaining_units - progress);
+    // What communication took: each kernel would have progressed kShareScale / n units per ps (sharing the GPU
+    // with the other kernels costs nothing in total) and got rate_units_per_ps.
+    const int64_t full = kShareScale / static_cast<int64_t>(g.running.size());
+    if (g.rate_units_per_ps < full) {
+      auto& lost = ctx_.progress[index_of(rank)].comm_slowdown_units;
+      for (const RunningKernel& k : g.running)
+        lost[phase_index(ctx_.op_of(rank, k.op).phase)] += elapsed * (full - g.rate_units_per_ps);
+    }
   }
   g.updated_ps = ctx_.queue.now();
 }

@@ -60,6 +60,10 @@ struct RankProgress {
   /// dependents[dependents_begin[i] .. dependents_begin[i + 1]), once per entry of their Op::deps.
   std::vector<int32_t> dependents_begin;
   std::vector<OpIndex> dependents;
+  /// Per phase, the full-speed GPU time the rank's compute kernels did not get because a communication op ran
+  /// beside them (GpuSpec::compute_slowdown_during_comm), in 1/kShareScale ps (GpuSharing::advance_gpu;
+  /// TimeBreakdown::comm_slowdown_ps).
+  std::array<int64_t, kPhaseCount> comm_slowdown_units{};
 };
 
 /// One side of a communication: the op of a rank that takes part.

@@ -1,5 +1,7 @@
 #include "sim_results.hpp"
 
+#include "gpu_sharing.hpp"
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -53,8 +55,11 @@ TimePs& category(TimeBreakdown& b, OpKind kind) {
   return b.other_compute_ps;
 }
 
-/// Fills the per-phase breakdown of `ops` (a rank's program and their runtimes) into `st`.
-void fill_time_breakdown(const std::vector<Op>& program_ops, const std::vector<OpRuntime>& ops, RankStats& st) {
+/// Fills the per-phase breakdown of `progress` (a rank's runtimes) of `program_ops` into `st`.
+void fill_time_breakdown(const std::vector<Op>& program_ops, const RankProgress& progress, RankStats& st) {
+  const std::vector<OpRuntime>& ops = progress.ops;
+  for (size_t p = 0; p < kPhaseCount; ++p)
+    st.time_breakdown[p].comm_slowdown_ps = progress.comm_slowdown_units[p] / kShareScale;
   std::array<Intervals, kPhaseCount> busy;
   std::array<TimePs, kPhaseCount> first{};
   std::array<TimePs, kPhaseCount> last{};
@@ -149,7 +154,7 @@ RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, c
       e.memory_change = static_cast<int64_t>(k);
     }
   }
-  fill_time_breakdown(ctx.program(rank).ops, ops, st);
+  fill_time_breakdown(ctx.program(rank).ops, ctx.progress[index_of(rank)], st);
   st.compute_busy_ps = measure(merge_intervals(std::move(compute_iv)));
   st.comm_busy_ps = measure(merge_intervals(std::move(comm_iv)));
   res.total_ps = std::max(res.total_ps, st.end_ps);

@@ -179,6 +179,7 @@ Json time_breakdown_json(const RankStats& r) {
                                                  {"merge_correction_ps", b.merge_correction_ps},
                                                  {"copy_ps", b.copy_ps},
                                                  {"other_compute_ps", b.other_compute_ps},
+                                                 {"comm_slowdown_ps", b.comm_slowdown_ps},
                                                  {"exposed_comm_ps", b.exposed_comm_ps}};
   }
   return out;

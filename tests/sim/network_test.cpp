@@ -396,6 +396,14 @@ TEST_CASE("sim: compute slows down while a communication op runs on the same GPU
   c.gpu.compute_slowdown_during_comm = cluster_preset("dgx-h100", 1)->gpu.compute_slowdown_during_comm;
   const SimResult measured = simulate(s, c, {0, 0});
   REQUIRE(entry(measured, 0, "kernel").end_ps == 22'544'000);
+  // The time breakdown says what the communication took: over the 16 µs of overlap the kernel progressed
+  // 13.456 µs instead of 16, so 2.544 µs were lost ("lost to comm", comm_slowdown_ps); with slowdown 2, 8 µs;
+  // without a slowdown, nothing. The kernel's summed time (copy_ps) still holds the whole stretched duration.
+  const TimeBreakdown& m = measured.ranks[0].time_breakdown[0];
+  REQUIRE(m.comm_slowdown_ps == 2'544'000);
+  REQUIRE(m.copy_ps == 22'544'000);
+  REQUIRE(slow.ranks[0].time_breakdown[0].comm_slowdown_ps == 8'000'000);
+  REQUIRE(plain.ranks[0].time_breakdown[0].comm_slowdown_ps == 0);
 }
 
 TEST_CASE("sim: attention efficiency is interpolated from the GPU's table", "[sim][net]") {

@@ -50,6 +50,17 @@ TEST_CASE("sim: the time breakdown's categories add up to each rank's compute ke
     busiest = std::max(busiest, st.compute_kernel_ps);
   }
   REQUIRE(r.ranks[static_cast<size_t>(r.busiest_cp_rank)].compute_kernel_ps == busiest);
+  // The P = 2 ring's KV transfers overlap the attention kernels: they lose GPU time to the communication, a part
+  // of their summed time; with no slowdown during communication they lose none (the two compute streams sharing
+  // the GPU lose nothing in total).
+  for (const RankStats& st : r.ranks)
+    for (const TimeBreakdown& t : st.time_breakdown) REQUIRE(t.comm_slowdown_ps <= t.compute_ps());
+  REQUIRE(r.ranks[0].time_breakdown[0].comm_slowdown_ps > 0);
+  Scenario plain = s;
+  plain.cluster.gpu.compute_slowdown_during_comm = 1.0;
+  const SimResult p = simulate_attention(plain, CpCommType::a2a_p2p, report.data_parallel_size, topology, options).result;
+  for (const RankStats& st : p.ranks)
+    for (const TimeBreakdown& t : st.time_breakdown) REQUIRE(t.comm_slowdown_ps == 0);
   // The summary JSON carries the busiest GPU's breakdown (and every rank's).
   const std::string json = summary_json(r);
   const TimeBreakdown& top = r.ranks[static_cast<size_t>(r.busiest_cp_rank)].time_breakdown[0];

@@ -68,7 +68,7 @@ void require_same_layer(const SimResult& a, const SimResult& b) {
     for (size_t ph = 0; ph < x.time_breakdown.size(); ++ph)
       for (TimePs TimeBreakdown::*f : {&TimeBreakdown::attention_kernel_ps, &TimeBreakdown::merge_correction_ps,
                                        &TimeBreakdown::copy_ps, &TimeBreakdown::other_compute_ps,
-                                       &TimeBreakdown::exposed_comm_ps})
+                                       &TimeBreakdown::comm_slowdown_ps, &TimeBreakdown::exposed_comm_ps})
         REQUIRE(x.time_breakdown[ph].*f == y.time_breakdown[ph].*f);
     REQUIRE(x.input_bytes == y.input_bytes);
     REQUIRE(x.peak_memory_bytes == y.peak_memory_bytes);

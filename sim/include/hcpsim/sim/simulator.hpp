@@ -96,6 +96,11 @@ struct TimeBreakdown {
   /// The phase's span on this rank (first op start to last op end) minus the time its compute and cp streams
   /// run an op of the phase: waiting for messages and peers.
   TimePs exposed_comm_ps = 0;
+  /// Part of the four op sums: full-speed GPU time the kernels did not get because a communication op ran on
+  /// the GPU beside them (GpuSpec::compute_slowdown_during_comm; NCCL's CTAs hold SMs). Kernels of the two
+  /// compute streams sharing the GPU with each other lose nothing in total and add nothing here. 0 with
+  /// SimOptions::share_gpu_between_kernels off or a slowdown of 1.
+  TimePs comm_slowdown_ps = 0;
   /// attention_kernel_ps + merge_correction_ps + copy_ps + other_compute_ps.
   [[nodiscard]] TimePs compute_ps() const { return attention_kernel_ps + merge_correction_ps + copy_ps + other_compute_ps; }
 };
