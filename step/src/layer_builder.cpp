@@ -155,7 +155,8 @@ class LayerRankBuilder {
                                                        const std::string& grad) {
     const Dims& d = d_;
     const auto B = Phase::backward;
-    const OpIndex input = d.sp ? all_gather(d.t * d.h, B, deps_of(x), "SP all-gather (" + name + " input for wgrad)") : -1;
+    const OpIndex input =
+        d.sp ? all_gather(gathered_elements(d.t * d.h), B, deps_of(x), "SP all-gather (" + name + " input for wgrad)") : -1;
     x = gemm(backward_gemm(d.t, d.h, out_tp), B, {x}, name + " dgrad");
     const OpIndex c = tp_reduce(d.t * d.h, B, x, d.sp, grad);
     std::vector<OpIndex> wdeps{x, w};
@@ -163,6 +164,13 @@ class LayerRankBuilder {
     w = gemm(backward_gemm(out_tp, d.h, d.t), B, std::move(wdeps), name + " wgrad");
     return {c, w};
   }
+
+  /// Elements of the schedule's dtype that hold `n` values gathered over TP: with FP8, Transformer Engine casts
+  /// before it gathers, so the SP all-gathers and userbuffers ring exchanges move FP8 (1 B per value: TE
+  /// module/layernorm_linear.py gathers the norm's FP8 output, base.py grad_output_preprocess the FP8 output
+  /// grad, and the userbuffers hold FP8 with fp8_buf); the reduce-scatters of GEMM outputs stay in the schedule's
+  /// dtype. `n` without FP8.
+  int64_t gathered_elements(int64_t n) const { return d_.fp8 ? (n + e_ - 1) / e_ : n; }
 
   /// A GEMM whose input is all-gathered over TP first (sequence parallelism): without tp_comm_overlap the
   /// all-gather, then the GEMM; with it, Transformer Engine's userbuffers ring exchange (TE
@@ -173,11 +181,11 @@ class LayerRankBuilder {
                         const std::string& label) {
     if (!d_.sp) return gemm(g, phase, deps_of(after), label);
     if (!s_.parallel.tp_comm_overlap) {
-      const OpIndex x = all_gather(d_.t * d_.h, phase, deps_of(after), gather_label);
+      const OpIndex x = all_gather(gathered_elements(d_.t * d_.h), phase, deps_of(after), gather_label);
       return gemm(g, phase, {x}, label);
     }
     const int64_t rows = (g.m + tp_ - 1) / tp_;
-    std::vector<BufferId> shards = ring_buffers(label, phase, after);
+    std::vector<BufferId> shards = ring_buffers(label, phase, after, gathered_elements((d_.t + tp_ - 1) / tp_ * d_.h));
     OpIndex step = after, chunk = gemm(with_rows(g, rows), phase, deps_of(after), label + " (chunk 0)");
     for (int64_t j = 1; j < tp_; ++j) {
       step = ring_step(shards[static_cast<size_t>(j - 1)], shards[static_cast<size_t>(j)], phase, step,
@@ -201,7 +209,7 @@ class LayerRankBuilder {
     const int64_t rows = (g.m + tp_ - 1) / tp_;
     const int64_t shard = rows * g.n;
     OpIndex chunk = gemm(with_rows(g, rows), phase, std::move(deps), label + " (chunk 0)");
-    std::vector<BufferId> partials = ring_buffers(label, phase, chunk);
+    std::vector<BufferId> partials = ring_buffers(label, phase, chunk, (d_.t + tp_ - 1) / tp_ * d_.h);
     OpIndex sum = chunk, step = chunk;
     for (int64_t j = 1; j < tp_; ++j) {
       step = ring_step(partials[static_cast<size_t>(j - 1)], partials[static_cast<size_t>(j)], phase, sum,
@@ -213,11 +221,11 @@ class LayerRankBuilder {
     return sum;
   }
 
-  /// TP shard buffers (t/TP × h elements each, one per ring step), allocated on the comm stream after `after`.
-  std::vector<BufferId> ring_buffers(const std::string& label, Phase phase, OpIndex after) {
+  /// TP shard buffers (`elements` each, one per ring step), allocated on the comm stream after `after`.
+  std::vector<BufferId> ring_buffers(const std::string& label, Phase phase, OpIndex after, int64_t elements) {
     std::vector<BufferId> out;
     for (int64_t j = 0; j < tp_; ++j) {
-      out.push_back(buffer(label + ".ring" + std::to_string(j), 1, (d_.t + tp_ - 1) / tp_ * d_.h));
+      out.push_back(buffer(label + ".ring" + std::to_string(j), 1, elements));
       add(AllocOp{out.back()}, phase, Stream::comm, deps_of(after), "alloc " + label, 0, 0);
     }
     return out;

@@ -244,6 +244,39 @@ TEST_CASE("step: TP communication overlap splits GEMMs into ring-exchange chunks
   }
   CHECK(chunks == 4);
   CHECK(steps == 3);
+  // With FP8, TE casts before it gathers (layernorm_linear.py: the norm writes FP8; base.py
+  // grad_output_preprocess: the output grad is cast, then gathered): the ring exchanges that gather move
+  // 1 B per value, the ring reduce-scatters of the GEMM outputs keep 2 B.
+  auto fp8 = base;
+  fp8.push_back("parallel.tp_comm_overlap=true");
+  fp8.push_back("training.fp8=true");
+  const Schedule l8 = build_layer_schedule(small(fp8), CpCommType::p2p);
+  int64_t gathers = 0, reduces = 0;
+  for (const auto& op : l8.ranks[0].ops) {
+    if (op.kind() != OpKind::send_recv) continue;
+    if (op.label.find("ring exchange") != std::string::npos) {
+      ++gathers;
+      CHECK(op.bytes == 2048 * 4096 * 1);
+    } else if (op.label.find("ring reduce-scatter") != std::string::npos) {
+      ++reduces;
+      CHECK(op.bytes == 2048 * 4096 * 2);
+    }
+  }
+  CHECK(gathers == 4 * 3);  // QKV and fc1 forward, projection and fc2 dgrad: 3 steps each
+  CHECK(reduces == 2 * 3);  // projection and fc2 forward
+  // Without the overlap, NCCL's SP all-gathers move the same FP8 bytes: TP 2 on the small model, t·h = 16384
+  // values: each all-gather sends one message of 8192 B (FP8) where a reduce-scatter sends 16384 B (BF16).
+  const StepResult sp8 = step_of(small({"parallel.tensor_model_parallel_size=2", "parallel.context_parallel_size=1",
+                                        "parallel.sequence_parallel=true", "training.fp8=true"}));
+  const StepResult sp16 = step_of(small({"parallel.tensor_model_parallel_size=2", "parallel.context_parallel_size=1",
+                                         "parallel.sequence_parallel=true"}));
+  // Forward: 2 all-gathers and 2 reduce-scatters of 2 messages each (delayed scaling, the default recipe, adds no
+  // amax all-reduce); FP8 halves the gathers' bytes only.
+  const MessageTotals f8 = sp8.layer.message_totals(Phase::forward, LinkLevel::intra_node);
+  const MessageTotals f16 = sp16.layer.message_totals(Phase::forward, LinkLevel::intra_node);
+  CHECK(f8.count == f16.count);
+  CHECK(f16.bytes == 8 * 16384);
+  CHECK(f8.bytes == 4 * 8192 + 4 * 16384);
   // The layer is faster with the overlap and exposes less communication.
   const StepResult on = step_of(with(true)), off = step_of(with(false));
   CHECK(on.layer_forward_ps < off.layer_forward_ps);
