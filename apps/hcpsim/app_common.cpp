@@ -201,8 +201,8 @@ static std::string describe(const Schedule& s, const RankProgram& r, const Op& o
           std::vector<std::string> sn, rn;
           for (BufferId id : p.send) sn.push_back(name(id));
           for (BufferId id : p.recv) rn.push_back(name(id));
-          return fmt::format("send_recv send [{}] -> cp{} | recv [{}] <- cp{}", fmt::join(sn, ","), p.send_peer,
-                             fmt::join(rn, ","), p.recv_peer);
+          return fmt::format("send_recv send [{}] -> cp{} | recv [{}] <- cp{}{}", fmt::join(sn, ","), p.send_peer,
+                             fmt::join(rn, ","), p.recv_peer, p.copy_engine ? " (copy engine)" : "");
         } else if constexpr (std::is_same_v<T, AttnFwdBlockOp>) {
           return fmt::format("attn_fwd_block {} q{} x kv{} of {}/{} mask={} -> {}, {}", to_string(p.section),
                              rows(p.q_rows), rows(p.kv_rows), name(p.k), name(p.v),

@@ -42,10 +42,12 @@ struct OpRuntime {
   /// is 0 and it heads its stream. Counted down by Engine::finish_op, so no stream head polls its deps.
   int32_t remaining_deps = 0;
   int16_t pending_transfers = 0;  ///< send_recv: messages of this op not yet delivered (at most 2)
-  /// stream_index(Op::stream) and is_communication(Op::kind()), copied here so that finishing an op reads only
-  /// this record, not the Op (at large CP every rank's program is far from the cache).
+  /// stream_index(Op::stream), and whether the op is a communication op whose kernel runs on the GPU's SMs
+  /// (is_communication(Op::kind()), except a SendRecvOp with copy_engine): such an op slows the GPU's compute
+  /// while it runs (GpuSharing::comm_running_change). Copied here so that finishing an op reads only this
+  /// record, not the Op (at large CP every rank's program is far from the cache).
   uint8_t stream = 0;
-  bool communication = false;
+  bool takes_sms = false;
   [[nodiscard]] bool started() const { return start_ps >= 0; }
   [[nodiscard]] bool finished() const { return end_ps >= 0; }
 };

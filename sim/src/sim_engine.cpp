@@ -43,7 +43,8 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
       HCPSIM_ASSERT(stream_index(s) < kStreamCount, fmt::format("bad stream on cp rank {} op {}", r, i));
       p.stream_ops[stream_index(s)].push_back(static_cast<OpIndex>(i));
       p.ops[i].stream = static_cast<uint8_t>(stream_index(s));
-      p.ops[i].communication = is_communication(program.ops[i].kind());
+      const auto* sr = std::get_if<SendRecvOp>(&program.ops[i].payload);
+      p.ops[i].takes_sms = is_communication(program.ops[i].kind()) && !(sr != nullptr && sr->copy_engine);
     }
     index_dependents(rank);
     memory_.bind_inputs(rank);
@@ -143,8 +144,8 @@ void Engine::start_op(int64_t rank, OpIndex i) {
                              memory_.release(rank, i);
                              ctx_.finish_after(0, rank, i);
                            },
-                           [&](const SendRecvOp&) {
-                             gpu_.comm_running_change(rank, +1);
+                           [&](const SendRecvOp& p) {
+                             if (!p.copy_engine) gpu_.comm_running_change(rank, +1);
                              rendezvous_.start_send_recv(rank, i);
                            },
                            [&](const AllToAllOp& p) { collective(p); },
@@ -174,7 +175,7 @@ void Engine::finish_op(int64_t rank, OpIndex i) {
   HCPSIM_ASSERT(p.stream_ops[s][p.cursor[s]] == i,
                 fmt::format("cp rank {} op {} finished but is not the head of its stream", rank, i));
   ++p.cursor[s];
-  if (o.communication) gpu_.comm_running_change(rank, -1);
+  if (o.takes_sms) gpu_.comm_running_change(rank, -1);
   try_start_ready(rank);
 }
 

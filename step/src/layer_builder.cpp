@@ -189,7 +189,7 @@ class LayerRankBuilder {
     OpIndex step = after, chunk = gemm(with_rows(g, rows), phase, deps_of(after), label + " (chunk 0)");
     for (int64_t j = 1; j < tp_; ++j) {
       step = ring_step(shards[static_cast<size_t>(j - 1)], shards[static_cast<size_t>(j)], phase, step,
-                       label + " ring exchange " + std::to_string(j));
+                       label + " ring exchange " + std::to_string(j), true);
       chunk = gemm(with_rows(g, rows), phase, {step, chunk}, label + " (chunk " + std::to_string(j) + ")");
     }
     free_all(shards, phase, chunk);
@@ -213,7 +213,7 @@ class LayerRankBuilder {
     OpIndex sum = chunk, step = chunk;
     for (int64_t j = 1; j < tp_; ++j) {
       step = ring_step(partials[static_cast<size_t>(j - 1)], partials[static_cast<size_t>(j)], phase, sum,
-                       what + " ring reduce-scatter " + std::to_string(j));
+                       what + " ring reduce-scatter " + std::to_string(j), false);
       chunk = gemm(with_rows(g, rows), phase, {chunk}, label + " (chunk " + std::to_string(j) + ")");
       sum = elementwise(3 * shard, shard, phase, {chunk, step}, what + " partial sum " + std::to_string(j));
     }
@@ -236,11 +236,17 @@ class LayerRankBuilder {
   }
 
   /// One ring step over the TP group: send `send` to the next TP rank, receive `recv` from the previous one.
-  OpIndex ring_step(BufferId send, BufferId recv, Phase phase, OpIndex after, const std::string& label) {
+  /// `copy_engine`: TE's ring exchange of the all-gather overlaps, which copies with the copy engines (use_ce,
+  /// num_sm 1, no SM margin: pytorch/module/base.py initialize_ub defaults); the reduce-scatter overlaps
+  /// ("pipeline", 16 SMs with an SM margin) take SMs.
+  OpIndex ring_step(BufferId send, BufferId recv, Phase phase, OpIndex after, const std::string& label,
+                    bool copy_engine) {
     const int64_t tag = next_tag_++;
     const int64_t next = layer_rank((tp_rank_ + 1) % tp_, cp_rank_, tp_);
     const int64_t prev = layer_rank((tp_rank_ + tp_ - 1) % tp_, cp_rank_, tp_);
-    return add(SendRecvOp{next, prev, {send}, {recv}, tag, tag}, phase, Stream::comm, deps_of(after), label, 0,
+    SendRecvOp m{next, prev, {send}, {recv}, tag, tag};
+    m.copy_engine = copy_engine;
+    return add(std::move(m), phase, Stream::comm, deps_of(after), label, 0,
                prog_.buffers[static_cast<size_t>(send)].size_bytes());
   }
 

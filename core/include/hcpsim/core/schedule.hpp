@@ -164,6 +164,10 @@ struct SendRecvOp {
   std::vector<BufferId> recv;
   int64_t send_tag = 0;
   int64_t recv_tag = 0;
+  /// Moved by the GPUs' copy engines rather than by a kernel on the SMs (Transformer Engine's userbuffers ring
+  /// exchange with use_ce, TE's default for its all-gather overlaps: pytorch/module/base.py initialize_ub), so
+  /// it does not slow the GPU's compute (GpuSpec::compute_slowdown_during_comm). Timing only. Additive field.
+  bool copy_engine = false;
 };
 
 /// Forward attention of Q rows against KV rows: out = softmax(scale·q kᵀ + mask) v per (batch, head),
