@@ -42,8 +42,8 @@ void exit_guard() {
 /// return it on free, and trim the heap top above 128 KiB, so each reuse pays the kernel's page faults again on
 /// fresh zero pages. mallopt(3): M_MMAP_MAX = 0 serves large blocks from the heap, M_TRIM_THRESHOLD stops
 /// returning its top. Peak resident memory is unchanged (freed blocks are reused, not added); results do not
-/// depend on it. Measured in bench/RESULTS.md ("Allocator settings"): default verify 12.5 -> 10.2 s, page faults
-/// 396k -> 161k; simulate at CP = 1024 3.55 -> 2.17 s.
+/// depend on it. Measured in bench/RESULTS.md ("Allocator settings"): default verify 12.5 -> 8.4-8.9 s, page
+/// faults 396k -> 164-168k; simulate at CP = 1024 3.6 -> 2.2 s.
 void keep_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_MAX, 0);
