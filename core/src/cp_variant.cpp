@@ -194,7 +194,10 @@ Schedule build_variant_schedule(const CpVariant& variant, const CpLayout& layout
   HCPSIM_ASSERT(variant.takes_faults || (!faults.swapped_causal_sections && !faults.stale_kv_backward),
                 "no builder faults for " + variant.name);
   Schedule sched = schedule_header(variant, layout, shape);
-  for (int64_t g = 0; g < layout.cp_size(); ++g) variant.build_rank(sched, layout, g, faults);
+  for (int64_t g = 0; g < layout.cp_size(); ++g) {
+    variant.build_rank(sched, layout, g, faults);
+    sched.ranks[static_cast<size_t>(g)].ops.shrink_to_fit();  // as in build_variant_schedule_ranks
+  }
   sched.check_invariants();
 #ifndef NDEBUG
   check_hazards(sched);
@@ -211,6 +214,9 @@ Schedule build_variant_schedule_ranks(const CpVariant& variant, const CpLayout& 
     HCPSIM_ASSERT(!built[static_cast<size_t>(g)], "build_schedule_ranks: cp rank listed twice");
     built[static_cast<size_t>(g)] = 1;
     variant.build_rank(sched, layout, g, BuilderFaults{});
+    // Capacity left over from the vector's doubling is up to half of the rank's op storage; a simulation holds
+    // every rank's ops at once, so give it back (bench/RESULTS.md "Compact op storage").
+    sched.ranks[static_cast<size_t>(g)].ops.shrink_to_fit();
   }
   return sched;
 }

@@ -60,10 +60,15 @@ class LayerRankBuilder {
     for (size_t i = first_bwd_; i < attn_.ops.size(); ++i)
       HCPSIM_ASSERT(attn_.ops[i].phase == Phase::backward, "attention schedule interleaves forward and backward ops");
 
+    // The attention forward is copied twice when it is recomputed (selective: inside the backward; full: with
+    // the whole layer), its backward once; the layer's own ops come on top.
+    const bool recompute = s_.training.recompute_granularity != RecomputeGranularity::none;
+    prog_.ops.reserve(first_bwd_ * (recompute ? 2 : 1) + (attn_.ops.size() - first_bwd_) + 256);
     OpIndex x = forward(Phase::forward, "", -1, false);
     if (s_.training.recompute_granularity == RecomputeGranularity::full) x = forward(Phase::backward, "recompute ", x, true);
     x = backward_mlp(x);
     backward_attention(x);
+    prog_.ops.shrink_to_fit();
     return std::move(prog_);
   }
 
@@ -506,12 +511,14 @@ Schedule layer_header(const Schedule& attention, int64_t tp) {
 Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type) {
   const int64_t tp = scenario.parallel.tensor_model_parallel_size;
   const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
-  const Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
+  Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
   Schedule out = layer_header(attention, tp);
-  for (int64_t c = 0; c < layout.cp_size(); ++c)
+  for (int64_t c = 0; c < layout.cp_size(); ++c) {
     for (int64_t t = 0; t < tp; ++t)
       out.ranks[static_cast<size_t>(layer_rank(t, c, tp))] =
           LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build();
+    attention.ranks[static_cast<size_t>(c)] = RankProgram{};  // wrapped by its TP ranks; not needed again
+  }
   out.check_invariants();
 #ifndef NDEBUG
   check_hazards(out);
@@ -531,11 +538,17 @@ Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm
     listed[static_cast<size_t>(r)] = 1;
     if (std::find(cp_ranks.begin(), cp_ranks.end(), r / tp) == cp_ranks.end()) cp_ranks.push_back(r / tp);
   }
-  const Schedule attention = build_schedule_ranks(cp_comm_type, layout, attention_shape(scenario), cp_ranks);
+  Schedule attention = build_schedule_ranks(cp_comm_type, layout, attention_shape(scenario), cp_ranks);
   Schedule out = layer_header(attention, tp);
-  for (int64_t r : layer_ranks)
-    out.ranks[static_cast<size_t>(r)] =
-        LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(r / tp)], r % tp, r / tp).build();
+  // An attention program is released once the last layer rank wrapping it is built, so the attention schedule
+  // and the layer schedule are not held whole at the same time.
+  std::vector<int64_t> uses(attention.ranks.size(), 0);
+  for (int64_t r : layer_ranks) ++uses[static_cast<size_t>(r / tp)];
+  for (int64_t r : layer_ranks) {
+    const auto c = static_cast<size_t>(r / tp);
+    out.ranks[static_cast<size_t>(r)] = LayerRankBuilder(scenario, attention.ranks[c], r % tp, r / tp).build();
+    if (--uses[c] == 0) attention.ranks[c] = RankProgram{};
+  }
   return out;
 }
 
