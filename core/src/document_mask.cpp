@@ -107,6 +107,11 @@ std::pair<int64_t, int64_t> token_of(const std::vector<TokenRun>& runs, int64_t 
 
 }  // namespace
 
+const DocumentMask& SharedDocumentMask::get() const {
+  static const DocumentMask none;
+  return ptr_ ? *ptr_ : none;
+}
+
 bool operator==(const DocumentMask& a, const DocumentMask& b) {
   auto same = [](const std::vector<TokenRun>& x, const std::vector<TokenRun>& y) {
     return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const TokenRun& l, const TokenRun& r) {

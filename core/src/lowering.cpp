@@ -233,7 +233,7 @@ std::vector<CopySegment> reduce_scatter_segments(const MemberView& v, const Redu
   return segs;
 }
 
-int64_t buffers_bytes(const RankProgram& program, const std::vector<BufferId>& ids) {
+int64_t buffers_bytes(const RankProgram& program, const IndexList& ids) {
   int64_t bytes = 0;
   for (BufferId id : ids) bytes += decl_of(program, id).size_bytes();
   return bytes;

@@ -81,8 +81,7 @@ bool is_communication(OpKind k) {
          k == OpKind::reduce_scatter;
 }
 
-OpIndex RankProgram::append(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps,
-                            std::string label, int64_t ring_step, double flops, int64_t bytes) {
+OpIndex RankProgram::append(OpPayload payload, Phase phase, Stream stream, IndexList deps, Label label, int64_t ring_step, double flops, int64_t bytes) {
   Op op;
   op.payload = std::move(payload);
   op.phase = phase;
@@ -360,8 +359,8 @@ struct Checker {
     HCPSIM_ASSERT(section_matches(p.section, p.mask, p.q_rows, p.kv_rows, buf(p.q).rows, buf(p.k).rows),
                   where() + ": section " + to_string(p.section) + " does not match the block's rows and mask");
     if (p.doc.empty()) return;  // THD: the document mask's runs cover the block's rows exactly
-    HCPSIM_ASSERT(runs_rows(p.doc.q) == p.q_rows.count, where() + ": document mask q runs != q rows");
-    HCPSIM_ASSERT(runs_rows(p.doc.kv) == p.kv_rows.count, where() + ": document mask kv runs != kv rows");
+    HCPSIM_ASSERT(runs_rows(p.doc.get().q) == p.q_rows.count, where() + ": document mask q runs != q rows");
+    HCPSIM_ASSERT(runs_rows(p.doc.get().kv) == p.kv_rows.count, where() + ": document mask kv runs != kv rows");
   }
 
   /// Merges and corrections: row ranges, LSE width 1, no merge into its own source.

@@ -39,7 +39,7 @@ ExecutorState::ExecutorState(const Schedule& schedule_in, const ExecutionOptions
 
 std::string op_text(const RankState& st, size_t pc) {
   const Op& op = st.program->ops[pc];
-  return fmt::format("cp_rank {} op #{} {} '{}'", st.program->cp_rank, pc, to_string(op.kind()), op.label);
+  return fmt::format("cp_rank {} op #{} {} '{}'", st.program->cp_rank, pc, to_string(op.kind()), op.label.str());
 }
 
 HostTensor& allocate(ExecutorState& state, RankState& st, BufferId id, const char* why) {

@@ -59,7 +59,7 @@ void GpuSharing::start_kernel(int64_t rank, OpIndex i) {
     throw InputError(SourceLoc{}, "simulation",
                      fmt::format("cp rank {} op {} ('{}') is a kernel of {:.3g} s, beyond the {:.3g} s that kernels "
                                  "sharing a GPU can last",
-                                 rank, i, ctx_.op_of(rank, i).label, static_cast<double>(work_ps) * 1e-12,
+                                 rank, i, ctx_.op_of(rank, i).label.str(), static_cast<double>(work_ps) * 1e-12,
                                  static_cast<double>(kMaxShareableWorkPs) * 1e-12),
                      "check the model size (heads, kv_channels, seq_length per CP rank) and the GPU's peak rates");
   advance_gpu(rank);

@@ -30,7 +30,7 @@ void MemoryAccounting::allocate(int64_t rank, OpIndex i) {
   RankMemory& m = ranks_[index_of(rank)];
   const BufferId b = std::get<AllocOp>(op.payload).buffer;
   HCPSIM_ASSERT(!m.live[index_of(b)], fmt::format("cp rank {} op {} '{}': alloc of live buffer '{}'", rank, i,
-                                                  op.label, program.buffers[index_of(b)].name));
+                                                  op.label.str(), program.buffers[index_of(b)].name));
   m.live[index_of(b)] = 1;
   m.live_bytes += program.buffers[index_of(b)].size_bytes();
   m.peak_bytes = std::max(m.peak_bytes, m.live_bytes);
@@ -45,7 +45,7 @@ void MemoryAccounting::release(int64_t rank, OpIndex i) {
   RankMemory& m = ranks_[index_of(rank)];
   const BufferId b = std::get<FreeOp>(op.payload).buffer;
   HCPSIM_ASSERT(m.live[index_of(b)], fmt::format("cp rank {} op {} '{}': free of dead buffer '{}'", rank, i,
-                                                 op.label, program.buffers[index_of(b)].name));
+                                                 op.label.str(), program.buffers[index_of(b)].name));
   m.live[index_of(b)] = 0;
   m.live_bytes -= program.buffers[index_of(b)].size_bytes();
   if (ctx_.options.record_timeline) m.changes.emplace_back(i, m.live_bytes);

@@ -17,7 +17,7 @@ CollectiveView collective_of(const Op& op) {
   if (const auto* a = std::get_if<AllToAllOp>(&op.payload)) return {&a->group, a->tag, a->input};
   if (const auto* g = std::get_if<AllGatherOp>(&op.payload)) return {&g->group, g->tag, g->input};
   if (const auto* r = std::get_if<ReduceScatterOp>(&op.payload)) return {&r->group, r->tag, r->input};
-  HCPSIM_ASSERT(false, "not a collective: " + op.label);
+  HCPSIM_ASSERT(false, "not a collective: " + op.label.str());
   return {};
 }
 
@@ -48,7 +48,7 @@ void Rendezvous::start_send_recv(int64_t rank, OpIndex i) {
 
 void Rendezvous::check_peer(int64_t rank, OpIndex i, int64_t peer) const {
   HCPSIM_ASSERT(peer < ctx_.rank_count(),
-                fmt::format("cp rank {} op {} '{}': peer {} out of range", rank, i, ctx_.op_of(rank, i).label, peer));
+                fmt::format("cp rank {} op {} '{}': peer {} out of range", rank, i, ctx_.op_of(rank, i).label.str(), peer));
 }
 
 void Rendezvous::arrive_message(const MessageKey& key, bool is_sender, HalfMessage half) {
@@ -68,8 +68,8 @@ void Rendezvous::start_transfer(const MessageKey& key, const HalfMessage& sender
   const auto [src, dst, tag] = key;
   HCPSIM_ASSERT(sender.size_bytes == receiver.size_bytes,
                 fmt::format("message {}→{} tag {}: sender op {} '{}' sends {} B, receiver op {} '{}' takes {} B",
-                            src, dst, tag, sender.endpoint.op, ctx_.op_of(src, sender.endpoint.op).label,
-                            sender.size_bytes, receiver.endpoint.op, ctx_.op_of(dst, receiver.endpoint.op).label,
+                            src, dst, tag, sender.endpoint.op, ctx_.op_of(src, sender.endpoint.op).label.str(),
+                            sender.size_bytes, receiver.endpoint.op, ctx_.op_of(dst, receiver.endpoint.op).label.str(),
                             receiver.size_bytes));
   const Phase phase = ctx_.op_of(src, sender.endpoint.op).phase;
   const Endpoint s = sender.endpoint;
@@ -96,7 +96,7 @@ void Rendezvous::arrive_collective(int64_t rank, OpIndex i) {
   const CollectiveView c = collective_of(op);
   const std::vector<int64_t>& group = *c.group;
   HCPSIM_ASSERT(std::find(group.begin(), group.end(), rank) != group.end(),
-                fmt::format("cp rank {} op {} '{}': rank is not a member of its {} group", rank, i, op.label,
+                fmt::format("cp rank {} op {} '{}': rank is not a member of its {} group", rank, i, op.label.str(),
                             to_string(kind)));
   if (ctx_.options.symmetry_reduction) {
     // Every member is an image of `rank` and reaches this op at the same time (docs/simulator.md).
@@ -115,7 +115,7 @@ void Rendezvous::arrive_collective(int64_t rank, OpIndex i) {
   std::vector<Endpoint>& arrived = collectives_[key];
   for (const Endpoint& e : arrived) {
     HCPSIM_ASSERT(e.cp_rank != rank, fmt::format("cp rank {} op {} '{}': reached {} tag {} twice", rank, i,
-                                                 op.label, to_string(kind), c.tag));
+                                                 op.label.str(), to_string(kind), c.tag));
   }
   arrived.push_back(Endpoint{rank, i});
   if (arrived.size() < group.size()) return;

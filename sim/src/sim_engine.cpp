@@ -183,7 +183,7 @@ void Engine::finish_op(int64_t rank, OpIndex i) {
 
 std::string Engine::describe_op(int64_t rank, OpIndex i) const {
   const Op& op = ctx_.op_of(rank, i);
-  return fmt::format("op {} {} '{}' ({} stream)", i, to_string(op.kind()), op.label, to_string(op.stream));
+  return fmt::format("op {} {} '{}' ({} stream)", i, to_string(op.kind()), op.label.str(), to_string(op.stream));
 }
 
 std::string Engine::blocked_reason(int64_t rank, OpIndex i) const {

@@ -173,7 +173,7 @@ TEST_CASE("oracles: verify flags corrupted schedules (the oracle has teeth)", "[
       for (Op& op : r.ops) {
         auto* c = std::get_if<CopyOp>(&op.payload);
         if (done || c == nullptr || op.phase != Phase::backward || !c->accumulate) continue;
-        if (op.label.find("dk") == std::string::npos) continue;
+        if (op.label.str().find("dk") == std::string::npos) continue;
         c->accumulate = false;
         done = true;
       }
@@ -188,7 +188,7 @@ TEST_CASE("oracles: verify flags corrupted schedules (the oracle has teeth)", "[
       for (Op& op : r.ops) {
         auto* c = std::get_if<CopyOp>(&op.payload);
         if (done || c == nullptr || op.phase != Phase::backward || c->accumulate) continue;
-        if (op.label.find("dq") == std::string::npos) continue;
+        if (op.label.str().find("dq") == std::string::npos) continue;
         c->accumulate = true;
         done = true;
       }

@@ -28,8 +28,8 @@ Fp8Ops fp8_ops(const Scenario& s, Phase ph) {
   const Schedule layer = build_layer_schedule(s, CpCommType::p2p);
   Fp8Ops out;
   for (const Op& op : layer.ranks.front().ops) {
-    if (op.phase != ph || op.label.rfind("FP8 ", 0) != 0) continue;
-    if (op.label.rfind("FP8 amax all-reduce", 0) == 0) {
+    if (op.phase != ph || op.label.str().rfind("FP8 ", 0) != 0) continue;
+    if (op.label.str().rfind("FP8 amax all-reduce", 0) == 0) {
       ++out.amax_reductions;
       continue;
     }

@@ -230,11 +230,11 @@ TEST_CASE("step: TP communication overlap splits GEMMs into ring-exchange chunks
   const Schedule l = build_layer_schedule(with(true), CpCommType::p2p);
   int64_t chunks = 0, steps = 0;
   for (const auto& op : l.ranks[0].ops) {
-    if (op.label.rfind("QKV projection (chunk ", 0) == 0) {
+    if (op.label.str().rfind("QKV projection (chunk ", 0) == 0) {
       ++chunks;
       CHECK(std::get<GemmOp>(op.payload).m == 2048);
     }
-    if (op.label.rfind("QKV projection ring exchange ", 0) == 0) {
+    if (op.label.str().rfind("QKV projection ring exchange ", 0) == 0) {
       ++steps;
       CHECK(op.bytes == 2048 * 4096 * 2);
       const auto& sr = std::get<SendRecvOp>(op.payload);
@@ -254,10 +254,10 @@ TEST_CASE("step: TP communication overlap splits GEMMs into ring-exchange chunks
   int64_t gathers = 0, reduces = 0;
   for (const auto& op : l8.ranks[0].ops) {
     if (op.kind() != OpKind::send_recv) continue;
-    if (op.label.find("ring exchange") != std::string::npos) {
+    if (op.label.str().find("ring exchange") != std::string::npos) {
       ++gathers;
       CHECK(op.bytes == 2048 * 4096 * 1);
-    } else if (op.label.find("ring reduce-scatter") != std::string::npos) {
+    } else if (op.label.str().find("ring reduce-scatter") != std::string::npos) {
       ++reduces;
       CHECK(op.bytes == 2048 * 4096 * 2);
     }
@@ -435,7 +435,7 @@ TEST_CASE("step: training.fp8 adds Transformer Engine's cast kernels with their 
   const Schedule l8 = build_layer_schedule(small({"training.fp8=true"}), CpCommType::p2p);
   std::vector<std::pair<std::string, int64_t>> casts;
   for (const auto& op : l8.ranks[0].ops)
-    if (op.kind() == OpKind::elementwise && op.label.rfind("FP8 ", 0) == 0) casts.emplace_back(op.label, op.bytes);
+    if (op.kind() == OpKind::elementwise && op.label.str().rfind("FP8 ", 0) == 0) casts.emplace_back(op.label, op.bytes);
   const std::vector<std::pair<std::string, int64_t>> expected{
       {"FP8 transpose (QKV input)", 128 * 64 * 2},
       {"FP8 cast-transpose (projection input)", 128 * 64 * 4},
@@ -448,7 +448,7 @@ TEST_CASE("step: training.fp8 adds Transformer Engine's cast kernels with their 
   CHECK(casts == expected);
   // Without FP8 there are none.
   const Schedule l16 = build_layer_schedule(small(), CpCommType::p2p);
-  for (const auto& op : l16.ranks[0].ops) CHECK(op.label.rfind("FP8 ", 0) != 0);
+  for (const auto& op : l16.ranks[0].ops) CHECK(op.label.str().rfind("FP8 ", 0) != 0);
 }
 
 TEST_CASE("cost model: the GEMM shape factor against a hand computation", "[step][gemm]") {

@@ -42,7 +42,7 @@ void print_kernel_table(const Schedule& schedule, int64_t cp_rank, const GpuSpec
         block && ps > 0 ? fmt::format("{:.1f}", op.flops / (static_cast<double>(ps) * 1e-12) / 1e12) : "";
     const std::string shape = block ? block_shape(op) : fmt::format("{} B", op.bytes);
     fmt::print("    {:<8} {:>4}  {:<34} {:<22} {:>13} {:>9}\n", to_string(op.phase),
-               op.ring_step < 0 ? std::string("-") : std::to_string(op.ring_step), op.label.substr(0, 34), shape,
+               op.ring_step < 0 ? std::string("-") : std::to_string(op.ring_step), op.label.str().substr(0, 34), shape,
                human_time_ps(ps), rate);
   }
   for (size_t ph = 0; ph < 2; ++ph)

@@ -168,8 +168,8 @@ std::string bars(const SimResult& r, const LaneSet& set, const std::vector<doubl
     const double w = std::max(0.5, static_cast<double>(e.end_ps - e.start_ps) * px_per_ps);
     const double top = lane_y[it->second] + (kLaneH - kBarH) / 2;
     out += svg_rect(x, top, w, kBarH, fmt::format("fill=\"{}\"", st.fill));
-    if (text_width(e.label, kBarFont) + 4 <= w)
-      out += svg_text(x + w / 2, top + kBarH / 2 + 0.35 * kBarFont, kBarFont, TextAnchor::middle, e.label,
+    if (text_width(e.label.str(), kBarFont) + 4 <= w)
+      out += svg_text(x + w / 2, top + kBarH / 2 + 0.35 * kBarFont, kBarFont, TextAnchor::middle, e.label.str(),
                       fmt::format("fill=\"{}\"", st.text));
   }
   for (const sim::FlowRecord& f : r.flows) {

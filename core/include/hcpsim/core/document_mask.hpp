@@ -10,6 +10,7 @@
 /// cu_seqlens per sequence (context_parallel.py cp_p2p_fwd_fused_attn).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "hcpsim/core/semantics.hpp"
@@ -24,6 +25,25 @@ struct DocumentMask {
   std::vector<TokenRun> kv;
   [[nodiscard]] bool empty() const { return q.empty() && kv.empty(); }
   friend bool operator==(const DocumentMask& a, const DocumentMask& b);
+};
+
+/// A block op's DocumentMask (AttnFwdBlockOp::doc, AttnBwdBlockOp::doc), shared by the copies of the op and held
+/// by one pointer: 16 bytes in the op instead of 48, and nothing at all when there is no document mask (bshd, every
+/// op of a non-THD schedule). Immutable once built. Converts implicitly from and to a DocumentMask.
+class SharedDocumentMask {
+ public:
+  SharedDocumentMask() = default;
+  /// Holds `mask`; an empty mask is held as no mask.
+  SharedDocumentMask(DocumentMask mask)  // NOLINT(google-explicit-constructor): builders pass a DocumentMask
+      : ptr_(mask.empty() ? nullptr : std::make_shared<const DocumentMask>(std::move(mask))) {}
+  /// The mask (an empty one when none is held).
+  [[nodiscard]] const DocumentMask& get() const;
+  operator const DocumentMask&() const { return get(); }  // NOLINT(google-explicit-constructor)
+  [[nodiscard]] bool empty() const { return ptr_ == nullptr; }
+  friend bool operator==(const SharedDocumentMask& a, const SharedDocumentMask& b) { return a.get() == b.get(); }
+
+ private:
+  std::shared_ptr<const DocumentMask> ptr_;
 };
 
 /// Whether block row r sees block column c under `mask` (the definition above; r, c inside the runs).

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "hcpsim/core/document_mask.hpp"
+#include "hcpsim/core/op_storage.hpp"
 #include "hcpsim/core/semantics.hpp"
 #include "hcpsim/core/thd_layout.hpp"
 #include "hcpsim/core/types.hpp"
@@ -160,8 +161,8 @@ struct ReduceScatterOp {
 struct SendRecvOp {
   int64_t send_peer = -1;
   int64_t recv_peer = -1;
-  std::vector<BufferId> send;
-  std::vector<BufferId> recv;
+  IndexList send;
+  IndexList recv;
   int64_t send_tag = 0;
   int64_t recv_tag = 0;
   /// Moved by the GPUs' copy engines rather than by a kernel on the SMs (Transformer Engine's userbuffers ring
@@ -183,7 +184,7 @@ struct AttnFwdBlockOp {
   /// Packed sequences (THD): the tokens of q_rows and kv_rows (document_mask.hpp); a pair is visible iff both are
   /// in the same sequence, neither is padding and, for mask = causal, the key's position ≤ the query's. Empty =
   /// `mask` alone (bshd). Additive field.
-  DocumentMask doc{};
+  SharedDocumentMask doc{};
 };
 
 /// Backward of one block given the *global* out and lse (docs/algorithm.md §5.2): with D_r = Σ dO_r·O_r,
@@ -196,7 +197,7 @@ struct AttnBwdBlockOp {
   BlockMask mask = BlockMask::none;
   Section section = Section::full;
   BufferId dq = -1, dk = -1, dv = -1;
-  DocumentMask doc{};  ///< as AttnFwdBlockOp::doc; empty rows get dq = 0 and add nothing to dk, dv. Additive field.
+  SharedDocumentMask doc{};  ///< as AttnFwdBlockOp::doc; empty rows get dq = 0 and add nothing to dk, dv. Additive field.
 };
 
 /// TE flash_attn_fwd_softmax_lse_correction on rows [dst_rows): L ← max(L, L_i) + log1p(exp(min − max)),
@@ -274,9 +275,9 @@ struct Op {
   Stream stream = Stream::compute;
   /// Ops of the same rank that must finish first, besides stream order; with stream order the only ordering
   /// within a rank (the ordering contract above).
-  std::vector<OpIndex> deps;
+  IndexList deps;
   int64_t ring_step = -1;     ///< ring step i this op belongs to, −1 outside the ring
-  std::string label;          ///< short human text, e.g. "fwd step 1 upper"
+  Label label;                ///< short human text, e.g. "fwd step 1 upper"
   double flops = 0;           ///< floating-point operations (attention blocks; see schedule_builder.hpp)
   /// Bytes the op moves: send_recv = bytes sent; all_to_all = the member's whole input buffer ((A−1)/A of it
   /// leaves the rank); copy / lse_merge / out_correction = bytes read + written; attention blocks = the
@@ -312,7 +313,7 @@ struct RankProgram {
   [[nodiscard]] BufferId buffer(const std::string& name) const;
 
   /// Appends an op built from its fields (what every builder does for each op) and returns its index in `ops`.
-  OpIndex append(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
+  OpIndex append(OpPayload payload, Phase phase, Stream stream, IndexList deps, Label label,
                  int64_t ring_step = -1, double flops = 0, int64_t bytes = 0);
 };
 

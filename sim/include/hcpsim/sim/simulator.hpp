@@ -61,7 +61,7 @@ struct TimelineEntry {
   TimePs end_ps = 0;         ///< when it finished
   double flops = 0;          ///< Op::flops
   int64_t bytes = 0;         ///< Op::bytes
-  std::string label;         ///< Op::label
+  Label label;               ///< Op::label
   /// alloc and free: the rank's live bytes right after the op changed them (the Chrome trace's memory counter);
   /// −1 for every other op.
   int64_t live_bytes = -1;

@@ -1,0 +1,104 @@
+#include "hcpsim/core/op_storage.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <unordered_set>
+
+namespace hcpsim {
+
+namespace {
+
+/// The interned texts. Node-based, so a text's address never changes; never iterated (nothing reaches an
+/// output through its order) and never destroyed (a Label may be read during static destruction).
+struct LabelTable {
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::mutex mutex;
+  std::unordered_set<std::string, Hash, std::equal_to<>> texts;
+};
+
+LabelTable& label_table() {
+  static auto* table = new LabelTable;  // intentionally not destroyed
+  return *table;
+}
+
+const std::string& empty_text() {
+  static const std::string empty;
+  return empty;
+}
+
+}  // namespace
+
+Label::Label(std::string_view text) {
+  if (text.empty()) return;
+  LabelTable& t = label_table();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  auto it = t.texts.find(text);
+  if (it == t.texts.end()) it = t.texts.emplace(text).first;
+  text_ = &*it;
+}
+
+const std::string& Label::str() const { return text_ == nullptr ? empty_text() : *text_; }
+
+Label& Label::operator+=(std::string_view suffix) {
+  if (!suffix.empty()) *this = Label(str() + std::string(suffix));
+  return *this;
+}
+
+IndexList& IndexList::operator=(const IndexList& other) {
+  if (this != &other) {
+    size_ = 0;
+    append(other.data(), other.size());
+  }
+  return *this;
+}
+
+IndexList& IndexList::operator=(IndexList&& other) noexcept {
+  if (this != &other) {
+    release();
+    steal(other);
+  }
+  return *this;
+}
+
+void IndexList::append(const int32_t* first, size_t count) {
+  const size_t needed = size() + count;
+  if (needed > static_cast<size_t>(capacity_)) {
+    const size_t capacity = std::max<size_t>(needed, 2 * static_cast<size_t>(capacity_));
+    auto* grown = new int32_t[capacity];
+    std::copy(data(), data() + size_, grown);
+    release();
+    heap_ = grown;
+    capacity_ = static_cast<int32_t>(capacity);
+  }
+  std::copy(first, first + count, data() + size_);
+  size_ = static_cast<int32_t>(needed);
+}
+
+void IndexList::release() {
+  if (on_heap()) delete[] heap_;
+  capacity_ = kInline;
+}
+
+void IndexList::steal(IndexList& other) noexcept {
+  size_ = other.size_;
+  capacity_ = other.capacity_;
+  if (other.on_heap()) {
+    heap_ = other.heap_;
+  } else {
+    std::copy(other.inline_, other.inline_ + other.size_, inline_);
+  }
+  other.size_ = 0;
+  other.capacity_ = kInline;
+}
+
+bool operator==(const IndexList& a, const IndexList& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+
+bool operator==(const IndexList& a, const std::vector<int32_t>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+}  // namespace hcpsim
