@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "catch_compat.hpp"
+#include "test_util.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/document_mask.hpp"
 #include "hcpsim/core/op_storage.hpp"
@@ -123,13 +124,8 @@ TEST_CASE("op storage: a block's document mask is shared by copies and absent wi
 TEST_CASE("op storage: an op of a built ring schedule carries its label, deps and message buffers compactly",
           "[core][op_storage]") {
   REQUIRE(sizeof(Op) <= 168);
-  AttentionShape shape;
-  shape.seq_length = 64;
-  shape.heads_q = 4;
-  shape.heads_kv = 2;
-  shape.head_dim_qk = 8;
-  shape.head_dim_v = 8;
-  const Schedule s = build_schedule(CpCommType::a2a_p2p, CpLayout(2, 4, 64), shape);
+  const Schedule s =
+      build_schedule(CpCommType::a2a_p2p, CpLayout(2, 4, 64), test::attention_shape(1, 64, 4, 2, 8, 8, true));
   size_t sends = 0;
   for (const RankProgram& r : s.ranks)
     for (const Op& op : r.ops) {
