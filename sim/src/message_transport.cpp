@@ -9,6 +9,15 @@
 
 #include "hcpsim/sim/cost_model.hpp"
 
+namespace hcpsim::sim {
+
+const std::vector<int64_t>& SharedRoute::links() const {
+  static const std::vector<int64_t> none;
+  return links_ ? *links_ : none;
+}
+
+}  // namespace hcpsim::sim
+
 namespace hcpsim::sim::detail {
 
 namespace {
@@ -28,7 +37,7 @@ MessageTransport::MessageTransport(SimContext& ctx)
       sent_(ctx.schedule.ranks.size()),
       pair_messages_(ctx.schedule.ranks.size()) {}
 
-std::vector<int64_t> MessageTransport::next_route(int64_t src, int64_t dst) {
+SharedRoute MessageTransport::next_route(int64_t src, int64_t dst) {
   std::vector<PairState>& peers = pair_messages_[index_of(src)];
   auto it = std::find_if(peers.begin(), peers.end(), [dst](const PairState& ps) { return ps.peer == dst; });
   if (it == peers.end()) {
@@ -38,8 +47,7 @@ std::vector<int64_t> MessageTransport::next_route(int64_t src, int64_t dst) {
   const auto ordinal = static_cast<uint64_t>(it->count++);
   if (it->single_path) return it->route;
   bool only_path = false;
-  std::vector<int64_t> route =
-      ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal, &only_path);
+  SharedRoute route = ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal, &only_path);
   // A pair with one shortest path gets it for every ordinal: compute it once (also in a full run).
   if (only_path || (ctx_.options.symmetry_reduction && single_shortest_path(src, dst))) {
     it->route = route;
@@ -68,7 +76,7 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
                                     Delivered delivered, bool with_images) {
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
   const auto flow_index = static_cast<int64_t>(flows_.size());
-  std::vector<int64_t> route = next_route(src, dst);
+  SharedRoute route = next_route(src, dst);
   const double route_latency_s = ctx_.topology.route_latency_s(route);
   const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
   flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
@@ -76,7 +84,7 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
   for (int64_t a = 1; a <= images; ++a) {
     const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
     count_message(isrc, phase, link_level(ctx_.node(isrc), ctx_.node(idst)), bytes);
-    std::vector<int64_t> iroute = next_route(isrc, idst);
+    SharedRoute iroute = next_route(isrc, idst);
     if (ctx_.topology.route_latency_s(iroute) != route_latency_s)
       shadow_.not_exact(
           fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));

@@ -62,7 +62,7 @@ class MessageTransport {
   struct PairState {
     int64_t peer = -1;
     int64_t count = 0;
-    std::vector<int64_t> route;
+    SharedRoute route;
     bool single_path = false;
   };
 
@@ -72,7 +72,7 @@ class MessageTransport {
   /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
   /// route of every image message made the reduced run spend a quarter of its time in Topology::route). In any
   /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it.
-  std::vector<int64_t> next_route(int64_t src, int64_t dst);
+  SharedRoute next_route(int64_t src, int64_t dst);
   /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
   /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit
   /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.

@@ -34,6 +34,8 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,32 @@ struct RankStats {
   MessageTable messages_sent{};     ///< messages this rank sent
 };
 
+/// The link ids of a message's route, shared by the messages that take the same route: a ring sends P messages
+/// between each pair and a symmetry-reduced run records every image message, so a run at CP = 4096 records
+/// millions of flows over a few thousand routes. One pointer per FlowRecord instead of one link vector each.
+/// Immutable once made; behaves as a const std::vector<int64_t> (iterate, size, empty, front, compare).
+class SharedRoute {
+ public:
+  SharedRoute() = default;
+  /// Holds `links` (an empty route is held as none).
+  SharedRoute(std::vector<int64_t> links)  // NOLINT(google-explicit-constructor): routes are made as vectors
+      : links_(links.empty() ? nullptr : std::make_shared<const std::vector<int64_t>>(std::move(links))) {}
+  SharedRoute(std::initializer_list<int64_t> links) : SharedRoute(std::vector<int64_t>(links)) {}
+  /// The link ids, in order from the source (empty for a message that stays on its GPU).
+  [[nodiscard]] const std::vector<int64_t>& links() const;
+  operator const std::vector<int64_t>&() const { return links(); }  // NOLINT(google-explicit-constructor)
+  [[nodiscard]] std::vector<int64_t>::const_iterator begin() const { return links().begin(); }
+  [[nodiscard]] std::vector<int64_t>::const_iterator end() const { return links().end(); }
+  [[nodiscard]] size_t size() const { return links().size(); }
+  [[nodiscard]] bool empty() const { return links_ == nullptr; }
+  [[nodiscard]] int64_t front() const { return links().front(); }
+  [[nodiscard]] int64_t back() const { return links().back(); }
+  friend bool operator==(const SharedRoute& a, const SharedRoute& b) { return a.links() == b.links(); }
+
+ private:
+  std::shared_ptr<const std::vector<int64_t>> links_;
+};
+
 /// One message's flow through the network.
 struct FlowRecord {
   int64_t src_cp_rank = 0;
@@ -139,7 +167,7 @@ struct FlowRecord {
   Phase phase = Phase::forward;  ///< the sender's op phase
   TimePs start_ps = 0;           ///< first byte enters the network (after the software latency)
   TimePs drained_ps = 0;         ///< last byte left the last link (delivery is route latency later)
-  std::vector<int64_t> route;    ///< link ids
+  SharedRoute route;             ///< link ids
   /// The op of src_cp_rank that sent the message and the op of dst_cp_rank that received it (the SendRecvOp
   /// sides, or the collective op of each member); the Chrome trace draws its arrow between them.
   OpIndex src_op = -1;
