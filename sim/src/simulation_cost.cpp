@@ -12,12 +12,13 @@ namespace hcpsim::sim {
 namespace {
 
 // Measured on the Release build (docs/robustness.md "Admission control" lists the runs): peak RSS of `simulate`
-// per schedule op (the Op itself, 176 bytes, its label, deps and payload vectors, and the simulator's per-op
-// state); with a timeline (--trace) each op also keeps its entries and the trace document, ~12x more; per
+// per schedule op (the Op itself, 168 bytes with its interned label and in-place deps, its flow records, and the
+// simulator's per-op state: ~240 bytes on p2p rings); with a timeline (--trace) each op also keeps its entries and
+// the trace document, ~13x more (~3100 bytes); per
 // sequence token (every rank's IoBindings list one int64 per row of its 9 tensors, and the step model); and the
 // process's fixed part (binary, scenario, topology). Each constant rounds its measurement up by 25-35%.
-constexpr double kBytesPerOp = 400;
-constexpr double kBytesPerOpTimeline = 5000;
+constexpr double kBytesPerOp = 320;
+constexpr double kBytesPerOpTimeline = 4000;
 constexpr double kBytesPerToken = 96;
 constexpr double kBaseBytes = 16.0 * 1024 * 1024;
 constexpr double kEventsPerOp = 1.25;

@@ -29,8 +29,8 @@ double schedule_ops_per_rank(CpCommType cp_comm_type, int64_t a2a, int64_t p2p);
 /// The cost of simulating `cp_comm_type` on an [a2a, p2p] layout of a `seq_length` sequence, `timeline` when every
 /// op's timeline entry is kept (--trace):
 ///   ops = A·P·schedule_ops_per_rank, events = 1.25·ops,
-///   bytes = (400, timeline 5000)·ops + 96·seq_length + 16 MiB, seconds = (3e-6, timeline 3e-5)·ops
-/// (measured constants rounded up, docs/robustness.md "Admission control": an upper bound within 1.5x of the
+///   bytes = (320, timeline 4000)·ops + 96·seq_length + 16 MiB, seconds = (3e-6, timeline 3e-5)·ops
+/// (measured constants rounded up, docs/robustness.md "Admission control": an upper bound within 1.4x of the
 /// measured peak RSS on p2p rings of 16 to 256 ranks).
 SimulationCost estimate_simulation_cost(CpCommType cp_comm_type, int64_t a2a, int64_t p2p, int64_t seq_length,
                                         bool timeline = false);
@@ -57,8 +57,8 @@ SimulationCost estimate_layer_timeline_cost(const Scenario& scenario);
 ///                   recompute (the attention forward runs again), else 1,
 ///   bytes = max (sum when a timeline is kept) of the two at estimate_simulation_cost's per-op constants
 ///           + 96·seq_length + 16 MiB; seconds = the sum; the largest over the comm types.
-/// An upper bound of the measured peak RSS: docs/robustness.md "Admission control" (1.1-1.8x on a2a+p2p
-/// [8, 64..512] whole steps).
+/// An upper bound of the measured peak RSS: docs/robustness.md "Admission control" (1.35-2.4x on a2a+p2p
+/// [8, 64..512] whole steps, loosest at small CP where the per-token term, counted for every rank, dominates).
 /// @param data_parallel_size resolved DP (ValidationReport::data_parallel_size), for the CP ranks' placement.
 SimulationCost estimate_simulate_cost(const Scenario& scenario, int64_t data_parallel_size, bool timeline,
                                       bool layer_timeline);
