@@ -12,8 +12,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 #include "app_common.hpp"
@@ -51,6 +53,37 @@ void keep_freed_memory() {
 #endif
 }
 
+/// Restarts the process once with glibc's malloc asked to back its heap with transparent huge pages
+/// (GLIBC_TUNABLES glibc.malloc.hugetlb=1, glibc >= 2.35: malloc madvise(MADV_HUGEPAGE)s the memory it takes from
+/// the kernel). The simulator touches hundreds of MB to GB of fresh heap (every rank's ops, the engine's per-op
+/// state, the flow records) and, with 4 KiB pages, pays one page fault per 4 KiB and a TLB miss on most accesses
+/// to another rank's ops; with 2 MiB pages both drop ~500x. A tunable is read only at process start, hence the
+/// restart (execv of /proc/self/exe with the same arguments and the environment plus the tunable), done before
+/// anything else. Nothing changes when the tunable is already set (also by the user, to any value), when
+/// HCPSIM_NO_HUGEPAGES is set, when the kernel's THP mode is "never" (the advice is then ignored), or when the
+/// restart fails (the command goes on in this process). Results do not depend on it. Measured in
+/// bench/RESULTS.md ("Huge pages for the heap").
+void restart_with_huge_pages(char** argv) {
+#if defined(__GLIBC__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  if (std::getenv("HCPSIM_NO_HUGEPAGES") != nullptr) return;
+  const char* set = std::getenv("GLIBC_TUNABLES");
+  if (set != nullptr && std::strstr(set, "glibc.malloc.hugetlb") != nullptr) return;
+  const bool had = set != nullptr;
+  const std::string before = had ? set : "";
+  const std::string value = (before.empty() ? before : before + ":") + "glibc.malloc.hugetlb=1";
+  if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // Only reached when execv failed: go on without huge pages, and leave the environment as it was.
+  if (had) {
+    setenv("GLIBC_TUNABLES", before.c_str(), 1);
+  } else {
+    unsetenv("GLIBC_TUNABLES");
+  }
+#else
+  (void)argv;
+#endif
+}
+
 int run_main(int argc, char** argv) {
   try {
     return hcpsim::app::run(argc, argv);
@@ -79,6 +112,7 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  restart_with_huge_pages(argv);
   // Before any output: piped or redirected stdout flushes at every newline, so CI logs follow the run (fmt::print
   // and std::cout, synchronised with stdio, both write through this FILE). A terminal is line-buffered already.
   if (isatty(STDOUT_FILENO) != 1) std::setvbuf(stdout, nullptr, _IOLBF, 0);
