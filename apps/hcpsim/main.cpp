@@ -64,7 +64,8 @@ void keep_freed_memory() {
 /// restart fails (the command goes on in this process). Results do not depend on it. Measured in
 /// bench/RESULTS.md ("Huge pages for the heap").
 void restart_with_huge_pages(char** argv) {
-#if defined(__GLIBC__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__GLIBC__) && defined(__linux__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   if (std::getenv("HCPSIM_NO_HUGEPAGES") != nullptr) return;
   const char* set = std::getenv("GLIBC_TUNABLES");
   if (set != nullptr && std::strstr(set, "glibc.malloc.hugetlb") != nullptr) return;

@@ -320,3 +320,23 @@ TEST_CASE("cli: a command-line parse error is one error line naming the command'
   REQUIRE(unknown.exit_code == 2);
   REQUIRE(unknown.output.find("fix: see 'hcpsim --help'") != std::string::npos);
 }
+
+TEST_CASE("apps: the huge-page restart keeps the arguments, the output and the user's tunables", "[apps]") {
+  // main() restarts once with GLIBC_TUNABLES=...glibc.malloc.hugetlb=1 (README "Memory settings of the process").
+  // Whatever the environment, the command must run once, with its arguments, and print the same bytes.
+  const std::string args = "simulate --quiet scenarios/ci/multinode_p2p_cp16_fat_tree.yaml model.seq_length=8192";
+  const auto plain = run_hcpsim(args);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(plain.output.find("time per iteration") != std::string::npos);
+  for (const std::string env : {"HCPSIM_NO_HUGEPAGES=1", "GLIBC_TUNABLES=glibc.malloc.hugetlb=0",
+                                "GLIBC_TUNABLES=glibc.malloc.check=0", "GLIBC_TUNABLES="}) {
+    const auto r = hcpsim::test::run_command("env " + env + " '" + std::string(HCPSIM_BINARY) + "' " + args);
+    INFO(env);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.output == plain.output);
+  }
+  // A bad command line still fails as it would without the restart (argv reaches the restarted process).
+  const auto bad = run_hcpsim("simulate --no-such-flag scenarios/ci/multinode_p2p_cp16_fat_tree.yaml");
+  REQUIRE(bad.exit_code == 2);
+  REQUIRE(bad.output.find("--no-such-flag") != std::string::npos);
+}
