@@ -12,13 +12,14 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 
 #include "app_common.hpp"
+#include "huge_pages.hpp"
 #include "commands.hpp"
 #include "hcpsim/core/error.hpp"
 
@@ -66,13 +67,13 @@ void keep_freed_memory() {
 void restart_with_huge_pages(char** argv) {
 #if defined(__GLIBC__) && defined(__linux__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  if (std::getenv("HCPSIM_NO_HUGEPAGES") != nullptr) return;
   const char* set = std::getenv("GLIBC_TUNABLES");
-  if (set != nullptr && std::strstr(set, "glibc.malloc.hugetlb") != nullptr) return;
+  const std::optional<std::string> value =
+      hcpsim::app::huge_page_tunables(set, std::getenv("HCPSIM_NO_HUGEPAGES") != nullptr);
+  if (!value) return;
   const bool had = set != nullptr;
   const std::string before = had ? set : "";
-  const std::string value = (before.empty() ? before : before + ":") + "glibc.malloc.hugetlb=1";
-  if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
+  if (setenv("GLIBC_TUNABLES", value->c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
   // Only reached when execv failed: go on without huge pages, and leave the environment as it was.
   if (had) {

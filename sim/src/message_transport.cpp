@@ -9,15 +9,6 @@
 
 #include "hcpsim/sim/cost_model.hpp"
 
-namespace hcpsim::sim {
-
-const std::vector<int64_t>& SharedRoute::links() const {
-  static const std::vector<int64_t> none;
-  return links_ ? *links_ : none;
-}
-
-}  // namespace hcpsim::sim
-
 namespace hcpsim::sim::detail {
 
 namespace {

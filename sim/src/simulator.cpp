@@ -12,6 +12,11 @@ namespace hcpsim::sim {
 
 using detail::index_of;
 
+const std::vector<int64_t>& SharedRoute::links() const {
+  static const std::vector<int64_t> none;
+  return links_ ? *links_ : none;
+}
+
 LinkClassUtilisation SimResult::link_class_utilisation(LinkClass c) const {
   LinkClassUtilisation u;
   double capacity_sum = 0;
