@@ -25,5 +25,7 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/progress_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/progress_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trace_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/huge_pages_test.cpp
   ${PROJECT_SOURCE_DIR}/apps/hcpsim/progress.cpp
+  ${PROJECT_SOURCE_DIR}/apps/hcpsim/huge_pages.cpp
 )

@@ -257,6 +257,30 @@ TEST_CASE("net: a message costs software latency + route latency + bytes at the 
   REQUIRE(r.flows[0].route.size() == 4);
 }
 
+TEST_CASE("net: messages over a pair's single route share one route record", "[sim][net]") {
+  // Two messages between the same two GPUs, whose route has no equal-cost choice: computed once and held once by
+  // both flow records (SharedRoute); an empty route is held as none.
+  Schedule s = empty_schedule(1, 2);
+  {
+    ProgramWriter w(s.ranks[0]);
+    w.add(SendRecvOp{1, -1, {w.input("x", 500, 1, 1000)}, {}, 1, 0}, Stream::comm, {}, "send x");
+    w.add(SendRecvOp{1, -1, {w.input("z", 500, 1, 1000)}, {}, 2, 0}, Stream::comm, {}, "send z");
+  }
+  {
+    ProgramWriter w(s.ranks[1]);
+    w.add(SendRecvOp{-1, 0, {}, {w.input("y", 500, 1, 1000)}, 0, 1}, Stream::comm, {}, "recv x");
+    w.add(SendRecvOp{-1, 0, {}, {w.input("u", 500, 1, 1000)}, 0, 2}, Stream::comm, {}, "recv z");
+  }
+  const ClusterSpec cluster = round_cluster(1, 2);
+  const SimResult r = simulate(s, cluster, {0, 1});
+  REQUIRE(r.flows.size() == 2);
+  REQUIRE(r.flows[0].route.size() == 4);  // GPU → NIC → leaf → NIC → GPU links of the round cluster
+  REQUIRE(r.flows[1].route == r.flows[0].route);
+  REQUIRE(&r.flows[0].route.links() == &r.flows[1].route.links());
+  REQUIRE(SharedRoute(std::vector<int64_t>{}).empty());
+  REQUIRE(SharedRoute{}.links().empty());
+}
+
 TEST_CASE("net: two ranks of a node sharing one NIC get half the rate each", "[sim][net]") {
   // Ranks 0, 1 on node 0 send 1e6 B each to ranks 2, 3 on node 1 at t = 0.
   Schedule s = empty_schedule(1, 4);
