@@ -9,6 +9,7 @@
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/config/validation.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/plan/plan.hpp"
 #include "report/diff_json.hpp"
 
@@ -45,8 +46,12 @@ int cmd_diff(const DiffArgs& args) {
     first = 1;
   }
   overrides.assign(args.rest.begin() + static_cast<std::ptrdiff_t>(first), args.rest.end());
+  if (first == 0 && overrides.empty())
+    throw InputError(SourceLoc{}, "", "diff needs a second side: a scenario B or overrides of A",
+                     "run 'hcpsim diff A.yaml B.yaml' or 'hcpsim diff A.yaml key=value ...'");
   const Scenario sa = load_scenario(args.a);
   const Scenario sb = load_scenario(b_path, overrides);
+  check_requested_outputs({{args.json, "--json", "diff JSON"}});
   const uint64_t max_memory = max_memory_limit(args.max_memory);
   // Before either is simulated.
   admit_simulation(sa, validate_scenario(sa, ValidationScope::placement).data_parallel_size, max_memory,

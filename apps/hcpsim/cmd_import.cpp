@@ -89,6 +89,7 @@ int run_import(const ImportOptions& o, bool bridge) {
   wo.cluster_preset = o.cluster;
   wo.gpus_per_node = preset->gpus_per_node;
   wo.generator = bridge ? "hcpsim import bridge-config" : "hcpsim import megatron-args";
+  wo.nodes_option = o.nodes;
   const std::string yaml = scenario_yaml_of(cfg, wo);
 
   // The same checks as `hcpsim validate`, on what the real loader makes of the text.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -25,6 +26,7 @@ struct PlanArgs {
   Common common;
   int64_t cp = 0;
   int64_t gpus = 0;
+  std::set<std::string> given;  ///< which of --cp / --gpus were on the command line (0 is "not given" otherwise)
   std::string tp, pp, vp, recompute, micro_batch, fixed;
   size_t max_configurations = 5000;
   std::string objective = "time";
@@ -196,15 +198,17 @@ void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& 
 
 int cmd_plan(const PlanArgs& a) {
   for (const auto& [value, option] : {std::pair{a.cp, "--cp"}, std::pair{a.gpus, "--gpus"}}) {
-    if (value > kMaxPlanGpus || value < 0)
+    if (value > kMaxPlanGpus || value < 0 || (value == 0 && a.given.count(option) != 0))
       throw InputError(SourceLoc{}, option, fmt::format("{} is outside 1..{}", value, kMaxPlanGpus),
-                       fmt::format("use {} {} or fewer (2^17, above the largest training clusters)", option,
-                                   kMaxPlanGpus));
+                       fmt::format("give {} a size from 1 to {} (2^17, above the largest training clusters), or "
+                                   "leave it out for the scenario's",
+                                   option, kMaxPlanGpus));
   }
   if (a.threads < 0) throw InputError(SourceLoc{}, "--threads", "must be >= 0", "give a thread count, or 0 for all cores");
   check_thread_count(a.threads, "--threads");
   const uint64_t max_memory = max_memory_limit(a.max_memory);
   const Scenario s = load_scenario(a.common.scenario_path, a.common.overrides);
+  check_requested_outputs({{a.csv, "--csv", "plan CSV"}, {a.svg, "--svg", "plan chart"}, {a.json, "--json", "plan JSON"}});
   validate_scenario(s, ValidationScope::placement);  // the scenario itself must be valid
   // The largest CP the search can reach: --cp, or all GPUs of a replica at TP = PP = 1.
   const int64_t cp_max = a.cp != 0 ? a.cp
@@ -278,7 +282,11 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
   add_max_memory_option(cmd, a->max_memory);
   add_quiet_flag(cmd);
-  cmd->callback([&exit_code, a] { exit_code = cmd_plan(*a); });
+  cmd->callback([&exit_code, a, cmd] {
+    for (const char* option : {"--cp", "--gpus"})
+      if (cmd->count(option) != 0) a->given.insert(option);
+    exit_code = cmd_plan(*a);
+  });
   return cmd;
 }
 

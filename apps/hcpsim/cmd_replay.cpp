@@ -58,7 +58,9 @@ std::vector<std::string> collect(const std::vector<std::string>& paths) {
   return files;
 }
 
-std::string g17(double v) { return fmt::format("{:.17g}", v); }
+/// The shortest text that reads back as exactly `v` (a golden written as 1e-09 prints as 1e-09, not
+/// 1.0000000000000001e-09).
+std::string g17(double v) { return fmt::format("{}", v); }
 
 Outcome replay_one(const std::string& path, int threads) {
   Outcome o;
@@ -193,6 +195,15 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
   if (threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
   check_thread_count(threads, "--threads");
   const auto files = collect(paths);
+  check_requested_outputs({{junit, "--junit", "JUnit file"}});
+  for (const std::string& f : files) {  // the scenarios are read later, one by one: compare with each now
+    std::error_code ec;
+    if (!junit.empty() && std::filesystem::equivalent(junit, f, ec) && !ec)
+      throw InputError(SourceLoc{junit, 0, 0, ""}, "--junit",
+                       "will not write the JUnit report to '" + junit + "': it is the scenario '" + f +
+                           "' this replay reads",
+                       "write the report outside the replayed scenarios");
+  }
   if (files.empty()) throw InputError(SourceLoc{}, "", "no *.yaml scenario files found", "give a folder of scenarios");
   // JUnit's time and timestamp are the only clock readings in any output (the format requires them); the
   // timestamp is read first so that a malformed SOURCE_DATE_EPOCH fails before anything runs.

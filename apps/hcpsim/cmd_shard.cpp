@@ -11,6 +11,7 @@
 #include "app_common.hpp"
 #include "hcpsim/core/fault_injection.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/oracles/dump.hpp"
 #include "hcpsim/oracles/isolated_read.hpp"
 #include "hcpsim/oracles/rank_file.hpp"
@@ -144,6 +145,7 @@ void fill_rank_meta(RankFile& f, const DumpContents& d, const Schedule& s, int64
 
 int cmd_shard(const ShardArgs& a) {
   const DumpContents d = read_dump_isolated(a.dump);
+  check_requested_outputs({{a.output, "-o", "rank file"}});
   const Schedule s = dump_schedule(d, a.dump);
   const auto cp = static_cast<int64_t>(s.ranks.size());
   if (a.cp_rank < 0 || a.cp_rank >= cp)
@@ -184,6 +186,7 @@ int cmd_gather(const GatherArgs& a) {
   g.meta_text = d.meta_text;
   g.meta_text["backend"] = "gather";
   g.meta_number = d.meta_number;
+  g.seed = d.seed;
   g.inputs = d.inputs;
   g.reference = d.reference;
   // NaN until a rank writes it: a binding that covered no element would show as a non-finite FAIL in compare.
@@ -239,6 +242,7 @@ int cmd_gather(const GatherArgs& a) {
   if (with_lse != 0 && !lse)
     throw InputError(SourceLoc{}, "RANKFILES", "only some rank files hold /outputs/lse",
                      "write softmax_lse for every rank, or for none (then compare --tensors out,dq,dk,dv)");
+  check_requested_outputs({{a.output, "-o", "dump"}});
   write_dump(a.output, g, lse ? std::vector<std::string>{} : std::vector<std::string>{"/hcp/lse"});
   fmt::print("gather {} rank files of {} ({} [A={}, P={}]) -> {} (/hcp: out, {}dq, dk, dv)\n", a.ranks.size(), a.dump,
              to_string(s.cp_comm_type), s.a2a_size, s.p2p_size, a.output, lse ? "lse, " : "");

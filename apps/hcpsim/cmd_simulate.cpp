@@ -51,8 +51,9 @@ void print_time_breakdown(const sim::SimResult& r) {
   if (r.ranks.empty()) return;
   const auto& first = r.ranks.front();
   const auto& busiest = r.ranks[static_cast<size_t>(r.busiest_cp_rank)];
-  fmt::print("  where time goes (cp_rank 0 / busiest, cp_rank {}), summed op time per layer (\"lost to comm\": part of\n"
-             "  the kernels' time, the GPU time they lost while communication ran beside them):\n",
+  fmt::print("  where time goes (cp_rank 0 / the busiest GPU, cp_rank {}), summed op time per layer (\"lost to comm\": part\n"
+             "  of the kernels' time, the GPU time they lost while communication ran beside them; \"exposed comm\": over\n"
+             "  the rank's own span, first op to last, where the rank table below counts the whole layer):\n",
              r.busiest_cp_rank);
   fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23} {:>23}\n", "phase", "attention kernels",
              "merges+corrections", "copies", "other compute", "lost to comm", "exposed comm");
@@ -75,7 +76,9 @@ std::string partial_recompute_text(const Scenario& s) {
   if (t.recompute_method == RecomputeMethod::block)
     return t.recompute_num_layers ? fmt::format(" (block, first {} layers of each model chunk)", *t.recompute_num_layers)
                                   : std::string(" (block, every layer)");
-  return t.recompute_num_layers ? fmt::format(" (uniform, groups of {} layers)", *t.recompute_num_layers) : "";
+  return t.recompute_num_layers ? fmt::format(" (uniform, groups of {} layer{})", *t.recompute_num_layers,
+                                              *t.recompute_num_layers == 1 ? "" : "s")
+                                : "";
 }
 
 /// ", FP8 GEMMs" with the recipe and FP8 parameters when set ("" without FP8), for the step's header line.
@@ -149,8 +152,9 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
   fmt::print("  memory per GPU: {} of {} -> {} (headroom {})\n", gb(mb.total_bytes), gb(mb.capacity_bytes),
              mb.fits ? "fits" : "DOES NOT FIT", gb(mb.headroom_bytes));
   if (p.pipeline_model_parallel_size > 1)
-    fmt::print("    pipeline stage {} of {} ({} transformer layers), the one that needs the most\n", mb.pipeline_stage,
-               p.pipeline_model_parallel_size, mb.stage_layers);
+    fmt::print("    pipeline stage {} (stages 0-{}, Megatron's pipeline rank) with {} transformer layers, the one that "
+               "needs the most\n",
+               mb.pipeline_stage, p.pipeline_model_parallel_size - 1, mb.stage_layers);
   const std::string fp8_weights =
       mb.fp8_parameters_per_gpu > 0
           ? fmt::format(" (linear weights in FP8) + FP8 transposes {}", gb(mb.fp8_weight_copies_bytes))
@@ -161,18 +165,19 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
   if (partial_recompute_text(s).empty()) {
-    fmt::print("    activations {} ({} per layer x {} layers x {:.3g} micro-batches in flight{})  logits + loss {}\n",
+    fmt::print("    activations {} ({} per layer x {} layers x {:.3g} {} in flight{})  logits + loss {}\n",
                gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
-               mb.in_flight_microbatches,
+               mb.in_flight_microbatches, mb.in_flight_microbatches == 1 ? "micro-batch" : "micro-batches",
                mb.recompute_working_bytes > 0
                    ? fmt::format(" + {} for the layer being recomputed", gb(mb.recompute_working_bytes))
                    : std::string(),
                gb(mb.output_layer_activations_bytes));
   } else {
     const RecomputePlan plan = recompute_plan(s, mb.stage_layers);
-    fmt::print("    activations {} ({} saved layer inputs + {} whole layers, x {:.3g} micro-batches in flight, + {} "
+    fmt::print("    activations {} ({} saved layer inputs + {} whole layers, x {:.3g} {} in flight, + {} "
                "for the {} layers being recomputed)  logits + loss {}\n",
                gb(mb.activations_bytes), plan.saved_inputs, plan.full_layers, mb.in_flight_microbatches,
+               mb.in_flight_microbatches == 1 ? "micro-batch" : "micro-batches",
                gb(mb.recompute_working_bytes), plan.working_layers, gb(mb.output_layer_activations_bytes));
   }
   fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",
@@ -277,12 +282,23 @@ std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpComm
   return step;
 }
 
+/// The output paths before any work (io/output_file.hpp check_requested_outputs), and that --step-trace can be
+/// written for this scenario.
+void check_outputs(const Scenario& s, const SimulateOutputs& out) {
+  check_step_trace(s, out);
+  check_requested_outputs({{out.trace, "--trace", "trace"},
+                           {out.step_trace, "--step-trace", "step trace"},
+                           {out.summary, "--summary", "summary"},
+                           {out.links, "--links", "links CSV"},
+                           {out.timeline_svg, "--timeline-svg", "timeline chart"}});
+}
+
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
+  check_outputs(s, out);
   const auto report = validate_scenario(s, ValidationScope::placement);
   const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
-  check_step_trace(s, out);
   admit_simulation(s, report.data_parallel_size, max_memory, "simulate", timeline, !out.step_trace.empty());
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;

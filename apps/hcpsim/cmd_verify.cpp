@@ -174,6 +174,7 @@ void VerifyRunner::write_dump_once(CpCommType t, const CpLayout& layout, const H
                    {"p2p_size", static_cast<double>(layout.p2p_size())},
                    {"causal", sel.shape.causal ? 1.0 : 0.0},
                    {"softmax_scale", sel.shape.softmax_scale}};
+  d.seed = s.oracle.seed;
   d.thd = thd_dump_layout(sel.shape.packing, layout.a2a_size(), layout.p2p_size());
   if (sel.shape.packing.thd()) d.meta_number["pad_between_seqs"] = sel.shape.packing.pad_between_seqs ? 1.0 : 0.0;
   write_dump(args_.dump_path, d);
@@ -251,8 +252,10 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
       std::any_of(types.begin(), types.end(), [](CpCommType t) { return !cp_variant(t).takes_faults; }))
     throw InputError(s.loc("parallel.cp_comm_type"), "--inject", "fault injectors need a p2p, a2a or a2a+p2p schedule",
                      "drop --inject or use parallel.cp_comm_type=a2a+p2p");
-  check_output_path(args.json_path, "--json");
-  check_output_path(args.dump_path, "--dump");
+  check_requested_outputs({{args.json_path, "--json", "JSON summary"},
+                           {args.dump_path, "--dump", "dump"},
+                           {args.trace_path, "--trace", "trace"},
+                           {args.ops_csv_path, "--ops-csv", "per-op CSV"}});
   print_header(s);
   print_warnings(setup.report);
   // The effective scenario: the file after the overrides, with the --dtype and --inject the run used, so running

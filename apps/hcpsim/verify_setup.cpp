@@ -115,10 +115,13 @@ void check_reference(const DumpContents& d, const std::string& path, const Atten
                      shape.heads_kv),
          "use a dump of the same scenario, overrides and oracle.heads");
   const auto it = d.meta_number.find("seed");
-  if (it != d.meta_number.end() && static_cast<uint64_t>(it->second) != seed)
-    fail(fmt::format("the dump was made with seed {}, the scenario's oracle.seed is {}", static_cast<uint64_t>(it->second),
-                     seed),
-         fmt::format("pass oracle.seed={} or use a dump made with seed {}", static_cast<uint64_t>(it->second), seed));
+  std::optional<uint64_t> dumped = d.seed;  // exact when the dump stores an integer seed
+  if (!dumped && it != d.meta_number.end()) dumped = static_cast<uint64_t>(it->second);
+  const bool differs = d.seed ? *d.seed != seed
+                              : it != d.meta_number.end() && it->second != static_cast<double>(seed);
+  if (dumped && differs)
+    fail(fmt::format("the dump was made with seed {}, the scenario's oracle.seed is {}", *dumped, seed),
+         fmt::format("pass oracle.seed={} or use a dump made with seed {}", *dumped, seed));
   const auto dist = d.meta_text.find("input_distribution");
   if (dist != d.meta_text.end() && dist->second != input_distribution)
     fail("the dump's inputs are " + dist->second + ", the scenario's oracle.input_distribution is " + input_distribution,

@@ -168,7 +168,10 @@ void write_cluster(YamlWriter& w, const MegatronConfig& c, const ScenarioWriteOp
   std::string nodes_why;
   if (c.nnodes) {
     nodes = *c.nnodes;
-    if (!c.lines.count("nnodes")) nodes_why = "no --nnodes: torchrun's default, one node";
+    if (opt.nodes_option > 0 && *c.nnodes == opt.nodes_option)
+      nodes_why = "hcpsim import --nodes " + std::to_string(opt.nodes_option);
+    else if (!c.lines.count("nnodes"))
+      nodes_why = "no --nnodes: torchrun's default, one node";
     if (c.nproc_per_node && *c.nproc_per_node != gpn) gpus_per_node = c.nproc_per_node;
   } else if (c.world_size) {
     nodes = (*c.world_size + gpn - 1) / gpn;

@@ -183,6 +183,36 @@ void refuse_if_input(const std::string& path, const std::string& what, const std
   }
 }
 
+void check_requested_outputs(const std::vector<RequestedOutput>& outputs) {
+  namespace fs = std::filesystem;
+  std::vector<const RequestedOutput*> files;  // the outputs that are (or will be) regular files
+  for (const RequestedOutput& o : outputs) {
+    if (o.path.empty()) continue;
+    const fs::path dir = fs::path(o.path).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      throw InputError(located_at(o.path), o.option, "directory '" + dir.string() + "' does not exist",
+                       "create it first or choose another path");
+    const OutputTarget t = classify_output(o.path);
+    if (t.kind == OutputKind::refused)
+      throw InputError(located_at(o.path), o.option, "will not write " + o.what + " to '" + o.path + "': " + t.reason,
+                       "give the path of a regular file (or /dev/null, /dev/stdout)");
+    if (t.kind == OutputKind::character_device || t.kind == OutputKind::fifo) continue;
+    refuse_if_input(o.path, o.what, o.option);
+    for (const RequestedOutput* other : files) {
+      std::error_code e1, e2, e3;
+      const fs::path a = fs::weakly_canonical(o.path, e1), b = fs::weakly_canonical(other->path, e2);
+      const bool same = (!e1 && !e2 && a == b) || (fs::equivalent(o.path, other->path, e3) && !e3);
+      if (same)
+        throw InputError(located_at(o.path), o.option,
+                         "both " + other->option + " and " + o.option + " name '" + o.path +
+                             "': the one written last would replace the other",
+                         "give each output its own path");
+    }
+    files.push_back(&o);
+  }
+}
+
 namespace {
 
 void write_output(const std::string& path, const std::string& text, const std::string& what, const std::string& key,

@@ -66,7 +66,9 @@ void write_dump(const std::string& path, const DumpContents& c, const std::vecto
     const bool f64 = c.dtype == Dtype::fp64;
     const hid_t meta = w.group("/meta");
     for (const auto& [k, v] : c.meta_text) w.attr(meta, k, v);
-    for (const auto& [k, v] : c.meta_number) w.attr(meta, k, v);
+    for (const auto& [k, v] : c.meta_number)
+      if (!(c.seed && k == "seed")) w.attr(meta, k, v);
+    if (c.seed) w.attr_u64(meta, "seed", *c.seed);
     write_thd_layout(w, meta, c.thd);
     const hid_t in = w.group("/inputs");
     w.dataset(in, "q", c.inputs.q, f64, false);
@@ -107,6 +109,10 @@ constexpr const char* kMetaNumberNames[] = {"seed", "a2a_size", "p2p_size", "cau
                                             "pad_between_seqs"};
 void read_attributes(hid_t file, const std::string& path, DumpContents& c) {
   hdf5::read_meta(file, path, kMetaTextNames, kMetaNumberNames, c.meta_text, c.meta_number);
+  hdf5::QuietErrors quiet;
+  Handle meta(H5Gopen2(file, "/meta", H5P_DEFAULT), H5Gclose);
+  uint64_t seed = 0;
+  if (meta.ok() && hdf5::read_u64_attribute(meta.get(), "seed", seed)) c.seed = seed;
 }
 
 /// A 1-D integer dataset `name` (absolute) if present, else empty.
@@ -167,10 +173,15 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
     const std::string r = std::string("/reference/") + kTensorNames[i];
     const std::string h = std::string("/hcp/") + kTensorNames[i];
     for (const std::string& name : {r, h})
-      if (!hdf5::has_dataset(file.get(), path, name))
+      if (!hdf5::has_dataset(file.get(), path, name)) {
+        std::string others;  // the example --tensors: every tensor but the missing one
+        for (size_t j = 0; j < std::size(kMetricNames); ++j)
+          if (j != i) others += (others.empty() ? "" : ",") + std::string(kMetricNames[j]);
         io_fail(path, "missing dataset " + name,
-                std::string("write it (the README's 'HDF5 dump layout', e.g. with h5py), or leave ") + kMetricNames[i] +
-                    " out of the comparison with compare --tensors (e.g. --tensors out,dq,dk,dv)");
+                std::string("write it (the README's 'HDF5 dump layout', e.g. with h5py; a rank file of 'hcpsim "
+                            "shard' goes through 'hcpsim gather' first), or leave ") +
+                    kMetricNames[i] + " out of the comparison with compare --tensors (e.g. --tensors " + others + ")");
+      }
     *output_slot(c.reference, i) = i == 1 ? read_lse(file.get(), path, r) : read_bshd(file.get(), path, r);
     *output_slot(c.hcp, i) = i == 1 ? read_lse(file.get(), path, h) : read_bshd(file.get(), path, h);
   }
@@ -229,7 +240,7 @@ DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, doubl
   auto same = [](const HostTensor& x, const HostTensor& y) { return x.same_shape(y) && x.values() == y.values(); };
   if (!same(a.inputs.q, b.inputs.q) || !same(a.inputs.k, b.inputs.k) || !same(a.inputs.v, b.inputs.v) ||
       !same(a.inputs.dout, b.inputs.dout))
-    throw InputError(SourceLoc{b_path, 0, 0, {}}, b_path,
+    throw InputError(SourceLoc{b_path, 0, 0, {}}, "",
                      "its /inputs differ from those of '" + a_path + "' (not the same problem)",
                      "dump both runs from the same scenario, seed, dtype and oracle.heads, or copy /inputs of the "
                      "first file into your own");

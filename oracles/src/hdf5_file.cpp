@@ -1,6 +1,8 @@
 #include "hdf5_file.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <filesystem>
 
 #include "hcpsim/core/input_file.hpp"
@@ -197,7 +199,12 @@ bool single_element(hid_t a) {
 
 }  // namespace
 
-bool read_number_attribute(hid_t obj, const char* name, double& value) {
+namespace {
+
+/// Opens attribute `name` of `obj` when it is a scalar (one element) number of at most 8 bytes of a class in
+/// `classes`, and hands `read(attribute, type)` the open handles; false when absent, of another kind, or unread.
+template <typename Read>
+bool read_scalar_number(hid_t obj, const char* name, std::initializer_list<H5T_class_t> classes, Read read) {
   hid_t id = -1;
   if (!open_attribute(obj, name, id)) return false;
   Handle a(id, H5Aclose);
@@ -205,11 +212,34 @@ bool read_number_attribute(hid_t obj, const char* name, double& value) {
   if (!type.ok() || !single_element(a.get())) return false;
   const auto cls = H5Tget_class(type.get());
   const size_t size = H5Tget_size(type.get());
-  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || size == 0 || size > 8) return false;
-  double v = 0;
-  if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return false;
-  value = v;
-  return true;
+  if (std::find(classes.begin(), classes.end(), cls) == classes.end() || size == 0 || size > 8) return false;
+  return read(a.get(), type.get());
+}
+
+}  // namespace
+
+bool read_number_attribute(hid_t obj, const char* name, double& value) {
+  return read_scalar_number(obj, name, {H5T_FLOAT, H5T_INTEGER}, [&](hid_t a, hid_t) {
+    double v = 0;
+    if (H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0) return false;
+    value = v;
+    return true;
+  });
+}
+
+bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value) {
+  return read_scalar_number(obj, name, {H5T_INTEGER}, [&](hid_t a, hid_t type) {
+    if (H5Tget_sign(type) == H5T_SGN_2) {  // signed: read as int64, refuse a negative value
+      int64_t v = 0;
+      if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0 || v < 0) return false;
+      value = static_cast<uint64_t>(v);
+      return true;
+    }
+    uint64_t v = 0;
+    if (H5Aread(a, H5T_NATIVE_UINT64, &v) < 0) return false;
+    value = v;
+    return true;
+  });
 }
 
 void read_meta(hid_t file, const std::string& path, std::span<const char* const> text_names,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -143,11 +144,39 @@ class Writer {
     check(H5Awrite(a.get(), type.get(), padded.data()) >= 0, "write attribute " + name);
   }
 
+  /// A numeric attribute: a 64-bit integer for the counts, ranks, flags and the seed (integer_attribute) when the
+  /// value is a whole number, so that h5py hands a framework an int it can index with; float64 otherwise.
   void attr(hid_t loc, const std::string& name, double value) {
     Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-    Handle a(H5Acreate2(loc, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    const bool whole = integer_attribute(name) && std::isfinite(value) && std::trunc(value) == value &&
+                       std::abs(value) < 9.2e18;
+    Handle a(H5Acreate2(loc, name.c_str(), whole ? H5T_STD_I64LE : H5T_IEEE_F64LE, space.get(), H5P_DEFAULT,
+                        H5P_DEFAULT),
+             H5Aclose);
     check(a.ok(), "create attribute " + name);
-    check(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &value) >= 0, "write attribute " + name);
+    if (whole) {
+      const auto v = static_cast<int64_t>(value);
+      check(H5Awrite(a.get(), H5T_NATIVE_INT64, &v) >= 0, "write attribute " + name);
+    } else {
+      check(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &value) >= 0, "write attribute " + name);
+    }
+  }
+
+  /// An unsigned 64-bit integer attribute (the input seed, exact for any value).
+  void attr_u64(hid_t loc, const std::string& name, uint64_t value) {
+    Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+    Handle a(H5Acreate2(loc, name.c_str(), H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    check(a.ok(), "create attribute " + name);
+    check(H5Awrite(a.get(), H5T_NATIVE_UINT64, &value) >= 0, "write attribute " + name);
+  }
+
+  /// The numeric attributes hcpsim writes that are integers (everything but softmax_scale): sizes, ranks, the
+  /// row offset of a head range, flags and the input seed.
+  static bool integer_attribute(const std::string& name) {
+    for (const char* n : {"seed", "a2a_size", "p2p_size", "cp_rank", "cp_size", "causal", "pad_between_seqs",
+                          "head_begin", "tp_rank", "tp_size"})
+      if (name == n) return true;
+    return false;
   }
 
   /// Absolute name of an open group.
@@ -202,6 +231,10 @@ void read_meta(hid_t file, const std::string& path, std::span<const char* const>
 /// Reads the scalar numeric attribute `name` of object `obj` into `value`; false (value untouched) when it is
 /// absent or not one integer or float of at most 8 bytes.
 bool read_number_attribute(hid_t obj, const char* name, double& value);
+
+/// Reads the scalar integer attribute `name` of `obj` exactly as a uint64 (a non-negative integer of at most 8
+/// bytes); false (value untouched) when it is absent, not an integer, negative or not scalar.
+bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value);
 
 /// Reads dataset `name` (absolute) as doubles with its dims, after checking that its data lies in the file itself
 /// and is all stored: no external storage, no virtual layout, no filter pipeline (hcpsim writes none), an integer or

@@ -82,7 +82,7 @@ std::string what_would_fit(const SearchSpace& space) {
                                "shard over more ranks)",
                                2 * space.model_gpus));
   else
-    ways.push_back("more GPUs per model replica (--gpus N instead of --cp, so PP can grow)");
+    ways.push_back("more GPUs per model replica (--gpus N, so PP can grow)");
   std::string out;
   for (size_t i = 0; i < ways.size(); ++i) out += (i == 0 ? "" : "; ") + ways[i];
   return out;
@@ -90,15 +90,22 @@ std::string what_would_fit(const SearchSpace& space) {
 
 // No option fits: name no winner; the closest option, by how much it exceeds the GPU, and what would fit.
 std::string nothing_fits_text(const PlanResult& r, const SearchSpace& space) {
+  // The closest simulated option (its memory includes the CP attention buffers); only when none was simulated, the
+  // least closed-form estimate, which is a lower bound and said to be one.
   const PlanOption* closest = nullptr;
   for (const auto* list : {&r.ranked, &r.over_memory})
     for (const auto& o : *list)
+      if (o.simulated && (!closest || o.step.memory.total_bytes < closest->step.memory.total_bytes)) closest = &o;
+  const bool estimated = closest == nullptr;
+  if (estimated)
+    for (const auto& o : r.over_memory)
       if (!closest || o.step.memory.total_bytes < closest->step.memory.total_bytes) closest = &o;
   const MemoryBreakdown& mb = closest->step.memory;
-  return fmt::format("nothing fits in GPU memory, so there is no winner: the closest option, {}, needs {} per GPU of "
-                     "{} ({} over; weights {}, gradients {}, optimizer {}, activations {}); the search could not use: "
-                     "{}",
-                     closest->label, gb_text(mb.total_bytes), gb_text(mb.capacity_bytes),
+  return fmt::format("nothing fits in GPU memory, so there is no winner: the closest {}option, {}, needs {}{} per GPU "
+                     "of {} ({} over; weights {}, gradients {}, optimizer {}, activations {}); the search could not "
+                     "use: {}",
+                     estimated ? "" : "simulated ", closest->label, estimated ? "at least " : "",
+                     gb_text(mb.total_bytes), gb_text(mb.capacity_bytes),
                      gb_text(mb.total_bytes - mb.capacity_bytes), gb_text(mb.weights_bytes),
                      gb_text(mb.gradients_bytes), gb_text(mb.optimizer_bytes), gb_text(mb.activations_bytes),
                      what_would_fit(space));

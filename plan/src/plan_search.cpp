@@ -1,6 +1,7 @@
 #include "plan_search.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -347,8 +348,9 @@ LegalOptions enumerate_options(const Scenario& s, const SearchSpace& space, Plan
                 consider(e, Candidate{t, tp, cp, ap[0], ap[1], pp, vp, mbs, rc});
     }
   if (!any_cp)
-    throw InputError(SourceLoc{}, space.gpus ? "--gpus" : "--pp",
-                     fmt::format("{} GPUs per model replica fit no TP*PP of the lists", space.model_gpus),
+    throw InputError(SourceLoc{}, space.gpus ? "--gpus" : "--tp, --pp",
+                     fmt::format("{} GPUs per model replica fit no TP*PP of the lists (TP {}, PP {})", space.model_gpus,
+                                 fmt::join(space.tp, ","), fmt::join(space.pp, ",")),
                      "give a GPU count divisible by TP*PP, or TP and PP sizes dividing it");
   return std::move(e.legal);
 }

@@ -156,6 +156,9 @@ TEST_CASE("apps: import bridge-config reads the Bridge fixture", "[apps][import]
   REQUIRE(s.parallel.tensor_model_parallel_size == 2);
   REQUIRE(*s.parallel.data_parallel_size == 1);  // 2 nodes * 8 GPUs / (TP 2 * CP 8 * PP 1)
   REQUIRE(s.cluster.nodes == 2);
+  // The node count's comment names where it came from (a Bridge config has no launcher).
+  REQUIRE(r.output.find("# hcpsim import --nodes 2") != std::string::npos);
+  REQUIRE(r.output.find("torchrun's default") == std::string::npos);
   REQUIRE(s.parallel.sequence_parallel);
   REQUIRE(s.training.fp8);
   const auto e = run_stderr_only("import bridge-config " + kDir + "llama3_8b_128k_bridge.yaml --nodes 2");

@@ -166,5 +166,5 @@ TEST_CASE("apps: simulate names partial recompute and its activation accounting"
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("recompute full (block, first 4 layers of each model chunk)") != std::string::npos);
-  CHECK(r.output.find("(4 saved layer inputs + 12 whole layers, x 1 micro-batches in flight, + ") != std::string::npos);
+  CHECK(r.output.find("(4 saved layer inputs + 12 whole layers, x 1 micro-batch in flight, + ") != std::string::npos);
 }

@@ -50,3 +50,60 @@ TEST_CASE("apps: an output that is one of the command's inputs is refused and th
   CHECK(slurp(dump) == dump_before);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("apps: two outputs naming one file are refused before any work, and nothing is written",
+          "[apps][robustness]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_outout_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string s = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama32_1b_cp4_a2a_p2p.yaml";
+  const std::string a = (dir / "a.json").string();
+  auto r = run_hcpsim("simulate " + s + " --quiet --summary " + a + " --trace " + a);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--summary: both --trace and --summary name '" + a + "'") != std::string::npos);
+  CHECK(r.output.find("layer forward") == std::string::npos);  // refused before the simulation
+  CHECK_FALSE(std::filesystem::exists(a));
+  // The same file through another spelling of the path.
+  r = run_hcpsim("simulate " + s + " --quiet --links " + a + " --timeline-svg " + dir.string() + "/./a.json");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("both --links and --timeline-svg name") != std::string::npos);
+  const std::string h5 = (dir / "a.h5").string();
+  r = run_hcpsim("verify " + s + " model.seq_length=256 --threads 1 --dump " + h5 + " --json " + h5);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("both --json and --dump name '" + h5 + "'") != std::string::npos);
+  CHECK(r.output.find("result:") == std::string::npos);  // the oracle never ran
+  CHECK_FALSE(std::filesystem::exists(h5));
+  // Character devices may be named twice.
+  r = run_hcpsim("simulate " + s + " --quiet --summary /dev/null --trace /dev/null");
+  CHECK(r.exit_code == 0);
+  // An output that is the command's input is refused before the work too (it used to be found after it).
+  std::filesystem::copy_file(s, dir / "s.yaml");
+  const std::string own = (dir / "s.yaml").string();
+  r = run_hcpsim("verify " + own + " model.seq_length=256 --threads 1 --dump " + own);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("will not write dump to '" + own + "': it is this command's input") != std::string::npos);
+  CHECK(r.output.find("result:") == std::string::npos);
+  // replay --junit onto one of the scenarios it replays: refused before any scenario runs, the scenario kept.
+  const auto rp = dir / "rp";
+  std::filesystem::create_directories(rp);
+  std::filesystem::copy_file(std::string(HCPSIM_SOURCE_DIR) + "/scenarios/ci/p2p_cp4_causal_mha.yaml", rp / "x.yaml");
+  const std::string before = slurp(rp / "x.yaml");
+  r = run_hcpsim("replay " + rp.string() + " --junit " + (rp / "x.yaml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--junit: will not write the JUnit report") != std::string::npos);
+  CHECK(r.output.find("pass ") == std::string::npos);
+  CHECK(slurp(rp / "x.yaml") == before);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("apps: diff without a second side is a usage error, not a comparison of A with itself", "[apps]") {
+  const std::string s = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama32_1b_cp4_a2a_p2p.yaml";
+  const auto r = run_hcpsim("diff " + s);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("diff needs a second side") != std::string::npos);
+  CHECK(r.output.find("no change") == std::string::npos);
+}

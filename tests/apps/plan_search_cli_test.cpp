@@ -113,12 +113,12 @@ TEST_CASE("apps: plan names no winner when nothing fits, and rejects bad list va
   auto r = run_hcpsim("plan " + k70b + " cluster.gpu.memory_GB=40 --fixed tp,pp,vp,recompute,micro_batch");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("\nnothing fits in GPU memory, so there is no winner: the closest option, ") !=
+  CHECK(r.output.find("\nnothing fits in GPU memory, so there is no winner: the closest simulated option, ") !=
         std::string::npos);
   CHECK(r.output.find(" wins ") == std::string::npos);
   CHECK(r.output.find("\n   1  ") == std::string::npos);  // no rank 1 in the table
   CHECK(r.output.find("held by --fixed: tp 8; pp 1; vp 1; recompute full; micro_batch 1") != std::string::npos);
-  for (const char* bad : {"--fixed tp,gpus", "--recompute none,most", "--pp 0", "--micro-batch x"}) {
+  for (const char* bad : {"--fixed tp,gpus", "--recompute none,most", "--pp 0", "--micro-batch x", "--cp 0", "--gpus 0"}) {
     const std::string option(bad);
     std::string cmd = "plan " + k70b;
     cmd += ' ';
@@ -128,4 +128,13 @@ TEST_CASE("apps: plan names no winner when nothing fits, and rejects bad list va
     CHECK(r.exit_code == 2);
     CHECK(r.output.find(option.substr(0, option.find(' '))) != std::string::npos);
   }
+}
+
+TEST_CASE("apps: plan blames --tp and --pp when no TP*PP of the lists divides the GPUs", "[apps][plan]") {
+  const std::string s = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama32_1b_cp4_a2a_p2p.yaml";
+  const auto r = run_hcpsim("plan " + s + " --tp 3 --quiet");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("--tp, --pp: 4 GPUs per model replica fit no TP*PP of the lists (TP 3, PP ") !=
+        std::string::npos);
 }

@@ -73,7 +73,8 @@ TEST_CASE("apps: diff --json holds both sides and every compared quantity in SI 
 
 TEST_CASE("apps: diff --json of a configuration against itself changes nothing", "[apps][diff]") {
   const auto out = scratch_dir("diff_same") / "same.json";
-  const auto r = hcpsim::test::run_hcpsim("diff scenarios/llama32_1b_cp4_a2a_p2p.yaml --json " + out.string());
+  const std::string a = "scenarios/llama32_1b_cp4_a2a_p2p.yaml";
+  const auto r = hcpsim::test::run_hcpsim("diff " + a + " " + a + " --json " + out.string());
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto j = read_json(out);

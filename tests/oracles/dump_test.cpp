@@ -2,7 +2,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
+#include <utility>
+
+#include <hdf5.h>
 
 #include "catch_compat.hpp"
 #include "hcpsim/core/cp_layout.hpp"
@@ -157,5 +161,53 @@ TEST_CASE("oracles: an interrupted dump leaves no file under the final name", "[
   REQUIRE_THROWS_AS(write_dump(p, d), InputError);
   REQUIRE_FALSE(fs::exists(p));
   REQUIRE_FALSE(fs::exists(p + ".tmp"));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+/// The HDF5 type class and size of attribute `name` of group `group` in `path` (what h5py hands a reader).
+std::pair<H5T_class_t, size_t> attribute_type(const std::string& path, const char* group, const char* name) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
+  const hid_t a = H5Aopen(g, name, H5P_DEFAULT);
+  const hid_t t = H5Aget_type(a);
+  const std::pair<H5T_class_t, size_t> out{H5Tget_class(t), H5Tget_size(t)};
+  H5Tclose(t);
+  H5Aclose(a);
+  H5Gclose(g);
+  H5Fclose(f);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("oracles: /meta counts, ranks and the seed are integers; a seed above 2^53 reads back exactly",
+          "[oracles][dump]") {
+  const fs::path dir = fresh_dir("hcpsim_dump_integer_meta");
+  DumpContents d = small_dump(Dtype::fp64, 1);
+  d.meta_number["a2a_size"] = 2;
+  d.meta_number["p2p_size"] = 2;
+  d.meta_number["causal"] = 1;
+  d.meta_number["softmax_scale"] = 0.125;
+  d.seed = 9007199254740993ULL;  // 2^53 + 1: no double holds it
+  const std::string p = (dir / "meta.h5").string();
+  write_dump(p, d);
+  for (const char* name : {"a2a_size", "p2p_size", "causal"})
+    CHECK(attribute_type(p, "/meta", name) == std::pair<H5T_class_t, size_t>{H5T_INTEGER, 8});
+  CHECK(attribute_type(p, "/meta", "seed") == std::pair<H5T_class_t, size_t>{H5T_INTEGER, 8});
+  CHECK(attribute_type(p, "/meta", "softmax_scale") == std::pair<H5T_class_t, size_t>{H5T_FLOAT, 8});
+  const DumpContents r = read_dump(p);
+  REQUIRE(r.seed.has_value());
+  CHECK(*r.seed == 9007199254740993ULL);
+  CHECK(r.meta_number.at("a2a_size") == 2.0);
+  CHECK(r.meta_number.at("softmax_scale") == 0.125);
+  // Without DumpContents::seed the seed of meta_number is written, as an integer too, and reads back exactly.
+  DumpContents old = small_dump(Dtype::fp64, 1);
+  const std::string q = (dir / "old.h5").string();
+  write_dump(q, old);
+  const DumpContents o = read_dump(q);
+  CHECK(o.meta_number.at("seed") == 7.0);
+  CHECK(o.seed == std::optional<uint64_t>(7));  // an integer attribute now, so exact too
   fs::remove_all(dir);
 }

@@ -1,6 +1,9 @@
 // Rank files of shard / gather: what is written reads back exactly, and a file that is no rank file is refused.
 #include <filesystem>
 #include <fstream>
+#include <utility>
+
+#include <hdf5.h>
 
 #include "catch_compat.hpp"
 #include "hcpsim/core/error.hpp"
@@ -60,5 +63,32 @@ TEST_CASE("rank_file: outputs round-trip exactly, lse as [b, h, s], and /meta cp
   } catch (const InputError& e) {
     REQUIRE(std::string(e.what()).find("no /meta attribute cp_rank") != std::string::npos);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("rank_file: /meta cp_rank and cp_size are integers (a framework indexes with them)", "[dump]") {
+  const auto dir = std::filesystem::temp_directory_path() / "hcpsim_rank_file_int_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  RankFile f;
+  f.meta_number = {{"cp_rank", 1}, {"cp_size", 4}, {"softmax_scale", 0.125}};
+  f.meta_text = {{"cp_comm_type", "p2p"}, {"dtype", "fp64"}};
+  f.float64 = true;
+  f.outputs.push_back({"out", HostTensor(1, 2, 1, 1, 0.5), {0, 1}, 0});
+  const std::string path = (dir / "rank1.h5").string();
+  write_rank_file(path, f);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t meta = H5Gopen2(file, "/meta", H5P_DEFAULT);
+  for (const auto& [name, cls] : {std::pair{"cp_rank", H5T_INTEGER}, std::pair{"cp_size", H5T_INTEGER},
+                                  std::pair{"softmax_scale", H5T_FLOAT}}) {
+    const hid_t a = H5Aopen(meta, name, H5P_DEFAULT);
+    const hid_t t = H5Aget_type(a);
+    CHECK(H5Tget_class(t) == cls);
+    H5Tclose(t);
+    H5Aclose(a);
+  }
+  H5Gclose(meta);
+  H5Fclose(file);
+  CHECK(read_rank_file(path).meta_number.at("cp_rank") == 1.0);
   std::filesystem::remove_all(dir);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "catch_compat.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/core/error.hpp"
@@ -151,7 +153,15 @@ TEST_CASE("plan search: when nothing fits there is no winner, and the answer say
   REQUIRE(r.ranked.size() <= 3);  // only the least-memory options are simulated
   for (const auto& o : r.ranked) CHECK(o.rank == 0);
   const std::string& x = r.explanation;
-  CHECK(x.rfind("nothing fits in GPU memory, so there is no winner: the closest option, ", 0) == 0);
+  CHECK(x.rfind("nothing fits in GPU memory, so there is no winner: the closest simulated option, ", 0) == 0);
+  // The option named is the simulated one with the least memory (whose figure counts the CP attention buffers),
+  // never a closed-form estimate of an option that was not simulated.
+  REQUIRE_FALSE(r.ranked.empty());
+  const PlanOption* least = &r.ranked.front();
+  for (const auto& o : r.ranked)
+    if (o.step.memory.total_bytes < least->step.memory.total_bytes) least = &o;
+  CHECK(x.find("option, " + least->label + ", needs " + fmt::format("{:.2f} GB", least->step.memory.total_bytes / 1e9) + " per GPU") !=
+        std::string::npos);
   CHECK(x.find(" wins") == std::string::npos);
   CHECK(x.find("GB over") != std::string::npos);
   CHECK(x.find("PP is held by --fixed pp") != std::string::npos);

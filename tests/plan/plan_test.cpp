@@ -97,7 +97,7 @@ TEST_CASE("plan: an option that does not fit is never ranked first unless nothin
   for (size_t i = 1; i < none.ranked.size(); ++i)
     CHECK(none.ranked[i - 1].step.step_ps <= none.ranked[i].step.step_ps);
   for (const auto& o : none.ranked) CHECK(o.rank == 0);  // no winner
-  CHECK(none.explanation.rfind("nothing fits in GPU memory, so there is no winner: the closest option, ", 0) == 0);
+  CHECK(none.explanation.rfind("nothing fits in GPU memory, so there is no winner: the closest simulated option, ", 0) == 0);
   CHECK(none.explanation.find(" wins") == std::string::npos);
   CHECK(none.explanation.find("PP is held by --fixed pp") != std::string::npos);
 

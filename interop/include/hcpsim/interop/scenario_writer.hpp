@@ -13,6 +13,7 @@ struct ScenarioWriteOptions {
   std::string cluster_preset = "dgx-h100";  ///< a cluster_preset() name
   int64_t gpus_per_node = 8;                ///< the preset's GPUs per node
   std::string generator;                    ///< first comment line, e.g. "hcpsim import megatron-args"
+  int64_t nodes_option = 0;                 ///< > 0: the node count came from `hcpsim import --nodes` (so commented)
 };
 
 /// Writes the scenario as YAML (schema_version 1), keys in the README's order, one `# from file:line` comment per

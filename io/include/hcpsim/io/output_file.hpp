@@ -8,6 +8,7 @@
 /// target, so the link stays. The temporary is removed on every error path and on SIGINT / SIGTERM.
 
 #include <string>
+#include <vector>
 
 namespace hcpsim {
 
@@ -31,6 +32,22 @@ OutputTarget classify_output(const std::string& path);
 /// device and inode, through any path or link). create_output_temp and write_output_file call it.
 /// @throws InputError at `path` (key `key`) naming the input.
 void refuse_if_input(const std::string& path, const std::string& what, const std::string& key = "");
+
+/// One output a command was asked to write: its path (empty: not asked for), the option that named it ("--trace",
+/// "-o") and what it is ("trace", "summary"), for messages.
+struct RequestedOutput {
+  std::string path;
+  std::string option;
+  std::string what;
+};
+
+/// The checks a command runs on all its outputs before any work, so that a bad path costs nothing: each
+/// non-empty path's directory exists, the path is not refused (classify_output: a directory, a dangling
+/// symlink, a socket), it is not one of the command's inputs read so far (refuse_if_input), and no two outputs
+/// name the same file (by path, or by device and inode when both exist), which would otherwise leave only the one
+/// written last. Character devices and FIFOs (/dev/null) may be named by several outputs.
+/// @throws InputError located at the offending path, keyed by its option, with a fix.
+void check_requested_outputs(const std::vector<RequestedOutput>& outputs);
 
 /// Creates an empty, uniquely named temporary file next to `path` (`path` + ".XXXXXX", exclusively, permissions
 /// 0666 less the umask) and registers it for removal on SIGINT / SIGTERM. For writers with their own file API

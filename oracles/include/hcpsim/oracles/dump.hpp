@@ -19,6 +19,7 @@
 /// off, so the same run gives byte-identical files.
 
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ ThdDumpLayout thd_dump_layout(const PackedSequences& packing, int64_t a2a_size, 
 struct DumpContents {
   std::map<std::string, std::string> meta_text;  ///< string attributes of /meta
   std::map<std::string, double> meta_number;     ///< numeric attributes of /meta (seed, sizes, scale, causal)
+  /// The input seed exactly (a uint64 /meta/seed, which a double cannot hold above 2^53); when set, write_dump
+  /// writes it instead of meta_number["seed"]; read_dump fills it when /meta/seed is an integer (dumps that stored
+  /// it as a float64 leave it empty; meta_number["seed"] holds it either way, as a double).
+  std::optional<uint64_t> seed;
   Dtype dtype = Dtype::fp64;                     ///< the run's dtype (decides the stored float width)
   AttentionInputs inputs;                        ///< softmax_lse-free inputs [B, S, H, d]
   AttentionOutputs reference;                    ///< lse in HostTensor form [B, S, H, 1]
