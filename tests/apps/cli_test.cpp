@@ -238,6 +238,9 @@ TEST_CASE("apps: verify --inject fails naming tensor, rank and element; --json a
   r = run_hcpsim("compare " + a + " " + js);  // not an HDF5 file
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("not an HDF5 file") != std::string::npos);
+  r = run_hcpsim("compare " + a + " " + dir.string());  // a directory is named as one
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find(dir.string() + ": a directory, not an HDF5 file") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

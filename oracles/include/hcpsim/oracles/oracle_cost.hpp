@@ -25,7 +25,7 @@ struct OracleCost {
 /// (the process), where c = min(threads, ranks) ranks run at once between communication batches (cpu_executor.hpp).
 /// An upper bound of the measured peak RSS within 1.5x (docs/robustness.md "Admission control").
 /// flops: 3 passes (reference, schedule, baseline; 2 in fp64) of 4·B·Hq·S²·(dk + dv)·(½ causal); seconds at
-/// 5 GFLOP/s per thread (the measured rate, order of magnitude).
+/// 20 GFLOP/s per thread (below the measured 25-26 of this count, bench/RESULTS.md).
 /// `ranks`: the schedule's virtual CP ranks (context_parallel_size).
 OracleCost estimate_oracle_cost(const AttentionShape& checked, Dtype dtype, int threads, int64_t ranks = 1);
 
