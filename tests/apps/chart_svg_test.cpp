@@ -274,7 +274,8 @@ TEST_CASE("timeline chart of a real simulation: lanes per GPU stream and link, n
   CHECK(compute_lanes == 4);  // CP = 4: every GPU shown
   CHECK(link_lanes >= 4);     // each GPU sends over at least one link
   CHECK(bar_labels > 0);      // some ops are wide enough for their label
-  CHECK(std::count_if(p.texts.begin(), p.texts.end(), [](const SvgText& t) { return t.text == "backward"; }) == 1);
+  CHECK(std::count_if(p.texts.begin(), p.texts.end(),
+                      [](const SvgText& t) { return t.text == "backward starts (first GPU)"; }) == 1);
   CHECK(std::count_if(p.texts.begin(), p.texts.end(), [](const SvgText& t) { return t.text == "attn_fwd_block"; }) == 1);
   std::filesystem::remove(path);
   if (test::run_command("command -v rsvg-convert").exit_code == 0) check_png_render("hcpsim_chart_test_sim", svg);

@@ -98,6 +98,20 @@ Layout make_layout(const PlanResult& r, const std::string& title) {
   return l;
 }
 
+/// "; 64 GPUs per model replica, CP = GPUs/(TP*PP)" when every option has the same TP*CP*PP (the search's --gpus),
+/// "; CP 16" when they share CP (--cp), else "" (each label then names its own sizes).
+std::string replica_text(const PlanResult& r) {
+  if (r.ranked.empty()) return "";
+  const PlanOption& f = r.ranked.front();
+  const int64_t gpus = f.tp * f.cp * f.pp;
+  const bool same_gpus = std::all_of(r.ranked.begin(), r.ranked.end(),
+                                     [&](const PlanOption& o) { return o.tp * o.cp * o.pp == gpus; });
+  const bool same_cp = std::all_of(r.ranked.begin(), r.ranked.end(), [&](const PlanOption& o) { return o.cp == f.cp; });
+  if (same_cp) return fmt::format("; CP {} in every option", f.cp);
+  if (same_gpus) return fmt::format("; {} GPUs per model replica, CP = {}/(TP*PP)", gpus, gpus);
+  return "";
+}
+
 /// Title, subtitle, "no option fits" and the legend; returns the elements, advances `y` (next baseline).
 std::string header(const PlanResult& r, const Layout& l, const std::string& title, double& y) {
   std::string out = svg_text(kMargin, y, kTitleFont, TextAnchor::start, title, "font-weight=\"bold\"");
@@ -109,7 +123,7 @@ std::string header(const PlanResult& r, const Layout& l, const std::string& titl
       r.ranked.size() == 1 ? "" : "s",
       r.objective == sim::PlanRequest::Objective::time ? "time per iteration (options that fit first)"
                                                        : "memory per GPU",
-      r.global_batch_size, capacity / 1e9);
+      r.global_batch_size, capacity / 1e9) + replica_text(r);
   for (const std::string& line : wrap_text(sub, kFont, l.width - 2 * kMargin)) {
     out += svg_text(kMargin, y, kFont, TextAnchor::start, line, "fill=\"#333333\"");
     y += 17;
@@ -129,8 +143,14 @@ std::string header(const PlanResult& r, const Layout& l, const std::string& titl
                       r.objective == sim::PlanRequest::Objective::time ? "winner: fastest option that fits"
                                                                        : "winner: least memory per GPU",
                       false});
-  legend.push_back({kFitColor, "fits", false});
-  legend.push_back({kNoFitFill, "does not fit in GPU memory", false});
+  // Only the kinds of bar the chart draws.
+  bool other_fits = false, no_fit = false;
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    other_fits = other_fits || (static_cast<int>(i) != l.winner && r.ranked[i].step.memory.fits);
+    no_fit = no_fit || !r.ranked[i].step.memory.fits;
+  }
+  if (other_fits) legend.push_back({kFitColor, "fits", false});
+  if (no_fit) legend.push_back({kNoFitFill, "does not fit in GPU memory", false});
   legend.push_back({kCapacityColor, "GPU memory capacity", true});
   out += svg_legend(legend, kMargin, l.width - kMargin, y);
   return out;
@@ -160,13 +180,16 @@ std::string row(const PlanOption& o, int i, const Layout& l, double top) {
   const double cx = l.mem_x + kMemBars * o.step.memory.capacity_bytes / 1e9 / l.mem_axis;
   out += svg_line(cx, top, cx, top + kRowH,
                   fmt::format("stroke=\"{}\" stroke-width=\"1.5\" stroke-dasharray=\"3,2\"", kCapacityColor));
-  // A white halo keeps the value readable where the capacity line crosses it.
-  const std::string halo = "stroke=\"white\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"";
+  // The value sits after its bar, or after the capacity line where it would cross it (a line through the digits
+  // hides them exactly where the reader compares the bar with the capacity).
+  const std::string text = fits ? memory_text(o) : memory_text(o) + ", does not fit";
+  double tx = l.mem_x + mw + 5;
+  if (tx < cx + 3 && tx + text_width(text, kSmall, !fits) > cx - 3) tx = cx + 5;
   if (fits)
-    out += svg_text(l.mem_x + mw + 5, base, kSmall, TextAnchor::start, memory_text(o), halo);
+    out += svg_text(tx, base, kSmall, TextAnchor::start, text);
   else
-    out += svg_text(l.mem_x + mw + 5, base, kSmall, TextAnchor::start, memory_text(o) + ", does not fit",
-                    fmt::format("class=\"nofit\" font-weight=\"bold\" fill=\"{}\" {}", kNoFitText, halo));
+    out += svg_text(tx, base, kSmall, TextAnchor::start, text,
+                    fmt::format("class=\"nofit\" font-weight=\"bold\" fill=\"{}\"", kNoFitText));
   return out;
 }
 
@@ -212,7 +235,8 @@ std::string plan_svg(const PlanResult& r, const std::string& title) {
   const std::string note =
       "Time per iteration: the simulated layer composed into the whole training step (pipeline, data-parallel "
       "collectives, optimizer) for the same global batch; TFLOP/s: model FLOPs per GPU (Megatron's causal count). "
-      "Memory per GPU: the stage that needs the most. Rows in rank order.";
+      "Memory per GPU: the stage that needs the most. Rows in rank order. (+x%): time per iteration above " +
+      std::string(l.winner >= 0 ? "the winner's" : "the first row's (no option fits, so there is no winner)") + ".";
   for (const std::string& line : wrap_text(note, kSmall, l.width - 2 * kMargin)) {
     caption += svg_text(kMargin, y, kSmall, TextAnchor::start, line, "fill=\"#444444\"");
     y += 15;

@@ -133,8 +133,9 @@ std::string svg_legend(const std::vector<LegendItem>& items, double x0, double x
       out += svg_line(x + kSwatch / 2, y - 11, x + kSwatch / 2, y + 2,
                       fmt::format("stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"3,2\"", item.color));
     else
-      out += svg_rect(x, y - 10, kSwatch, kSwatch, fmt::format("fill=\"{}\" stroke=\"#555555\" stroke-width=\"0.5\"",
-                                                                 item.color));
+      out += svg_rect(x, y - 10, kSwatch, kSwatch,
+                      fmt::format("fill=\"{}\"{} stroke=\"#555555\" stroke-width=\"0.5\"", item.color,
+                                  item.opacity < 1 ? fmt::format(" fill-opacity=\"{}\"", item.opacity) : std::string()));
     out += svg_text(x + kSwatch + 5, y, kFont, TextAnchor::start, item.text);
     x += w + kGap;
   }

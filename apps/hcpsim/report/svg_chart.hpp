@@ -66,6 +66,7 @@ struct LegendItem {
   std::string color;      ///< swatch fill ("url(#id)" for a pattern), or the line colour
   std::string text;
   bool line = false;      ///< true: the swatch is a dashed vertical line of `color` (a threshold), not a box
+  double opacity = 1;     ///< the box's fill-opacity: the same as the chart's bars of this item
 };
 
 /// Legend items laid out left to right from x0 at font 11, wrapped before x_max. `y` is the first row's baseline

@@ -23,6 +23,8 @@ constexpr double kMargin = 16, kPlotW = 960, kLaneH = 13, kBarH = 11, kGpuGap = 
 constexpr double kTitleFont = 16, kFont = 12, kSmall = 11;
 constexpr const char* kForwardFlow = "#17becf";
 constexpr const char* kBackwardFlow = "#bcbd22";
+constexpr const char* kBackwardMark = "backward starts (first GPU)";
+constexpr double kFlowOpacity = 0.6;  ///< messages overlap on a link lane; the darker overlap shows it
 
 /// Fill and label colour of an op kind (alloc and free take no time and are not drawn).
 struct KindStyle {
@@ -35,7 +37,7 @@ KindStyle kind_style(OpKind k) {
     case OpKind::attn_fwd_block: return {"#4c72b0", "white"};
     case OpKind::attn_bwd_block: return {"#2a4d80", "white"};
     case OpKind::lse_merge: return {"#8172b3", "white"};
-    case OpKind::out_correction: return {"#b07aa1", "white"};
+    case OpKind::out_correction: return {"#8c564b", "white"};  // brown: apart from lse_merge's purple
     case OpKind::copy: return {"#9d9d9d", "black"};
     case OpKind::gemm: return {"#55a868", "white"};
     case OpKind::elementwise: return {"#ccb974", "black"};
@@ -114,10 +116,10 @@ LaneSet make_lanes(const SimResult& r, size_t max_gpus) {
   return set;
 }
 
-/// Time unit of the axis: ms from 1 ms up, else us.
+/// Time unit of the axis: ms from 1 ms up, else µs.
 struct TimeAxis {
   double scale = 1e-6;  ///< ps -> unit
-  const char* unit = "us";
+  const char* unit = "\u00b5s";
   double step = 1, max = 1;  ///< tick step and the plot's end (the layer's total), in unit
 };
 
@@ -133,9 +135,12 @@ TimeAxis time_axis(sim::TimePs total) {
   return a;
 }
 
+/// Three significant digits, trailing zeros kept (49.0 ms, not 49 ms), in ms from 1 ms up, else µs.
 std::string format_time(sim::TimePs ps) {
   const double v = static_cast<double>(ps);
-  return v >= 1e9 ? fmt::format("{:.3g} ms", v * 1e-9) : fmt::format("{:.3g} us", v * 1e-6);
+  const double x = v >= 1e9 ? v * 1e-9 : v * 1e-6;
+  const int decimals = x >= 100 ? 0 : (x >= 10 ? 1 : 2);
+  return fmt::format("{:.{}f} {}", x, decimals, v >= 1e9 ? "ms" : "\u00b5s");
 }
 
 /// The legend: op kinds drawn (in OpKind order), then the two flow colours.
@@ -145,8 +150,8 @@ std::vector<LegendItem> legend_items(const SimResult& r, size_t shown_gpus) {
     if (static_cast<size_t>(e.cp_rank) < shown_gpus && e.end_ps > e.start_ps) kinds.insert(static_cast<int>(e.kind));
   std::vector<LegendItem> items;
   for (const int k : kinds) items.push_back({kind_style(static_cast<OpKind>(k)).fill, to_string(static_cast<OpKind>(k)), false});
-  items.push_back({kForwardFlow, "link message, forward", false});
-  items.push_back({kBackwardFlow, "link message, backward", false});
+  items.push_back({kForwardFlow, "link message, forward", false, kFlowOpacity});
+  items.push_back({kBackwardFlow, "link message, backward", false, kFlowOpacity});
   return items;
 }
 
@@ -179,26 +184,27 @@ std::string bars(const SimResult& r, const LaneSet& set, const std::vector<doubl
       const auto it = link_lane.find(l);
       if (it == link_lane.end()) continue;
       out += svg_rect(x, lane_y[it->second] + (kLaneH - kBarH) / 2, w, kBarH,
-                      fmt::format("fill=\"{}\" fill-opacity=\"0.6\"",
-                                  f.phase == Phase::forward ? kForwardFlow : kBackwardFlow));
+                      fmt::format("fill=\"{}\" fill-opacity=\"{}\"",
+                                  f.phase == Phase::forward ? kForwardFlow : kBackwardFlow, kFlowOpacity));
     }
   }
   return out;
 }
 
-/// "forward" at the start and, with a backward, a dashed line where it starts labelled "backward" (the forward
-/// label is left out when the two would overlap: a very short forward).
+/// "forward" at the start and, with a backward, a dashed line where the first GPU starts it, labelled "backward
+/// starts (first GPU)" (the other GPUs may still be finishing their forward; the forward label is left out when the
+/// two would overlap: a very short forward).
 std::string phase_marks(const SimResult& r, double x0, double marker_y, double axis_y, double px_per_ps) {
   const std::string fwd_text = svg_text(x0, marker_y, kSmall, TextAnchor::start, "forward", "font-weight=\"bold\"");
   if (r.backward_ps <= 0) return fwd_text;
   const double xb = x0 + static_cast<double>(r.backward_start_ps) * px_per_ps;
-  const bool room = xb + 3 + text_width("backward", kSmall, true) <= x0 + kPlotW;
+  const bool room = xb + 3 + text_width(kBackwardMark, kSmall, true) <= x0 + kPlotW;
   const double bx = room ? xb + 3 : xb - 3;
   const TextAnchor anchor = room ? TextAnchor::start : TextAnchor::end;
   std::string out = svg_line(xb, marker_y + 4, xb, axis_y, "stroke=\"black\" stroke-dasharray=\"4,3\"");
-  out += svg_text(bx, marker_y, kSmall, anchor, "backward", "font-weight=\"bold\"");
+  out += svg_text(bx, marker_y, kSmall, anchor, kBackwardMark, "font-weight=\"bold\"");
   if (!boxes_overlap(text_box(x0, marker_y, kSmall, TextAnchor::start, "forward", true),
-                     text_box(bx, marker_y, kSmall, anchor, "backward", true)))
+                     text_box(bx, marker_y, kSmall, anchor, kBackwardMark, true)))
     out += fwd_text;
   return out;
 }
@@ -216,8 +222,9 @@ std::string timeline_svg(const SimResult& r, const std::string& title, size_t ma
   double y = 26;
   std::string head = svg_text(kMargin, y, kTitleFont, TextAnchor::start, title, "font-weight=\"bold\"");
   y += 20;
-  const std::string sub = fmt::format("{} [A={}, P={}], one attention layer of one TP rank: forward {}, backward {}, "
-                                      "total {}; {} of {} GPUs shown",
+  const std::string sub = fmt::format("{} [A={}, P={}], one attention layer of one TP rank: forward {}, backward {} "
+                                      "(each the slowest GPU's; GPUs enter the backward at different times, so the "
+                                      "two overlap), total {}; {} of {} GPUs shown",
                                       to_string(r.cp_comm_type), r.a2a_size, r.p2p_size, format_time(r.forward_ps),
                                       format_time(r.backward_ps), format_time(r.total_ps), set.shown_gpus,
                                       r.ranks.size());
