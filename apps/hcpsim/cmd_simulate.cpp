@@ -68,6 +68,21 @@ void print_time_breakdown(const sim::SimResult& r) {
   }
 }
 
+/// Per link class: links, bytes, mean and max utilisation over the layer; says when the means include the idle
+/// links of GPUs outside the simulated CP group (docs/simulator.md "simulate output").
+void print_link_utilisation(const sim::SimResult& r, const ClusterSpec& cl) {
+  for (LinkClass lc : {LinkClass::nvlink, LinkClass::network}) {
+    const auto u = r.link_class_utilisation(lc);
+    fmt::print("  link utilisation {:<8} links {:>6}  bytes {:>14}  mean {:5.1f}%  max {:5.1f}%\n", to_string(lc),
+               u.links, u.bytes, 100 * u.mean_utilisation, 100 * u.max_utilisation);
+  }
+  const int64_t gpus = cl.nodes * cl.gpus_per_node, simulated = static_cast<int64_t>(r.ranks.size());
+  if (simulated < gpus)
+    fmt::print("  (the means count every link of the {} GPUs; the {} outside this CP group, other TP ranks and DP "
+               "replicas, carry nothing in this simulation)\n",
+               gpus, gpus - simulated);
+}
+
 /// ", block, 4 layers per model chunk" for partial recompute (recompute_method block or recompute_num_layers set),
 /// "" otherwise (full recompute of every layer, one input saved per layer, as before those keys).
 std::string partial_recompute_text(const Scenario& s) {
@@ -349,11 +364,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
       print_kernel_table(build_schedule(t, layout, attention_shape(s)), r.busiest_cp_rank, cl.gpu);
     fmt::print("  peak attention memory per GPU: {} (max over CP ranks; one layer's attention buffers)\n",
                human_bytes(static_cast<double>(peak)));
-    for (LinkClass lc : {LinkClass::nvlink, LinkClass::network}) {
-      const auto u = r.link_class_utilisation(lc);
-      fmt::print("  link utilisation {:<8} links {:>6}  bytes {:>14}  mean {:5.1f}%  max {:5.1f}%\n", to_string(lc),
-                 u.links, u.bytes, 100 * u.mean_utilisation, 100 * u.max_utilisation);
-    }
+    print_link_utilisation(r, cl);
     const double fwd_f = r.phase_flops(Phase::forward), bwd_f = r.phase_flops(Phase::backward);
     fmt::print("  attention FLOPs: forward {:.6g}, backward {:.6g} (all CP ranks of one TP rank)\n", fwd_f, bwd_f);
     for (Phase ph : {Phase::forward, Phase::backward}) {

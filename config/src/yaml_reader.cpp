@@ -145,6 +145,9 @@ int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const 
     long long v = std::stoll(text, &pos, 10);
     if (pos != text.size()) throw std::invalid_argument(text);
     return v;
+  } catch (const std::out_of_range&) {
+    fail(n, path, "the integer " + shown(text) + " is outside the 64-bit range (|value| < 9.2e18)",
+         "write a realistic size, e.g. '" + path + ": 8'");
   } catch (const std::exception&) {
     fail(n, path, "expected an integer, got " + shown(text), "write a whole number, e.g. '" + path + ": 8'");
   }

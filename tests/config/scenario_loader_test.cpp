@@ -81,6 +81,10 @@ TEST_CASE("core: overrides apply before validation and errors name the override"
   REQUIRE(load_error(kMinimal, {"model.seq_length=abc"}) ==
           "override 'model.seq_length=abc': model.seq_length: expected an integer, got 'abc'; fix: write a whole "
           "number, e.g. 'model.seq_length: 8'");
+  // A whole number beyond int64 is said to be one (it used to read as "expected an integer").
+  REQUIRE(load_error(kMinimal, {"model.num_layers=99999999999999999999"}) ==
+          "override 'model.num_layers=99999999999999999999': model.num_layers: the integer '99999999999999999999' is "
+          "outside the 64-bit range (|value| < 9.2e18); fix: write a realistic size, e.g. 'model.num_layers: 8'");
   REQUIRE(load_error(kMinimal, {"model.seq_lenght=8"}).find("override 'model.seq_lenght=8': model.seq_lenght: unknown "
                                                             "key 'seq_lenght'; fix: did you mean 'model.seq_length'?") == 0);
   REQUIRE(load_error(kMinimal, {"seq_length"}).find("an override must look like key.path=value") != std::string::npos);
