@@ -222,6 +222,14 @@ ModelComparison compare_with_model(const MegatronLog& log, const Scenario* model
       convention ? fmt::format("{} convention, identified from the log's iteration times", to_string(*convention))
                  : std::string("megatron_full_attention convention, the larger: the log's iteration times do not "
                                "identify its convention");
+  if (log.throughput.empty()) {  // a prediction, but nothing reported to hold against it
+    out.predicted_tflops_per_gpu = value;
+    out.convention = to_string(convention.value_or(FlopsConvention::megatron_full_attention));
+    out.convention_identified = convention.has_value();
+    out.summary = fmt::format("not checked (predicted {:.1f} TFLOP/s per GPU, {}; the log reports no throughput)",
+                              value, which);
+    return out;
+  }
   const auto f = check_throughput_vs_model(log, value);
   const auto low = check_throughput_below_model(log, value);
   for (const auto& x : f) findings.push_back(x);
@@ -267,7 +275,8 @@ void print_log_facts(const std::string& file, const MegatronLog& log, const std:
     fmt::print("  arguments: no arguments block (validation not run)\n");
   }
   if (log.throughput.empty()) {
-    fmt::print("  throughput: no iteration reports 'throughput per GPU (TFLOP/s/GPU)' (run with --log-throughput)\n");
+    fmt::print("  throughput: no iteration reports 'throughput per GPU (TFLOP/s/GPU)' ({})\n",
+               log.iteration_lines == 0 ? "the log has no iteration lines" : "run with --log-throughput");
   } else {
     const auto mx = std::max_element(log.throughput.begin(), log.throughput.end(),
                                      [](const auto& a, const auto& b) { return a.tflops_per_gpu < b.tflops_per_gpu; });

@@ -23,7 +23,13 @@ struct CollectiveArgs {
   int64_t step_factor = 2;
 };
 
-/// Bytes from "8", "64K", "16M", "1G" (2^10, 2^20, 2^30, as nccl-tests' -b/-e). @throws InputError.
+/// Largest size a row may have: 1 PiB, far above any collective buffer (and far below int64 overflow).
+constexpr int64_t kMaxCollectiveBytes = int64_t{1} << 50;
+/// Most nodes: the scenarios' plausible range for cluster.nodes (config/validation).
+constexpr int64_t kMaxCollectiveNodes = 100000;
+
+/// Bytes from "8", "64K", "16M", "1G" (2^10, 2^20, 2^30, as nccl-tests' -b/-e), at most kMaxCollectiveBytes.
+/// @throws InputError naming `option` for another text or a larger size.
 int64_t parse_size(const std::string& text, const std::string& option) {
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])) != 0) ++digits;
@@ -36,7 +42,11 @@ int64_t parse_size(const std::string& text, const std::string& option) {
   if (digits == 0 || digits > 12 || shift < 0)
     throw InputError(SourceLoc{}, option, fmt::format("'{}' is not a size", text),
                      "give bytes with an optional K, M or G suffix (2^10, 2^20, 2^30), e.g. 8, 1M, 16G");
-  return std::stoll(text.substr(0, digits)) << shift;
+  const int64_t value = std::stoll(text.substr(0, digits));  // at most 12 digits: no overflow
+  if (value > (kMaxCollectiveBytes >> shift))
+    throw InputError(SourceLoc{}, option, fmt::format("'{}' is more than 1 PiB (2^50 bytes)", text),
+                     "give at most 1048576G (1 PiB), e.g. 16G");
+  return value << shift;
 }
 
 sim::CollectiveOp parse_op(const std::string& name) {
@@ -49,7 +59,9 @@ sim::CollectiveOp parse_op(const std::string& name) {
 
 int cmd_collective(const CollectiveArgs& a) {
   const sim::CollectiveOp op = parse_op(a.op);
-  if (a.nodes < 1) throw InputError(SourceLoc{}, "--nodes", "must be >= 1", "give the node count, e.g. 2");
+  if (a.nodes < 1 || a.nodes > kMaxCollectiveNodes)
+    throw InputError(SourceLoc{}, "--nodes", fmt::format("{} is outside 1..{}", a.nodes, kMaxCollectiveNodes),
+                     "give the node count, e.g. 2");
   const auto preset = cluster_preset(a.cluster, a.nodes);
   if (!preset) {
     std::string names;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -62,6 +63,23 @@ std::vector<std::string> collect(const std::vector<std::string>& paths) {
 /// 1.0000000000000001e-09).
 std::string g17(double v) { return fmt::format("{}", v); }
 
+/// `text` with every directory prefix in front of the file name `name` removed ("scenarios/ci/x.yaml:21:3: ..." and
+/// "/tmp/ci/x.yaml:21:3: ..." both become "x.yaml:21:3: ..."), so that an error golden holds no path: replay gives
+/// the same verdict from any working directory and for any spelling of the folder.
+std::string without_directories(std::string text, const std::string& name) {
+  if (name.empty()) return text;
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    if (at == 0 || text[at - 1] != '/') continue;
+    size_t start = at;
+    while (start > 0 && !std::isspace(static_cast<unsigned char>(text[start - 1])) && text[start - 1] != '"' &&
+           text[start - 1] != '\'' && text[start - 1] != '(')
+      --start;
+    text.erase(start, at - start);
+    at = start;
+  }
+  return text;
+}
+
 Outcome replay_one(const std::string& path, int threads) {
   Outcome o;
   o.path = path;
@@ -74,7 +92,7 @@ Outcome replay_one(const std::string& path, int threads) {
     valid = true;
   } catch (const InputError& e) {
     o.validate_exit_code = kExitBadInput;
-    o.validate_error = e.what();
+    o.validate_error = without_directories(e.what(), std::filesystem::path(path).filename().string());
   }
   o.digest = fmt::format("validate:{}:{}", o.validate_exit_code, o.validate_error);
   auto fail = [&](const std::string& what) {
@@ -85,7 +103,9 @@ Outcome replay_one(const std::string& path, int threads) {
   if (o.validate_exit_code != want_exit)
     fail(fmt::format("expect.validate.exit_code: golden {}, actual {}{}", want_exit, o.validate_exit_code,
                      o.validate_error.empty() ? "" : " (" + o.validate_error + ")"));
-  if (expect.validate_error && o.validate_error.find(*expect.validate_error) == std::string::npos)
+  const std::string file_name = std::filesystem::path(path).filename().string();
+  if (expect.validate_error &&
+      o.validate_error.find(without_directories(*expect.validate_error, file_name)) == std::string::npos)
     fail(fmt::format("expect.validate.error: golden \"{}\" not in actual \"{}\"", *expect.validate_error,
                      o.validate_error));
   if (!valid) return o;
@@ -136,7 +156,8 @@ double bound_for(double err) {
 std::string expect_block(const Outcome& o, const ExpectSpec& old) {
   std::string b = "expect:\n";
   if (o.validate_exit_code != 0) {
-    std::string err = old.validate_error.value_or(o.validate_error);
+    const std::string name = std::filesystem::path(o.path).filename().string();
+    std::string err = without_directories(old.validate_error.value_or(o.validate_error), name);
     if (o.validate_error.find(err) == std::string::npos) err = o.validate_error;
     b += fmt::format("  validate: {{exit_code: {}, error: {}}}\n", o.validate_exit_code, yaml_double_quoted(err));
     return b;
@@ -217,7 +238,8 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
   std::vector<Outcome> outcomes;
   int n_fail = 0, n_updated = 0;
   ProgressReporter progress("replay", files.size(), progress_settings());
-  progress.announce(fmt::format("{} scenarios{}", files.size(), twice ? ", each run twice" : ""), 0);
+  progress.announce(
+      fmt::format("{} scenario{}{}", files.size(), files.size() == 1 ? "" : "s", twice ? ", each run twice" : ""), 0);
   for (const auto& f : files) {
     const auto case_start = Clock::now();
     Outcome o = replay_one(f, threads);
@@ -249,8 +271,9 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
     run.seconds = elapsed(run_start);
     write_junit(junit, cases, run);
   }
-  fmt::print("replay: {} scenarios, {} passed, {} failed{}\n", outcomes.size(), outcomes.size() - static_cast<size_t>(n_fail),
-             n_fail, update ? fmt::format(", {} updated", n_updated) : "");
+  fmt::print("replay: {} scenario{}, {} passed, {} failed{}\n", outcomes.size(), outcomes.size() == 1 ? "" : "s",
+             outcomes.size() - static_cast<size_t>(n_fail), n_fail,
+             update ? fmt::format(", {} updated", n_updated) : "");
   return n_fail == 0 ? kExitOk : kExitFailed;
 }
 

@@ -293,8 +293,11 @@ class Validator {
     std::string fix = row.head_split_fix(h_tp, hkv_tp);
     if (row.a2a_size_key == "parallel.hierarchical_context_parallel_sizes" && suggest_) {
       const std::string sizes = suggest_sizes();
-      fix += sizes.empty() ? " (no [A, P] with A*P = " + str(cp) + " validates with these heads)"
-                           : " (" + sizes.substr(2) + ")";
+      const std::string note = sizes.empty() ? " (no [A, P] with A*P = " + str(cp) + " validates with these heads)"
+                                             : " (" + sizes.substr(2) + ")";
+      // The sizes illustrate the A to choose: they go before the alternative ", or use p2p".
+      const auto alt = fix.rfind(", or use ");
+      fix.insert(alt == std::string::npos ? fix.size() : alt, note);
     }
     blame(key, {culprit, key, "parallel.tensor_model_parallel_size", "parallel.context_parallel_size"}, problem, fix);
   }

@@ -179,8 +179,8 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
           if (j != i) others += (others.empty() ? "" : ",") + std::string(kMetricNames[j]);
         io_fail(path, "missing dataset " + name,
                 std::string("write it (the README's 'HDF5 dump layout', e.g. with h5py; a rank file of 'hcpsim "
-                            "shard' goes through 'hcpsim gather' first), or leave ") +
-                    kMetricNames[i] + " out of the comparison with compare --tensors (e.g. --tensors " + others + ")");
+                            "shard' goes through 'hcpsim gather' first), or compare without '") +
+                    kMetricNames[i] + "' (--tensors " + others + ")");
       }
     *output_slot(c.reference, i) = i == 1 ? read_lse(file.get(), path, r) : read_bshd(file.get(), path, r);
     *output_slot(c.hcp, i) = i == 1 ? read_lse(file.get(), path, h) : read_bshd(file.get(), path, h);

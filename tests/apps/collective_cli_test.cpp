@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "catch_compat.hpp"
 #include "run_command.hpp"
@@ -51,4 +52,15 @@ TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations wi
             "# Avg bus bandwidth    : 77.48") != std::string::npos);
   const auto r = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 12Q");
   CHECK(r.output.find("'12Q' is not a size") != std::string::npos);
+  // Sizes whose shift overflowed int64 (8589934592G read as a negative size; 999999999999G as rows up to 2^61) and a
+  // node count that ran out of memory with the oracle's advice are named, not run.
+  for (const auto& [args, message] :
+       {std::pair{"--min-bytes 8589934592G --max-bytes 8589934592G", "--min-bytes: '8589934592G' is more than 1 PiB"},
+        std::pair{"--min-bytes 1G --max-bytes 999999999999G", "--max-bytes: '999999999999G' is more than 1 PiB"},
+        std::pair{"--nodes 100000000", "--nodes: 100000000 is outside 1..100000"}}) {
+    const auto bad = run_hcpsim(std::string("collective all_reduce --cluster dgx-h100 ") + args);
+    INFO(args << "\n" << bad.output);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.output.find(message) != std::string::npos);
+  }
 }

@@ -117,8 +117,8 @@ TEST_CASE("apps: compare --tensors compares a subset, so a file without softmax_
   r = run_hcpsim("compare " + a + " " + nolse);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find(nolse + ": missing dataset /reference/lse; fix: write it (the README's 'HDF5 dump layout', e.g. "
-                        "with h5py; a rank file of 'hcpsim shard' goes through 'hcpsim gather' first), or leave "
-                        "softmax_lse out of the comparison with compare --tensors (e.g. --tensors out,dq,dk,dv)") !=
+                        "with h5py; a rank file of 'hcpsim shard' goes through 'hcpsim gather' first), or compare "
+                        "without 'softmax_lse' (--tensors out,dq,dk,dv)") !=
           std::string::npos);
   r = run_hcpsim("compare " + a + " " + nolse + " --tensors out,dq,dk,dv");
   INFO(r.output);

@@ -178,3 +178,30 @@ TEST_CASE("apps: replay exits 2 on an unreadable file and 1 on a wrong verify go
   REQUIRE(r.exit_code == 1);
   REQUIRE(r.output.find("expect.verify.result: golden pass, actual fail") != std::string::npos);
 }
+
+TEST_CASE("apps: an error golden written by --update holds no directory, so replay passes from anywhere",
+          "[apps][replay]") {
+  const auto dir = scratch("paths");
+  const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/invalid/sizes_product_mismatch.yaml");
+  const auto at = text.find("error: \"");
+  REQUIRE(at != std::string::npos);
+  const fs::path copy = dir / "sizes_product_mismatch.yaml";
+  std::ofstream(copy, std::ios::binary) << text.substr(0, at) + "error: \"no such message\"}\n";
+  auto r = hcpsim::test::run_hcpsim("replay " + copy.string());
+  REQUIRE(r.exit_code == 1);
+  r = hcpsim::test::run_hcpsim("replay --update " + copy.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string updated = slurp(copy);
+  CHECK(updated.find("error: \"sizes_product_mismatch.yaml:") != std::string::npos);  // file:line:col, no folder
+  CHECK(updated.find(dir.string()) == std::string::npos);
+  // The same file through other spellings of its folder, and from another working directory.
+  for (const std::string& cmd : {"cd " + dir.parent_path().string() + " && " + std::string(HCPSIM_BINARY) +
+                                     " replay " + dir.filename().string() + "/./sizes_product_mismatch.yaml",
+                                 "cd / && " + std::string(HCPSIM_BINARY) + " replay " + copy.string()}) {
+    const auto run = sh(cmd);
+    INFO(cmd << "\n" << run.output);
+    CHECK(run.exit_code == 0);
+  }
+  fs::remove_all(dir);
+}

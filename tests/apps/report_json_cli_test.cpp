@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -28,6 +29,11 @@ fs::path scratch_dir(const std::string& name) {
 }
 
 const std::string k8b = "scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 }  // namespace
 
@@ -144,4 +150,25 @@ TEST_CASE("apps: check-log --json of a healthy log is clean with its warning; an
   REQUIRE(e.at("exit_code") == 2);
   REQUIRE(!e.at("error").at("problem").get<std::string>().empty());
   REQUIRE(!e.at("error").at("fix").get<std::string>().empty());
+}
+
+TEST_CASE("apps: check-log of a log without throughput reports does not call the model comparison consistent",
+          "[apps][check_log]") {
+  // The healthy fixture cut after its arguments block: a complete configuration, no iteration line.
+  const std::string text = read_text(std::string(HCPSIM_SOURCE_DIR) + "/tests/fixtures/megatron/log_healthy.txt");
+  size_t cut = 0;
+  for (int line = 0; line < 80 && cut != std::string::npos; ++line) cut = text.find('\n', cut + 1);
+  REQUIRE(cut != std::string::npos);
+  const auto dir = scratch_dir("check_log_cut");
+  const auto log = dir / "cut.txt";
+  std::ofstream(log, std::ios::binary) << text.substr(0, cut + 1);
+  const auto out = dir / "cut.json";
+  const auto r = hcpsim::test::run_hcpsim("check-log " + log.string() + " --json " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("(the log has no iteration lines)") != std::string::npos);
+  CHECK(r.output.find("throughput vs. model: not checked (predicted ") != std::string::npos);
+  CHECK(r.output.find("; consistent") == std::string::npos);
+  const auto j = read_json(out);
+  CHECK(j.at("model").at("status") == "not_checked");
 }
