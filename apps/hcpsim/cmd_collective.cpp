@@ -49,6 +49,21 @@ int64_t parse_size(const std::string& text, const std::string& option) {
   return value << shift;
 }
 
+/// One row's size as nccl-tests runs it (its *GetCollByteCount functions, float elements): `bytes` the printed size
+/// (the larger of the send and receive buffers), `count` the printed count (the count argument of the NCCL call).
+/// all_reduce and sendrecv move size/4 elements; all_gather, reduce_scatter and alltoall give each rank
+/// (size/4)/ranks elements rounded down to a multiple of 4 (16 bytes), so their size is that times 4·ranks.
+struct RowSize {
+  int64_t bytes = 0;
+  int64_t count = 0;
+};
+RowSize nccl_tests_size(sim::CollectiveOp op, int64_t size, int64_t ranks) {
+  const int64_t elements = size / 4;
+  if (op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::sendrecv) return {elements * 4, elements};
+  const int64_t base = (elements / ranks) & ~int64_t{3};
+  return {base * ranks * 4, base};
+}
+
 sim::CollectiveOp parse_op(const std::string& name) {
   for (auto op : {sim::CollectiveOp::all_reduce, sim::CollectiveOp::all_gather, sim::CollectiveOp::reduce_scatter,
                   sim::CollectiveOp::alltoall, sim::CollectiveOp::sendrecv})
@@ -96,10 +111,11 @@ int cmd_collective(const CollectiveArgs& a) {
   double busbw_sum = 0;
   int64_t rows = 0;
   for (int64_t size = lo; size <= hi; size *= a.step_factor) {
-    const sim::CollectiveEstimate e = sim::collective_estimate(op, static_cast<double>(size), gpus, cl);
+    const RowSize rs = nccl_tests_size(op, size, ranks);
+    const sim::CollectiveEstimate e = sim::collective_estimate(op, static_cast<double>(rs.bytes), gpus, cl);
     const double us = e.seconds * 1e6;
-    const double algbw = e.seconds > 0 ? static_cast<double>(size) / e.seconds / 1e9 : 0;
-    const std::string row[] = {std::to_string(size), std::to_string(size / 4), "float", reduces ? "sum" : "none",
+    const double algbw = e.seconds > 0 ? static_cast<double>(rs.bytes) / e.seconds / 1e9 : 0;
+    const std::string row[] = {std::to_string(rs.bytes), std::to_string(rs.count), "float", reduces ? "sum" : "none",
                                fmt::format("{:.2f}", us), fmt::format("{:.2f}", algbw),
                                fmt::format("{:.2f}", algbw * factor), sim::to_string(e.algorithm),
                                sim::to_string(e.protocol)};

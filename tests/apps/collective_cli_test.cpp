@@ -1,4 +1,5 @@
 // `hcpsim collective`: nccl-tests-style rows from the collective model, and its usage errors.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -32,8 +33,24 @@ TEST_CASE("apps: collective prints nccl-tests rows with the algorithm and protoc
   std::stringstream ss;
   ss << in.rdbuf();
   REQUIRE(ss.str() == "size_bytes,count,type,redop,time_us,algbw_GBps,busbw_GBps,algorithm,protocol\n"
-                      "1073741824,268435456,float,none,11207.21,95.81,89.82,pairwise,Simple\n");
+                      "1073741824,16777216,float,none,11207.21,95.81,89.82,pairwise,Simple\n");  // count per rank
   std::filesystem::remove_all(dir);
+  // As nccl-tests: all_gather, reduce_scatter and alltoall print each rank's count, (size/4)/ranks rounded down to
+  // 4 elements (16 B), and the size those counts move; 8 B over 8 ranks is less than one element each: size 0.
+  const auto row = [](long bytes, long count, const char* redop) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "\n %11ld %12ld %6s %6s ", bytes, count, "float", redop);
+    return std::string(buf);
+  };
+  const auto g = run_hcpsim("collective all_gather --cluster dgx-h100 --min-bytes 8 --max-bytes 1M --step-factor 131072");
+  INFO(g.output);
+  REQUIRE(g.exit_code == 0);
+  CHECK(g.output.find(row(0, 0, "none")) != std::string::npos);
+  CHECK(g.output.find(row(1048576, 32768, "none")) != std::string::npos);
+  const auto rs = run_hcpsim("collective reduce_scatter --cluster dgx-h100 --min-bytes 1000 --max-bytes 1000");
+  CHECK(rs.output.find(row(896, 28, "sum")) != std::string::npos);  // 250 floats / 8 ranks -> 28 each
+  const auto ar = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 7 --max-bytes 7");
+  CHECK(ar.output.find(row(4, 1, "sum")) != std::string::npos);  // whole floats only
 }
 
 TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations with exit 2", "[apps][collective]") {
