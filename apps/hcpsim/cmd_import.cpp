@@ -73,6 +73,14 @@ int run_import(const ImportOptions& o, bool bridge) {
                               : interpret_megatron_args(split_megatron_command_line(text, o.input, &unresolved),
                                                         o.input);
   check_unmodelled(cfg, o.allow_unmodelled);
+  if (cfg.nproc_per_node_is_gpus && !cfg.nproc_per_node) {  // torchrun --nproc_per_node gpu: every GPU of a node
+    cfg.nproc_per_node = preset->gpus_per_node;
+    if (!cfg.nnodes && o.nodes <= 0) {  // torchrun's --nnodes default, as for a numeric --nproc_per_node
+      cfg.nnodes = 1;
+      cfg.notes.push_back("no --nnodes: one node, torchrun's default");
+    }
+    if (cfg.nnodes) cfg.world_size = *cfg.nnodes * *cfg.nproc_per_node;
+  }
   if (o.nodes > 0) {
     cfg.nnodes = o.nodes;
     if (!cfg.nproc_per_node) cfg.nproc_per_node = preset->gpus_per_node;

@@ -363,6 +363,7 @@ class ArgInterpreter {
                            "give a fixed node count, e.g. '" + a->flag + " " + s.substr(s.find(':') + 1) + "'");
         if (s == "gpu" || s == "auto") {
           cfg_.notes.push_back(a->flag + " " + s + ": GPUs per node taken from the cluster preset");
+          if (a == nproc) cfg_.nproc_per_node_is_gpus = true;
           return std::nullopt;
         }
       }

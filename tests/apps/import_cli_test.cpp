@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -369,5 +370,31 @@ TEST_CASE("apps: inputs that crashed import and check-log are exit 2 or read (fu
   CHECK(r.exit_code >= 0);
   CHECK(r.exit_code <= 2);
   CHECK(r.output.find("long.log:2-4: 1 arguments") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: import of torchrun --nproc_per_node gpu counts every GPU of the preset's nodes", "[apps][import]") {
+  const auto dir = scratch("nproc_gpu");
+  const auto script = dir / "launch.sh";
+  const std::string args =
+      " pretrain_gpt.py --num-layers=32 --hidden-size=4096 --num-attention-heads=32 --group-query-attention "
+      "--num-query-groups=8 --seq-length=131072 --micro-batch-size=1 --global-batch-size=64 "
+      "--context-parallel-size=16 --cp-comm-type=a2a+p2p --hierarchical-context-parallel-sizes 8 2 "
+      "--vocab-size=128256 --bf16 --swiglu\n";
+  for (const auto& [launcher, nodes, dp] :
+       {std::tuple{"torchrun --nproc_per_node=gpu --nnodes=4", 4, 2},  // 4 x 8 GPUs / CP 16: DP 2 (was DP 1)
+        std::tuple{"torchrun --nproc_per_node=gpu", 2, 1}}) {           // one node by torchrun's default: too small
+    std::ofstream(script) << launcher << args;
+    const auto r = run_stdout_only("import megatron-args '" + script.string() + "'");
+    INFO(launcher << "\n" << r.output);
+    if (nodes == 4) {
+      REQUIRE(r.exit_code == 0);
+      const auto s = hcpsim::load_scenario_text(r.output, "stdout");
+      CHECK(s.cluster.nodes == 4);
+      CHECK(*s.parallel.data_parallel_size == dp);
+    } else {
+      CHECK(r.exit_code == 2);  // 8 GPUs of one node cannot hold CP 16: named, not assumed away
+    }
+  }
   fs::remove_all(dir);
 }

@@ -82,6 +82,9 @@ struct MegatronConfig {
   // Launch.
   std::optional<int64_t> nnodes;          ///< torchrun --nnodes
   std::optional<int64_t> nproc_per_node;  ///< torchrun --nproc_per_node / --nproc-per-node
+  /// torchrun --nproc_per_node gpu (or auto): one process per GPU of the node, so the cluster preset's GPUs per
+  /// node stand for the count (nproc_per_node stays unset; the importer fills it from the preset).
+  bool nproc_per_node_is_gpus = false;
   std::optional<int64_t> world_size;      ///< nnodes·nproc_per_node, or the log's world_size
 
   /// Megatron argument name (underscores) → line that set it; scenario keys map to these for error messages.
