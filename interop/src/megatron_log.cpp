@@ -394,9 +394,9 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
       std::string missing;
       if (w->reports_hierarchical && !w->hierarchical_sizes) missing = "hierarchical context-parallel sizes: None";
       else if (w->context_parallel_size && *w->context_parallel_size == 1) missing = "context-parallel size: 1";
-      else if (w->context_parallel_size && *w->context_parallel_size != args->context_parallel_size)
-        missing = "context-parallel size: " + std::to_string(*w->context_parallel_size);
-      else if (w->hierarchical_sizes && *w->hierarchical_sizes != *args->hierarchical_context_parallel_sizes)
+      else if (w->context_parallel_size && *w->context_parallel_size != args->context_parallel_size) {
+        // another CP size altogether: the finding below, not a hierarchical one
+      } else if (w->hierarchical_sizes && *w->hierarchical_sizes != *args->hierarchical_context_parallel_sizes)
         missing = "hierarchical context-parallel sizes: " + list_text(*w->hierarchical_sizes);
       if (!missing.empty())
         out.push_back({w->line, "hierarchical context parallelism is configured (cp_comm_type a2a+p2p, "
@@ -409,6 +409,13 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
         !a2a_p2p) {
       out.push_back({w->line, "context_parallel_size " + std::to_string(args->context_parallel_size) +
                                   " in the arguments but the world-size line reports context-parallel size: 1"});
+    } else if (w && w->context_parallel_size && *w->context_parallel_size > 1 &&
+               *w->context_parallel_size != args->context_parallel_size) {
+      out.push_back({w->line, "context_parallel_size " + std::to_string(args->context_parallel_size) +
+                                  " in the arguments but the world-size line reports context-parallel size: " +
+                                  std::to_string(*w->context_parallel_size) +
+                                  ": the two describe different runs (a log of several runs, or an edited one); "
+                                  "fix: check the log against the launch that wrote it"});
     }
   }
   return out;

@@ -253,3 +253,18 @@ TEST_CASE("log: NaN and Inf are parsed in every spelling and never read as numbe
   // A NaN throughput is not above the peak (it is no report at all).
   REQUIRE(check_throughput_peak(log, GpuPeak{989.4, "H100", false}, false).empty());
 }
+
+TEST_CASE("log: a CP size that differs between the arguments and the world-size line is named as such", "[log]") {
+  // The arguments say 8, the world-size line 16 (with [8, 2], as before): two runs, not missing hierarchical groups.
+  const std::string text = replace(read_fixture("log_healthy.txt"),
+                                   "context_parallel_size ........................... 16",
+                                   "context_parallel_size ........................... 8");
+  const auto log = parse_megatron_log(text, "c.txt");
+  const auto f = check_hierarchical_cp(log, interpret_megatron_args(log.arguments, "c.txt", true));
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].line == 3);
+  CHECK(f[0].message ==
+        "context_parallel_size 8 in the arguments but the world-size line reports context-parallel size: 16: the two "
+        "describe different runs (a log of several runs, or an edited one); fix: check the log against the launch "
+        "that wrote it");
+}
