@@ -259,11 +259,13 @@ TEST_CASE("log: a CP size that differs between the arguments and the world-size 
   const std::string text = replace(read_fixture("log_healthy.txt"),
                                    "context_parallel_size ........................... 16",
                                    "context_parallel_size ........................... 8");
-  const auto log = parse_megatron_log(text, "c.txt");
-  const auto f = check_hierarchical_cp(log, interpret_megatron_args(log.arguments, "c.txt", true));
-  REQUIRE(f.size() == 1);
-  CHECK(f[0].line == 3);
-  CHECK(f[0].message ==
+  const MegatronLog log = parse_megatron_log(text, "c.txt");
+  const std::vector<LogFinding> findings =
+      check_hierarchical_cp(log, interpret_megatron_args(log.arguments, "c.txt", true));
+  REQUIRE(findings.size() == 1);
+  const LogFinding& f = findings.front();
+  CHECK(f.line == 3);
+  CHECK(f.message ==
         "context_parallel_size 8 in the arguments but the world-size line reports context-parallel size: 16: the two "
         "describe different runs (a log of several runs, or an edited one); fix: check the log against the launch "
         "that wrote it");
