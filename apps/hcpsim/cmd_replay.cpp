@@ -83,6 +83,7 @@ std::string without_directories(std::string text, const std::string& name) {
 Outcome replay_one(const std::string& path, int threads) {
   Outcome o;
   o.path = path;
+  const std::string file_name = std::filesystem::path(path).filename().string();
   const ExpectSpec expect = load_expect(path);
   Scenario s;
   bool valid = false;
@@ -92,7 +93,7 @@ Outcome replay_one(const std::string& path, int threads) {
     valid = true;
   } catch (const InputError& e) {
     o.validate_exit_code = kExitBadInput;
-    o.validate_error = without_directories(e.what(), std::filesystem::path(path).filename().string());
+    o.validate_error = without_directories(e.what(), file_name);
   }
   o.digest = fmt::format("validate:{}:{}", o.validate_exit_code, o.validate_error);
   auto fail = [&](const std::string& what) {
@@ -103,7 +104,6 @@ Outcome replay_one(const std::string& path, int threads) {
   if (o.validate_exit_code != want_exit)
     fail(fmt::format("expect.validate.exit_code: golden {}, actual {}{}", want_exit, o.validate_exit_code,
                      o.validate_error.empty() ? "" : " (" + o.validate_error + ")"));
-  const std::string file_name = std::filesystem::path(path).filename().string();
   if (expect.validate_error &&
       o.validate_error.find(without_directories(*expect.validate_error, file_name)) == std::string::npos)
     fail(fmt::format("expect.validate.error: golden \"{}\" not in actual \"{}\"", *expect.validate_error,

@@ -179,10 +179,11 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              fp8_weights,
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
+  const char* in_flight = mb.in_flight_microbatches == 1 ? "micro-batch" : "micro-batches";
   if (partial_recompute_text(s).empty()) {
     fmt::print("    activations {} ({} per layer x {} layers x {:.3g} {} in flight{})  logits + loss {}\n",
                gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
-               mb.in_flight_microbatches, mb.in_flight_microbatches == 1 ? "micro-batch" : "micro-batches",
+               mb.in_flight_microbatches, in_flight,
                mb.recompute_working_bytes > 0
                    ? fmt::format(" + {} for the layer being recomputed", gb(mb.recompute_working_bytes))
                    : std::string(),
@@ -192,7 +193,7 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
     fmt::print("    activations {} ({} saved layer inputs + {} whole layers, x {:.3g} {} in flight, + {} "
                "for the {} layers being recomputed)  logits + loss {}\n",
                gb(mb.activations_bytes), plan.saved_inputs, plan.full_layers, mb.in_flight_microbatches,
-               mb.in_flight_microbatches == 1 ? "micro-batch" : "micro-batches",
+               in_flight,
                gb(mb.recompute_working_bytes), plan.working_layers, gb(mb.output_layer_activations_bytes));
   }
   fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",

@@ -57,10 +57,6 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args);
 void check_reference(const DumpContents& d, const std::string& path, const AttentionShape& shape, Dtype dtype,
                      uint64_t seed, const std::string& input_distribution);
 
-/// Checks that an output path's directory exists, before any work (docs/architecture.md "Conventions").
-/// @throws InputError naming `option`.
-void check_output_path(const std::string& path, const char* option);
-
 /// One line per fault injector: name and description.
 std::string injector_list();
 

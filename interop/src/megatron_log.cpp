@@ -387,6 +387,10 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
                          "; fix: set --hierarchical-context-parallel-sizes A P with A*P = context_parallel_size " +
                          std::to_string(args->context_parallel_size)});
     }
+    // The world-size line names another CP size (> 1) than the arguments: a finding of its own (below), which the
+    // hierarchical check does not repeat.
+    const bool other_cp = w && w->context_parallel_size && *w->context_parallel_size > 1 &&
+                          *w->context_parallel_size != args->context_parallel_size;
     if (a2a_p2p && args->hierarchical_context_parallel_sizes && w) {
       const MegatronArg* sizes_arg = find_arg(log, "hierarchical_context_parallel_sizes");
       const std::string configured = list_text(*args->hierarchical_context_parallel_sizes) + " (" +
@@ -394,9 +398,8 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
       std::string missing;
       if (w->reports_hierarchical && !w->hierarchical_sizes) missing = "hierarchical context-parallel sizes: None";
       else if (w->context_parallel_size && *w->context_parallel_size == 1) missing = "context-parallel size: 1";
-      else if (w->context_parallel_size && *w->context_parallel_size != args->context_parallel_size) {
-        // another CP size altogether: the finding below, not a hierarchical one
-      } else if (w->hierarchical_sizes && *w->hierarchical_sizes != *args->hierarchical_context_parallel_sizes)
+      else if (!other_cp && w->hierarchical_sizes &&
+               *w->hierarchical_sizes != *args->hierarchical_context_parallel_sizes)
         missing = "hierarchical context-parallel sizes: " + list_text(*w->hierarchical_sizes);
       if (!missing.empty())
         out.push_back({w->line, "hierarchical context parallelism is configured (cp_comm_type a2a+p2p, "
@@ -409,8 +412,7 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
         !a2a_p2p) {
       out.push_back({w->line, "context_parallel_size " + std::to_string(args->context_parallel_size) +
                                   " in the arguments but the world-size line reports context-parallel size: 1"});
-    } else if (w && w->context_parallel_size && *w->context_parallel_size > 1 &&
-               *w->context_parallel_size != args->context_parallel_size) {
+    } else if (other_cp) {
       out.push_back({w->line, "context_parallel_size " + std::to_string(args->context_parallel_size) +
                                   " in the arguments but the world-size line reports context-parallel size: " +
                                   std::to_string(*w->context_parallel_size) +

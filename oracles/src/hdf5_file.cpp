@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <initializer_list>
 #include <filesystem>
+#include <initializer_list>
 
 #include "hcpsim/core/input_file.hpp"
 #include "hcpsim/io/output_file.hpp"
@@ -61,7 +61,8 @@ void write_file(const std::string& path, const std::string& what, const std::str
 hid_t open_file(const std::string& path, const std::string& what, const std::string& fix) {
   if (!std::filesystem::exists(path)) io_fail(path, "no such file", "check the path");
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) io_fail(path, "a directory, not an HDF5 file", "give the path of the " + what);
+  if (std::filesystem::is_directory(path, ec))
+    io_fail(path, "a directory, not an HDF5 file", "give the path of the " + what);
   note_input_file(path);  // no output of this command may replace it
   if (H5Fis_hdf5(path.c_str()) <= 0) io_fail(path, "not an HDF5 file (or truncated)", fix);
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <span>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -147,27 +147,24 @@ class Writer {
   /// A numeric attribute: a 64-bit integer for the counts, ranks, flags and the seed (integer_attribute) when the
   /// value is a whole number, so that h5py hands a framework an int it can index with; float64 otherwise.
   void attr(hid_t loc, const std::string& name, double value) {
-    Handle space(H5Screate(H5S_SCALAR), H5Sclose);
     const bool whole = integer_attribute(name) && std::isfinite(value) && std::trunc(value) == value &&
                        std::abs(value) < 9.2e18;
-    Handle a(H5Acreate2(loc, name.c_str(), whole ? H5T_STD_I64LE : H5T_IEEE_F64LE, space.get(), H5P_DEFAULT,
-                        H5P_DEFAULT),
-             H5Aclose);
-    check(a.ok(), "create attribute " + name);
-    if (whole) {
-      const auto v = static_cast<int64_t>(value);
-      check(H5Awrite(a.get(), H5T_NATIVE_INT64, &v) >= 0, "write attribute " + name);
-    } else {
-      check(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &value) >= 0, "write attribute " + name);
-    }
+    const auto v = static_cast<int64_t>(whole ? value : 0);
+    if (whole) scalar_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+    else scalar_attr(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
   }
 
   /// An unsigned 64-bit integer attribute (the input seed, exact for any value).
   void attr_u64(hid_t loc, const std::string& name, uint64_t value) {
+    scalar_attr(loc, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &value);
+  }
+
+  /// A scalar attribute stored as `file_type`, written from `value` of `memory_type`.
+  void scalar_attr(hid_t loc, const std::string& name, hid_t file_type, hid_t memory_type, const void* value) {
     Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-    Handle a(H5Acreate2(loc, name.c_str(), H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    Handle a(H5Acreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     check(a.ok(), "create attribute " + name);
-    check(H5Awrite(a.get(), H5T_NATIVE_UINT64, &value) >= 0, "write attribute " + name);
+    check(H5Awrite(a.get(), memory_type, value) >= 0, "write attribute " + name);
   }
 
   /// The numeric attributes hcpsim writes that are integers (everything but softmax_scale): sizes, ranks, the

@@ -90,16 +90,13 @@ std::string what_would_fit(const SearchSpace& space) {
 
 // No option fits: name no winner; the closest option, by how much it exceeds the GPU, and what would fit.
 std::string nothing_fits_text(const PlanResult& r, const SearchSpace& space) {
-  // The closest simulated option (its memory includes the CP attention buffers); only when none was simulated, the
-  // least closed-form estimate, which is a lower bound and said to be one.
-  const PlanOption* closest = nullptr;
-  for (const auto* list : {&r.ranked, &r.over_memory})
-    for (const auto& o : *list)
-      if (o.simulated && (!closest || o.step.memory.total_bytes < closest->step.memory.total_bytes)) closest = &o;
-  const bool estimated = closest == nullptr;
-  if (estimated)
-    for (const auto& o : r.over_memory)
-      if (!closest || o.step.memory.total_bytes < closest->step.memory.total_bytes) closest = &o;
+  // The closest simulated option (`ranked` holds the simulated ones; its memory includes the CP attention buffers);
+  // only when none was simulated, the least closed-form estimate of `over_memory`, a lower bound and said to be one.
+  const bool estimated = r.ranked.empty();
+  const auto& pool = estimated ? r.over_memory : r.ranked;
+  const PlanOption* closest = &*std::min_element(pool.begin(), pool.end(), [](const PlanOption& a, const PlanOption& b) {
+    return a.step.memory.total_bytes < b.step.memory.total_bytes;
+  });
   const MemoryBreakdown& mb = closest->step.memory;
   return fmt::format("nothing fits in GPU memory, so there is no winner: the closest {}option, {}, needs {}{} per GPU "
                      "of {} ({} over; weights {}, gradients {}, optimizer {}, activations {}); the search could not "

@@ -22,10 +22,10 @@ constexpr double kBytesPerOpTimeline = 4000;
 constexpr double kBytesPerToken = 96;
 constexpr double kBaseBytes = 16.0 * 1024 * 1024;
 constexpr double kEventsPerOp = 1.25;
-/// Wall seconds per estimated op without a timeline, measured on the 2-core build host (bench/RESULTS.md, best of 3
-/// on a quiet host): a2a+p2p [8, 256] 1.1 µs (4.59e6 ops, 5.0 s), [8, 512] 1.06 µs (1.82e7 ops, 19.3 s), plain p2p
-/// CP = 512 0.61 µs (1.82e7 ops, 11.1 s); 1.5 µs covers the largest with the host's usual 1.5x variation (3 µs,
-/// used before the compact op storage and huge pages, printed 2-5x the measured times).
+/// Wall seconds per estimated op without a timeline, from the best of 3 recorded in bench/RESULTS.md ("Huge pages for
+/// the heap", 2-core build host): a2a+p2p [8, 256] 0.82 µs (4.59e6 ops, 3.78 s), [8, 512] 1.06 µs (1.82e7 ops,
+/// 19.3 s), plain p2p CP = 512 0.61 µs (1.82e7 ops, 11.1 s); 1.5 µs covers the largest with the host's usual 1.5x
+/// variation (3 µs, used before the compact op storage and huge pages, printed 2-5x the measured times).
 constexpr double kSecondsPerOp = 1.5e-6;
 constexpr double kSecondsPerOpTimeline = 3e-5;
 

@@ -98,8 +98,8 @@ Layout make_layout(const PlanResult& r, const std::string& title) {
   return l;
 }
 
-/// "; 64 GPUs per model replica, CP = GPUs/(TP*PP)" when every option has the same TP*CP*PP (the search's --gpus),
-/// "; CP 16" when they share CP (--cp), else "" (each label then names its own sizes).
+/// "; CP 16 in every option" when the options share CP (--cp), else "; 64 GPUs per model replica, CP = 64/(TP*PP)"
+/// when they share TP*CP*PP (--gpus), else "" (each label then names its own sizes).
 std::string replica_text(const PlanResult& r) {
   if (r.ranked.empty()) return "";
   const PlanOption& f = r.ranked.front();
