@@ -358,5 +358,41 @@ TEST_CASE("charts render to PNG with rsvg-convert", "[apps][chart]") {
   check_png_render("hcpsim_chart_test_timeline", timeline_svg(synthetic_timeline(5), "synthetic", 4));
 }
 
+TEST_CASE("plan chart: memory values clear the capacity line; legend and caption match what is drawn",
+          "[apps][chart]") {
+  for (const bool none_fits : {false, true}) {
+    sim::PlanResult r = synthetic_plan(12, none_fits);
+    for (size_t i = 0; i < r.ranked.size(); ++i) {  // 64 GPUs per replica in every option, CP varying with TP
+      sim::PlanOption& o = r.ranked[i];
+      o.tp = int64_t{1} << (i % 3);
+      o.pp = 2;
+      o.cp = 32 / o.tp;
+    }
+    const std::string svg = plan_svg(r, "hcpsim plan: synthetic");
+    const ParsedSvg p = parse_svg(svg);
+    check_text_layout(p);
+    // The capacity line (the same x in every row): no memory value may run across it.
+    std::smatch m;
+    REQUIRE(std::regex_search(svg, m, std::regex("<line x1=\"([0-9.]+)\"[^>]*stroke=\"#d62728\" stroke-width=\"1.5\"")));
+    const double cx = std::stod(m[1].str());
+    size_t values = 0;
+    for (const SvgText& t : p.texts) {
+      if (!std::regex_match(t.text, std::regex("[0-9.]+ GB(, does not fit)?"))) continue;  // a row's memory value
+      ++values;
+      INFO("'" << t.text << "' [" << t.box.x0 << ", " << t.box.x1 << "] vs capacity line " << cx);
+      CHECK((t.box.x1 <= cx || t.box.x0 >= cx));
+    }
+    CHECK(values == 12);
+    const auto has = [&](const std::string& s) {
+      return std::any_of(p.texts.begin(), p.texts.end(), [&](const SvgText& t) { return t.text == s; });
+    };
+    CHECK(has("does not fit in GPU memory"));
+    CHECK(has("fits") == !none_fits);  // no blue "fits" swatch when no bar is blue
+    CHECK(svg.find("64 GPUs per model replica, CP = 64/(TP*PP)") != std::string::npos);
+    CHECK(svg.find(none_fits ? "above the first row's (no option fits, so there is no winner)" : "above the winner's") !=
+          std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace hcpsim::app

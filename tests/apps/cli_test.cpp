@@ -271,6 +271,9 @@ TEST_CASE("apps: simulate prints phase times, messages and memory and writes a C
   REQUIRE(r.output.find("x 16 layers") != std::string::npos);
   REQUIRE(r.output.find("exposed comm (worst GPU)") != std::string::npos);
   REQUIRE(r.output.find("link utilisation nvlink") != std::string::npos);
+  // One CP group of 4 on an 8-GPU node is simulated: the means say they include the other 4 GPUs' idle links.
+  CHECK(r.output.find("  (the means count every link of the 8 GPUs; the 4 outside this CP group, other TP ranks and "
+                      "DP replicas, carry nothing in this simulation)\n") != std::string::npos);
   REQUIRE(r.output.find("peak attention memory per GPU") != std::string::npos);
   REQUIRE(read_file(summary).find("\"network_model\": \"flow-level max-min fair\"") != std::string::npos);
   REQUIRE(read_file(links).rfind("link,from,to,class,", 0) == 0);
@@ -342,4 +345,17 @@ TEST_CASE("apps: the huge-page restart keeps the arguments, the output and the u
   const auto bad = run_hcpsim("simulate --no-such-flag scenarios/ci/multinode_p2p_cp16_fat_tree.yaml");
   REQUIRE(bad.exit_code == 2);
   REQUIRE(bad.output.find("--no-such-flag") != std::string::npos);
+}
+
+TEST_CASE("apps: simulate names the pipeline stage that needs the most memory by Megatron's 0-based rank",
+          "[apps][step]") {
+  const auto r = run_hcpsim("simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml parallel.pipeline_model_parallel_size=2 "
+                            "\"parallel.hierarchical_context_parallel_sizes=[8,1]\" parallel.context_parallel_size=8 "
+                            "parallel.data_parallel_size=1 --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // The last of two stages (it holds the logits): rank 1 of 0-1, once printed as "stage 1 of 2".
+  CHECK(r.output.find("    pipeline stage 1 (stages 0-1, Megatron's pipeline rank) with 16 transformer layers, the "
+                      "one that needs the most\n") != std::string::npos);
+  CHECK(r.output.find("x 1 micro-batch in flight") != std::string::npos);  // 1F1B: the last stage holds PP - 1 = 1
 }

@@ -177,6 +177,14 @@ TEST_CASE("apps: replay exits 2 on an unreadable file and 1 on a wrong verify go
   r = hcpsim::test::run_hcpsim("replay " + (dir / "fault.yaml").string());
   REQUIRE(r.exit_code == 1);
   REQUIRE(r.output.find("expect.verify.result: golden pass, actual fail") != std::string::npos);
+  // A bound below the measured error fails, printed as written (1e-30, not 1.0000000000000001e-30).
+  const std::string ok = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/p2p_cp4_causal_mha.yaml");
+  std::ofstream(dir / "tight.yaml", std::ios::binary)
+      << std::regex_replace(ok, std::regex("out: 5.9e-16"), "out: 1e-30");
+  r = hcpsim::test::run_hcpsim("replay " + (dir / "tight.yaml").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  CHECK(r.output.find("expect.verify.max_rel_l2.out: golden <= 1e-30, actual ") != std::string::npos);
 }
 
 TEST_CASE("apps: an error golden written by --update holds no directory, so replay passes from anywhere",

@@ -74,6 +74,7 @@ TEST_CASE("apps: calibrate writes a file that a scenario includes and simulate n
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("used 4, skipped 1 (communication)") != std::string::npos);
+  CHECK(r.output.find("timed rows; alloc and free rows take no device time and are not read)") != std::string::npos);
   CHECK(r.output.find("launch overhead 4.606 us") != std::string::npos);  // 5 µs − 1 MB · 39 µs / 99 MB
   REQUIRE(std::filesystem::exists(out));
   {

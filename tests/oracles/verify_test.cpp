@@ -9,6 +9,7 @@
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/oracles/cpu_executor.hpp"
 #include "hcpsim/oracles/inputs.hpp"
+#include "hcpsim/oracles/oracle_cost.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 using namespace hcpsim;
@@ -243,4 +244,19 @@ TEST_CASE("oracles: verify flags corrupted schedules (the oracle has teeth)", "[
     REQUIRE(done);
     require_caught(s, "upper backward block masked");
   }
+}
+
+TEST_CASE("oracle cost: the default verify counts 412 GFLOP, estimated at 20 GFLOP/s per thread", "[oracles]") {
+  // Llama-3.2-1B at 8192 tokens, 8 q / 2 KV heads checked, dk = dv = 64, causal, fp32: 3 passes of
+  // 4·Hq·S²·(dk + dv)·½ = 4.12e11 FLOPs; measured at 25.5 GFLOP/s per thread (bench/RESULTS.md), estimated at 20.
+  AttentionShape shape;
+  shape.seq_length = 8192;
+  shape.heads_q = 8;
+  shape.heads_kv = 2;
+  shape.head_dim_qk = shape.head_dim_v = 64;
+  shape.causal = true;
+  const OracleCost c = estimate_oracle_cost(shape, Dtype::fp32, 2, 4);
+  CHECK(c.flops == Approx(3 * 4 * 8 * 8192.0 * 8192.0 * 128 * 0.5).epsilon(1e-12));
+  CHECK(c.seconds == Approx(c.flops / (20e9 * 2)).epsilon(1e-12));
+  CHECK(c.seconds == Approx(10.3).epsilon(0.01));
 }

@@ -77,3 +77,11 @@ TEST_CASE("simulation cost: simulate counts the whole-step layer, on the represe
       load_scenario(HCPSIM_SOURCE_DIR "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml", attention_only), 1, false, false);
   CHECK(a.ops == 512 * per_rank);
 }
+
+TEST_CASE("simulation cost: seconds are 1.5 us per op (30 us with a timeline)", "[sim][admission]") {
+  // The measured 0.61-1.06 us per op (bench/RESULTS.md) with the host's variation on top.
+  const auto plain = sim::estimate_simulation_cost(CpCommType::a2a_p2p, 8, 64, 262144, false);
+  CHECK(plain.seconds == Approx(1.5e-6 * plain.ops).epsilon(1e-12));
+  const auto traced = sim::estimate_simulation_cost(CpCommType::a2a_p2p, 8, 64, 262144, true);
+  CHECK(traced.seconds == Approx(3e-5 * traced.ops).epsilon(1e-12));
+}
