@@ -59,6 +59,23 @@ std::string read_input(const std::string& path) {
   throw InputError(c.loc_of_scenario_key(e.key()), e.key(), e.problem(), e.fix());
 }
 
+/// A launch line whose --nnodes the job's environment sets ("--nnodes $SLURM_NNODES") takes the count from
+/// --nodes. @throws InputError at that --nnodes when --nodes is not given.
+void resolve_node_count(MegatronConfig& cfg, const ImportOptions& o) {
+  if (cfg.nnodes_unresolved.empty()) return;
+  if (o.nodes > 0) {
+    cfg.notes.push_back(fmt::format("{}: {} nodes, from --nodes", cfg.nnodes_unresolved, o.nodes));
+    return;
+  }
+  SourceLoc l;
+  l.file = cfg.source_path == "-" ? "<stdin>" : cfg.source_path;
+  if (const auto it = cfg.lines.find("nnodes"); it != cfg.lines.end()) l.line = it->second;
+  if (const auto it = cfg.columns.find("nnodes"); it != cfg.columns.end()) l.column = it->second;
+  throw InputError(l, "--nnodes",
+                   "cannot resolve '" + cfg.nnodes_unresolved + "': the job's environment sets the node count",
+                   "give the node count the job runs on: hcpsim import megatron-args FILE --nodes N");
+}
+
 int run_import(const ImportOptions& o, bool bridge) {
   const auto preset = cluster_preset(o.cluster, 1);
   if (!preset) {
@@ -73,6 +90,7 @@ int run_import(const ImportOptions& o, bool bridge) {
                               : interpret_megatron_args(split_megatron_command_line(text, o.input, &unresolved),
                                                         o.input);
   check_unmodelled(cfg, o.allow_unmodelled);
+  resolve_node_count(cfg, o);
   if (cfg.nproc_per_node_is_gpus && !cfg.nproc_per_node) {  // torchrun --nproc_per_node gpu: every GPU of a node
     cfg.nproc_per_node = preset->gpus_per_node;
     if (!cfg.nnodes && o.nodes <= 0) {  // torchrun's --nnodes default, as for a numeric --nproc_per_node
@@ -82,6 +100,9 @@ int run_import(const ImportOptions& o, bool bridge) {
     if (cfg.nnodes) cfg.world_size = *cfg.nnodes * *cfg.nproc_per_node;
   }
   if (o.nodes > 0) {
+    if (cfg.nnodes && *cfg.nnodes != o.nodes && cfg.lines.count("nnodes"))
+      cfg.notes.push_back(fmt::format("--nodes {} replaces the script's --nnodes {} (line {})", o.nodes, *cfg.nnodes,
+                                      cfg.lines.at("nnodes")));
     cfg.nnodes = o.nodes;
     if (!cfg.nproc_per_node) cfg.nproc_per_node = preset->gpus_per_node;
     cfg.world_size = o.nodes * *cfg.nproc_per_node;
@@ -96,6 +117,7 @@ int run_import(const ImportOptions& o, bool bridge) {
   ScenarioWriteOptions wo;
   wo.cluster_preset = o.cluster;
   wo.gpus_per_node = preset->gpus_per_node;
+  wo.nics_per_node = preset->nics_per_node;
   wo.generator = bridge ? "hcpsim import bridge-config" : "hcpsim import megatron-args";
   wo.nodes_option = o.nodes;
   const std::string yaml = scenario_yaml_of(cfg, wo);
@@ -122,7 +144,9 @@ void add_import_options(CLI::App* cmd, ImportOptions& o, const char* what) {
   cmd->add_option("file", o.input, what)->required();
   cmd->add_option("-o,--output", o.output, "write the scenario here (default: standard output)");
   cmd->add_option("--cluster", o.cluster, "cluster preset: dgx-h100 (default), dgx-h200, dgx-a100, dgx-b200");
-  cmd->add_option("--nodes", o.nodes, "node count, when the input does not say it (a Bridge config never does)")
+  cmd->add_option("--nodes", o.nodes,
+                  "node count: needed when the input does not give it (a Bridge config never does) or leaves it to "
+                  "the environment (--nnodes $SLURM_NNODES); replaces a --nnodes the script gives, with a note")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--allow-unmodelled", o.allow_unmodelled,
                 "import settings hcpsim cannot simulate (MoE, MLA, MTP, hybrid Mamba) as a dense model, noting them "

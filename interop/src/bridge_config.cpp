@@ -302,6 +302,9 @@ class BridgeReader {
     } else if (k == "bf16" || k == "fp16") {
       (k == "bf16" ? bf16_ : fp16_) = as_bool(v, key);
       mark(k, v);
+    } else if (k == "attention_backend") {
+      mark(k, v);
+      if (!is_null(v)) read_attention_backend(key, v);
     } else if (k == "recompute_method") {
       mark(k, v);
       if (!is_null(v)) c_.recompute_method = as_choice(v, key, "recompute method", "uniform", "block");
@@ -315,6 +318,20 @@ class BridgeReader {
       return false;
     }
     return true;
+  }
+
+  /// model.attention_backend (Megatron's AttnBackend; a dump may print "AttnBackend.flash"): auto, flash and
+  /// fused are modelled. @throws InputError for unfused and local, which have no context parallelism.
+  void read_attention_backend(const std::string& key, const YAML::Node& v) {
+    std::string b = scalar_text(v);
+    if (b.rfind("AttnBackend.", 0) == 0) b = b.substr(12);
+    if (b != "auto" && b != "flash" && b != "fused")
+      throw InputError(loc(v), key,
+                       "attention backend '" + b + "' is not modelled: hcpsim times TE's FlashAttention and cuDNN "
+                       "fused attention (auto, flash, fused); unfused and local attention do not support context "
+                       "parallelism",
+                       "use auto, flash or fused");
+    c_.attention_backend = b;
   }
 
   /// The integer sizes of `model:` (null leaves the field unset); false when `k` is not one of them.

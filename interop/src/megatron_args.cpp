@@ -261,6 +261,47 @@ class ArgInterpreter {
     const bool bf16 = get_switch("bf16");
     const bool fp16 = get_switch("fp16");
     cfg_.params_dtype = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
+    read_attention_backend();
+  }
+
+  /// --attention-backend (Megatron's AttnBackend: flash, fused, unfused, local, auto; a log prints
+  /// "AttnBackend.flash"). hcpsim times TE's FlashAttention and cuDNN fused attention; unfused and local
+  /// attention have no context parallelism (TE's UnfusedDotProductAttention and Megatron's local
+  /// DotProductAttention), so a launch line naming them is refused; a log's value is only read when modelled.
+  void read_attention_backend() {
+    auto b = get_word("attention_backend");
+    if (!b) return;
+    std::string v = *b;
+    if (v.rfind("AttnBackend.", 0) == 0) v = v.substr(12);
+    if (v == "auto" || v == "flash" || v == "fused") {
+      cfg_.attention_backend = v;
+      return;
+    }
+    if (log_) return;
+    const MegatronArg& a = *get("attention_backend");
+    throw InputError(where(a), a.flag,
+                     "attention backend '" + v + "' is not modelled: hcpsim times TE's FlashAttention and cuDNN fused "
+                     "attention (auto, flash, fused); unfused and local attention do not support context parallelism",
+                     "use " + a.flag + " auto, flash or fused");
+  }
+
+  /// The DP reduction's gradient dtype. Source: Megatron-LM arguments.py validate_args (under --bf16:
+  /// --grad-reduce-in-bf16 sets accumulate_allreduce_grads_in_fp32 = False, else it becomes True) and
+  /// training.py (DDP grad_reduce_in_fp32 = accumulate_allreduce_grads_in_fp32, False unless set outside bf16).
+  void read_grad_reduce_dtype() {
+    if (log_) {  // the dump prints the validated value
+      if (get("accumulate_allreduce_grads_in_fp32"))
+        cfg_.grad_reduce_in_fp32 = get_switch("accumulate_allreduce_grads_in_fp32");
+      return;
+    }
+    if (get_switch("grad_reduce_in_bf16")) {
+      cfg_.grad_reduce_in_fp32 = false;
+    } else if (get_switch("accumulate_allreduce_grads_in_fp32")) {
+      cfg_.grad_reduce_in_fp32 = true;
+    } else if (cfg_.params_dtype == "fp16") {
+      cfg_.grad_reduce_in_fp32 = false;
+      cfg_.notes.push_back("--fp16 without --accumulate-allreduce-grads-in-fp32: Megatron reduces gradients in fp16");
+    }
   }
 
   void read_parallel() {
@@ -303,6 +344,7 @@ class ArgInterpreter {
     }
     cfg_.hierarchical_context_parallel_sizes = get_int_list("hierarchical_context_parallel_sizes");
     cfg_.sequence_parallel = get_switch("sequence_parallel");
+    read_grad_reduce_dtype();
     cfg_.use_distributed_optimizer = get_switch("use_distributed_optimizer");
     cfg_.overlap_grad_reduce = get_switch("overlap_grad_reduce");
     cfg_.overlap_param_gather = get_switch("overlap_param_gather");
@@ -361,6 +403,11 @@ class ArgInterpreter {
         if (s.find(':') != std::string::npos && s.find('$') == std::string::npos)
           throw InputError(where(*a), a->flag, "elastic node range '" + s + "' is not modelled",
                            "give a fixed node count, e.g. '" + a->flag + " " + s.substr(s.find(':') + 1) + "'");
+        // "--nnodes $SLURM_NNODES": the node count the job runs on comes from the importer's --nodes.
+        if (a == nnodes && s.find_first_of("$`") != std::string::npos) {
+          cfg_.nnodes_unresolved = a->flag + " " + s;
+          return std::nullopt;
+        }
         if (s == "gpu" || s == "auto") {
           cfg_.notes.push_back(a->flag + " " + s + ": GPUs per node taken from the cluster preset");
           if (a == nproc) cfg_.nproc_per_node_is_gpus = true;
@@ -373,7 +420,7 @@ class ArgInterpreter {
     cfg_.nproc_per_node = as_count(nproc);
     // torchrun's --nnodes defaults to 1 (torch.distributed.run: "--nnodes ... default 1"): a launcher line that
     // gives --nproc_per_node without --nnodes runs on one node.
-    if (!log_ && !cfg_.nnodes && cfg_.nproc_per_node) {
+    if (!log_ && !cfg_.nnodes && cfg_.nnodes_unresolved.empty() && cfg_.nproc_per_node) {
       cfg_.nnodes = 1;
       cfg_.notes.push_back("no --nnodes: one node, torchrun's default");
     }

@@ -47,6 +47,9 @@ std::vector<std::string> MegatronConfig::megatron_names_of(const std::string& ke
       {"cluster", {"nnodes", "nproc_per_node", "world_size"}},
       {"cluster.nodes", {"nnodes", "world_size", "nproc_per_node"}},
       {"cluster.gpus_per_node", {"nproc_per_node"}},
+      {"cluster.nics_per_node", {"nproc_per_node"}},
+      {"parallel.grad_reduce_in_fp32",
+       {"grad_reduce_in_fp32", "grad_reduce_in_bf16", "accumulate_allreduce_grads_in_fp32", "fp16"}},
   };
   auto it = kNames.find(key);
   if (it != kNames.end()) return it->second;

@@ -108,6 +108,7 @@ void write_model(YamlWriter& w, const MegatronConfig& c, const RequiredSizes& r)
   w.entry("gated_linear_unit", yaml_bool(c.gated_linear_unit));
   w.entry("untie_embeddings_and_output_weights", yaml_bool(c.untie_embeddings_and_output_weights));
   w.entry("params_dtype", yaml_scalar(c.params_dtype));
+  if (c.attention_backend) w.entry("attention_backend", yaml_scalar(*c.attention_backend));
 }
 
 /// `dp`: the data-parallel size, unknown (written as 1, noted) without a world size.
@@ -184,6 +185,15 @@ void write_cluster(YamlWriter& w, const MegatronConfig& c, const ScenarioWriteOp
   w.entry("preset", yaml_scalar(opt.cluster_preset), "--cluster");
   w.entry("nodes", std::to_string(nodes), nodes_why);
   if (gpus_per_node) w.entry("gpus_per_node", std::to_string(*gpus_per_node));
+  // Fewer processes than the node has GPUs: the job's GPUs keep the NICs the preset gives them.
+  if (gpus_per_node && *gpus_per_node < gpn && opt.nics_per_node > 0 && opt.gpus_per_node > 0 &&
+      *gpus_per_node * opt.nics_per_node % opt.gpus_per_node == 0) {
+    const int64_t nics = *gpus_per_node * opt.nics_per_node / opt.gpus_per_node;
+    if (nics >= 1)
+      w.entry("nics_per_node", std::to_string(nics),
+              std::to_string(*gpus_per_node) + " of the preset's " + std::to_string(gpn) + " GPUs, with their " +
+                  std::to_string(nics) + " of its " + std::to_string(opt.nics_per_node) + " NICs");
+  }
 }
 
 }  // namespace

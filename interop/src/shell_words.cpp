@@ -36,9 +36,11 @@ class ShellInterpreter {
   ShellInterpreter(std::string display_name, std::vector<std::string>* unresolved)
       : file_(std::move(display_name)), unresolved_(unresolved) {}
 
+  /// The training command is the first `*.py` command with options that runs a pretrain*.py script; without
+  /// one, the first that a launcher (torchrun, torch.distributed.run) starts; else the first of all. A data
+  /// preprocessing step before the training line (tools/preprocess_data.py --input ...) is not taken for it.
   std::vector<MegatronArg> run(const std::vector<Statement>& statements) {
-    std::optional<std::vector<MegatronArg>> found;
-    int found_line = 0;
+    std::vector<Candidate> candidates;
     for (const Statement& st : statements) {
       const std::vector<Word>& w = st.words;
       const size_t k = assign(w);
@@ -46,16 +48,22 @@ class ShellInterpreter {
       std::vector<Field> fields;
       for (size_t j = k; j < w.size(); ++j)
         for (auto& f : expand(w[j])) fields.push_back(f);
-      auto args = training_command(fields);
+      Candidate c;
+      auto args = training_command(fields, c);
       if (!args) continue;
-      if (found) {
-        if (unresolved_)
-          unresolved_->push_back("line " + std::to_string(st.line) + ": another training command; only the one at line " +
-                                 std::to_string(found_line) + " was imported");
-        continue;
-      }
-      found = std::move(args);
-      found_line = st.line;
+      c.args = std::move(*args);
+      c.line = st.line;
+      candidates.push_back(std::move(c));
+    }
+    const Candidate* found = nullptr;
+    for (const Candidate& c : candidates)
+      if (!found || c.rank() > found->rank()) found = &c;
+    for (const Candidate& c : candidates) {
+      if (&c == found || !unresolved_) continue;
+      unresolved_->push_back("line " + std::to_string(c.line) + ": another " + c.script + " command; the " +
+                             found->script + " one at line " + std::to_string(found->line) + " was imported" +
+                             (found->rank() > c.rank() ? (found->pretrain ? " (a pretrain*.py script)" : " (launched by torchrun)")
+                                                       : " (the first)"));
     }
     if (!found) {
       SourceLoc where;
@@ -63,10 +71,19 @@ class ShellInterpreter {
       throw InputError(where, "", "no training command found (no line runs a *.py script with -- options)",
                        "pass the launch script or the torchrun/python line that starts pretrain_gpt.py");
     }
-    return *found;
+    return found->args;
   }
 
  private:
+  /// A command that runs a `*.py` script with options.
+  struct Candidate {
+    std::vector<MegatronArg> args;
+    int line = 0;
+    std::string script;     ///< the script's file name
+    bool pretrain = false;  ///< pretrain*.py (Megatron-LM's pretrain_gpt.py, pretrain_mamba.py, ...)
+    bool launched = false;  ///< after torchrun or -m torch.distributed.run / launch
+    [[nodiscard]] int rank() const { return pretrain ? 2 : launched ? 1 : 0; }
+  };
   struct Field {
     std::string text;
     int line = 0;
@@ -326,7 +343,7 @@ class ShellInterpreter {
     return out;
   }
 
-  std::optional<std::vector<MegatronArg>> training_command(const std::vector<Field>& f) {
+  std::optional<std::vector<MegatronArg>> training_command(const std::vector<Field>& f, Candidate& what) {
     size_t script = f.size();
     for (size_t i = 0; i < f.size(); ++i) {
       const std::string& s = f[i].text;
@@ -349,6 +366,9 @@ class ShellInterpreter {
           (f[i + 1].text == "torch.distributed.run" || f[i + 1].text == "torch.distributed.launch"))
         launcher = i + 2;
     }
+    what.script = std::filesystem::path(f[script].text).filename().string();
+    what.pretrain = what.script.rfind("pretrain", 0) == 0;
+    what.launched = launcher < script;
     std::vector<std::string> stray;
     std::vector<MegatronArg> out;
     if (launcher < script) out = options(f, launcher, script, true, stray);

@@ -398,3 +398,65 @@ TEST_CASE("apps: import of torchrun --nproc_per_node gpu counts every GPU of the
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: check-log models the log's gradient-reduction dtype (accumulate_allreduce_grads_in_fp32)",
+          "[apps][import]") {
+  // The fixture's validated arguments say True (Megatron's bf16 rule): 682.3 TFLOP/s. A run with
+  // --grad-reduce-in-bf16 prints False, and its DP gradient reduce-scatter moves half the bytes.
+  const auto v = check_log_variant("grad_bf16", "log_healthy.txt",
+                                   "accumulate_allreduce_grads_in_fp32 .............. True",
+                                   "accumulate_allreduce_grads_in_fp32 .............. False");
+  INFO(v.run.output);
+  REQUIRE(v.run.exit_code == 0);
+  REQUIRE(v.run.output.find("throughput vs. model: predicted 682.6 TFLOP/s per GPU") != std::string::npos);
+  fs::remove_all(v.log.parent_path());
+}
+
+TEST_CASE("apps: import takes the node count of '--nnodes $SLURM_NNODES' from --nodes, and notes a replaced --nnodes",
+          "[apps][import]") {
+  const auto dir = scratch("slurm_nodes");
+  const auto script = dir / "launch.sh";
+  const std::string args =
+      " pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --seq-length 131072 --context-parallel-size 16 --cp-comm-type a2a+p2p "
+      "--hierarchical-context-parallel-sizes 8 2 --vocab-size 128256 --bf16 --swiglu\n";
+  std::ofstream(script) << "torchrun --nnodes $SLURM_NNODES --nproc_per_node 8" << args;
+  auto r = run_hcpsim("import megatron-args '" + script.string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(script.string() + ":1:10: --nnodes: cannot resolve '--nnodes $SLURM_NNODES': the job's "
+                      "environment sets the node count; fix: give the node count the job runs on: hcpsim import "
+                      "megatron-args FILE --nodes N") != std::string::npos);
+  r = run_hcpsim("import megatron-args '" + script.string() + "' --nodes 4 -o '" + (dir / "s.yaml").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("note: --nnodes $SLURM_NNODES: 4 nodes, from --nodes") != std::string::npos);
+  auto s = hcpsim::load_scenario((dir / "s.yaml").string());
+  CHECK(s.cluster.nodes == 4);
+  CHECK(*s.parallel.data_parallel_size == 2);
+  // A --nnodes the script gives is replaced by --nodes, with a note (it used to be replaced silently).
+  std::ofstream(script) << "torchrun --nnodes 4 --nproc_per_node 8" << args;
+  r = run_hcpsim("import megatron-args '" + script.string() + "' --nodes 2 -o '" + (dir / "s2.yaml").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("note: --nodes 2 replaces the script's --nnodes 4 (line 1)") != std::string::npos);
+  CHECK(hcpsim::load_scenario((dir / "s2.yaml").string()).cluster.nodes == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: import of a run on 4 of a node's 8 GPUs keeps one NIC per GPU and validates", "[apps][import]") {
+  const auto dir = scratch("nproc4");
+  const auto script = dir / "launch.sh";
+  std::ofstream(script) << "torchrun --standalone --nproc_per_node=4 pretrain_gpt.py --num-layers 16 "
+                           "--hidden-size 2048 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+                           "--seq-length 32768 --context-parallel-size 4 --vocab-size 128256 --bf16 --swiglu\n";
+  const auto r = run_stdout_only("import megatron-args '" + script.string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);  // was exit 2: gpus_per_node 4 is not a multiple of the preset's 8 NICs
+  CHECK(r.output.find("  nics_per_node: 4") != std::string::npos);
+  const auto s = hcpsim::load_scenario_text(r.output, "stdout");
+  CHECK(s.cluster.gpus_per_node == 4);
+  CHECK(s.cluster.nics_per_node == 4);
+  CHECK_NOTHROW(hcpsim::validate_scenario(s, hcpsim::ValidationScope::placement));
+  fs::remove_all(dir);
+}

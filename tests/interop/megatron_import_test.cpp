@@ -210,12 +210,20 @@ TEST_CASE("import: Llama3.1-405B's uneven pipeline split, from Megatron flags an
 }
 
 TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
+  // --nnodes from the job's environment is kept as written (the importer's --nodes gives the count); an
+  // unresolved --nproc_per_node is an error.
+  const MegatronConfig slurm = import_text("torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 pretrain_gpt.py \\\n"
+                                           "  --num-attention-heads 32 --seq-length 8192 --kv-channels 64\n");
+  REQUIRE(slurm.nnodes_unresolved == "--nnodes $SLURM_NNODES");
+  REQUIRE(!slurm.nnodes);
+  REQUIRE(!slurm.world_size);
+  REQUIRE(slurm.lines.at("nnodes") == 1);
   auto msg = error_of([] {
-    import_text("torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 pretrain_gpt.py \\\n"
+    import_text("torchrun --nnodes 2 --nproc_per_node $GPUS pretrain_gpt.py \\\n"
                 "  --num-attention-heads 32 --seq-length 8192 --kv-channels 64\n");
   });
-  REQUIRE(msg == "launch.sh:1:10: --nnodes: cannot resolve '$SLURM_NNODES' (SLURM_NNODES is not set in the script); "
-                 "fix: set SLURM_NNODES=<value> in the script before the command, or write the value");
+  REQUIRE(msg == "launch.sh:1:21: --nproc_per_node: cannot resolve '$GPUS' (GPUS is not set in the script); "
+                 "fix: set GPUS=<value> in the script before the command, or write the value");
   msg = error_of([] { import_text("torchrun --nproc_per_node 8 pretrain_gpt.py\n  --seq-length 8k\n"); });
   // A missing backslash ends the command at the new line: pretrain_gpt.py gets no options, so nothing is found.
   REQUIRE(msg.find("launch.sh: no training command found") == 0);
@@ -360,4 +368,67 @@ TEST_CASE("import: --fp8-recipe and --fp8-param-gather, and the Bridge FP8 recip
   const auto bad = error_of(
       [] { parse_bridge_config("model:\n  num_layers: 8\nmixed_precision:\n  fp8_recipe: mxfp8\n", "b.yaml"); });
   REQUIRE(bad.find("mixed_precision.fp8_recipe") != std::string::npos);
+}
+
+TEST_CASE("import: --attention-backend and Bridge model.attention_backend become model.attention_backend",
+          "[import]") {
+  const std::string line = "python pretrain_gpt.py --num-attention-heads 32 --seq-length 8192 --kv-channels 128 ";
+  for (const std::string b : {"flash", "fused", "auto"}) {
+    const MegatronConfig c = import_text(line + "--attention-backend " + b + "\n");
+    REQUIRE(c.attention_backend == b);
+    REQUIRE(scenario_yaml_of(c, ScenarioWriteOptions{}).find("  attention_backend: " + b) != std::string::npos);
+    REQUIRE(std::find_if(c.ignored.begin(), c.ignored.end(), [](const std::string& i) {
+              return i.find("attention-backend") != std::string::npos;
+            }) == c.ignored.end());
+  }
+  REQUIRE(!import_text(line + "\n").attention_backend);
+  // unfused and local attention have no context parallelism: refused at the flag, not dropped.
+  const std::string msg = error_of([&] { import_text(line + "--attention-backend unfused\n"); });
+  REQUIRE(msg.find("launch.sh:1:85: --attention-backend: attention backend 'unfused' is not modelled") == 0);
+  REQUIRE(msg.find("fix: use --attention-backend auto, flash or fused") != std::string::npos);
+  const auto bridge = parse_bridge_config("model:\n  attention_backend: AttnBackend.flash\n", "b.yaml");
+  REQUIRE(bridge.attention_backend == "flash");
+  REQUIRE(error_of([] { parse_bridge_config("model:\n  attention_backend: local\n", "b.yaml"); })
+              .find("b.yaml:2:22: model.attention_backend: attention backend 'local' is not modelled") == 0);
+}
+
+TEST_CASE("import: the gradient-reduction dtype follows Megatron-LM's bf16 / fp16 rules", "[import]") {
+  const std::string line = "python pretrain_gpt.py --num-attention-heads 32 --seq-length 8192 --kv-channels 128 ";
+  // arguments.py: under --bf16, --grad-reduce-in-bf16 turns accumulate_allreduce_grads_in_fp32 off, else it is on.
+  const MegatronConfig bf16 = import_text(line + "--bf16 --grad-reduce-in-bf16\n");
+  REQUIRE(bf16.grad_reduce_in_fp32 == false);
+  REQUIRE(scenario_yaml_of(bf16, ScenarioWriteOptions{}).find("  grad_reduce_in_fp32: false") != std::string::npos);
+  REQUIRE(!import_text(line + "--bf16\n").grad_reduce_in_fp32);  // Megatron's default: no key written
+  REQUIRE(import_text(line + "--fp16 --accumulate-allreduce-grads-in-fp32\n").grad_reduce_in_fp32 == true);
+  // fp16 without the flag reduces in fp16 (the bf16 rule does not apply), with a note.
+  const MegatronConfig fp16 = import_text(line + "--fp16\n");
+  REQUIRE(fp16.grad_reduce_in_fp32 == false);
+  REQUIRE(fp16.notes.back().find("Megatron reduces gradients in fp16") != std::string::npos);
+}
+
+TEST_CASE("import: a data-preprocessing command before the training line is not taken for it", "[import]") {
+  std::vector<std::string> notes;
+  const std::string script =
+      "python tools/preprocess_data.py --input data.json --output-prefix data --workers 8\n"
+      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-attention-heads 32 --seq-length 8192 --kv-channels 128\n"
+      "python tools/checkpoint/convert.py --model-type GPT --load-dir ckpt\n";
+  const MegatronConfig c =
+      interpret_megatron_args(split_megatron_command_line(script, "launch.sh", &notes), "launch.sh");
+  REQUIRE(c.num_attention_heads == 32);
+  REQUIRE(c.nproc_per_node == 8);
+  REQUIRE(notes == std::vector<std::string>{
+                       "line 1: another preprocess_data.py command; the pretrain_gpt.py one at line 2 was imported (a "
+                       "pretrain*.py script)",
+                       "line 3: another convert.py command; the pretrain_gpt.py one at line 2 was imported (a "
+                       "pretrain*.py script)"});
+  // Without a pretrain*.py script, the line torchrun launches wins over an earlier plain python line.
+  notes.clear();
+  const MegatronConfig launched = interpret_megatron_args(
+      split_megatron_command_line("python prep.py --input x --workers 4\n"
+                                  "torchrun --nproc_per_node 8 train.py --num-attention-heads 16 --seq-length 4096\n",
+                                  "launch.sh", &notes),
+      "launch.sh");
+  REQUIRE(launched.num_attention_heads == 16);
+  REQUIRE(notes.size() == 1);
+  REQUIRE(notes[0].find("(launched by torchrun)") != std::string::npos);
 }

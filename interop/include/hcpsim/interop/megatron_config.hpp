@@ -46,6 +46,8 @@ struct MegatronConfig {
   bool gated_linear_unit = false;          ///< --swiglu
   bool untie_embeddings_and_output_weights = false;
   std::string params_dtype = "fp32";       ///< bf16 | fp16 | fp32 (--bf16 / --fp16; Megatron's default is fp32)
+  /// --attention-backend auto | flash | fused (Bridge model.attention_backend); absent: Megatron's default, auto.
+  std::optional<std::string> attention_backend;
 
   // Parallel layout.
   int64_t tensor_model_parallel_size = 1;
@@ -58,7 +60,10 @@ struct MegatronConfig {
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;   ///< --overlap-grad-reduce (Bridge ddp.overlap_grad_reduce)
   bool overlap_param_gather = false;  ///< --overlap-param-gather (Bridge ddp.overlap_param_gather)
-  /// Bridge ddp.grad_reduce_in_fp32 when the input sets it (else Megatron's default, true, and no key is written).
+  /// The main-gradient dtype of the DP reduction when the input decides it: Bridge ddp.grad_reduce_in_fp32;
+  /// Megatron-LM --grad-reduce-in-bf16 (false), --accumulate-allreduce-grads-in-fp32 (true), or --fp16 without
+  /// it (false: arguments.py turns accumulate_allreduce_grads_in_fp32 on for bf16 only). Else Megatron's bf16
+  /// default, true, and no key is written.
   std::optional<bool> grad_reduce_in_fp32;
   /// --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split (Bridge model.*).
   bool tp_comm_overlap = false;  ///< --tp-comm-overlap (Bridge comm_overlap.tp_comm_overlap)
@@ -86,6 +91,9 @@ struct MegatronConfig {
   /// node stand for the count (nproc_per_node stays unset; the importer fills it from the preset).
   bool nproc_per_node_is_gpus = false;
   std::optional<int64_t> world_size;      ///< nnodes·nproc_per_node, or the log's world_size
+  /// A torchrun --nnodes whose value the script leaves to the environment ("--nnodes $SLURM_NNODES"), as written;
+  /// empty when resolved or absent. The importer takes the count from its --nodes option, or fails naming this.
+  std::string nnodes_unresolved;
 
   /// Megatron argument name (underscores) → line that set it; scenario keys map to these for error messages.
   std::map<std::string, int> lines;
