@@ -305,50 +305,106 @@ int print_findings(const std::string& file, const std::vector<std::string>& line
   return kExitFailed;
 }
 
+/// One run's checks: (a) hierarchical CP as configured versus as reported, (b) throughput versus the GPU's peak,
+/// (c) the arguments against the validation rules, (d) throughput versus the whole-step model, (e) NaN or Inf in
+/// the iteration lines. @throws InputError for a --scenario or --gpu that cannot be used.
+struct RunCheck {
+  MegatronLog log;
+  LogRunRange lines;
+  GpuChoice gpu;
+  std::optional<MegatronConfig> args;
+  ArgumentsScenario from_args;
+  ModelComparison model;
+  std::vector<LogFinding> findings;  ///< in line order
+  std::optional<Provenance> provenance;
+};
+
+RunCheck check_run(const CheckLogOptions& o, MegatronLog log, const LogRunRange& lines) {
+  RunCheck c;
+  c.log = std::move(log);
+  c.lines = lines;
+  c.gpu = choose_gpu(o, c.log);
+  const std::string& file = o.log_path;
+  c.args = interpret_log_arguments(c.log, o.log_path, c.findings);
+  for (auto& f : check_hierarchical_cp(c.log, c.args)) c.findings.push_back(std::move(f));
+  for (auto& f : check_throughput_peak(c.log, c.gpu.peak, c.args && c.args->fp8)) c.findings.push_back(std::move(f));
+  if (c.args) c.from_args = scenario_of_arguments(*c.args, c.log, file, c.gpu.preset_name, c.findings);
+  const Scenario* model_scenario =
+      c.gpu.given ? &*c.gpu.given : c.from_args.scenario ? &*c.from_args.scenario : nullptr;
+  c.model = compare_with_model(c.log, model_scenario, c.from_args.scenario, c.findings);
+  for (auto& f : check_nan_iterations(c.log, c.args)) c.findings.push_back(std::move(f));
+  std::stable_sort(c.findings.begin(), c.findings.end(),
+                   [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });
+  if (model_scenario) c.provenance = scenario_provenance(*model_scenario, {});
+  return c;
+}
+
+/// The log's runs, each parsed on its own lines (a log with one run: the whole log). A run without a GPU line
+/// of its own takes the one the log names first.
+std::vector<RunCheck> check_runs(const CheckLogOptions& o, const std::string& bytes,
+                                 const std::vector<std::string>& lines) {
+  MegatronLog whole = parse_megatron_log(bytes, o.log_path);
+  const std::vector<LogRunRange> ranges = megatron_log_runs(bytes);
+  std::vector<RunCheck> out;
+  if (ranges.size() == 1) {
+    out.push_back(check_run(o, std::move(whole), ranges.front()));
+    return out;
+  }
+  for (const LogRunRange& r : ranges) {
+    std::string text;
+    for (int i = r.first_line; i <= r.last_line && static_cast<size_t>(i) <= lines.size(); ++i)
+      text += lines[static_cast<size_t>(i) - 1] + "\n";
+    MegatronLog run = parse_megatron_log(text, o.log_path, r.first_line);
+    if (!run.gpu_name && whole.gpu_name) {
+      run.gpu_name = whole.gpu_name;
+      run.gpu_line = whole.gpu_line;
+    }
+    out.push_back(check_run(o, std::move(run), r));
+  }
+  return out;
+}
+
 int run_check_log(const CheckLogOptions& o) {
   std::string bytes;
-  MegatronLog log;
-  GpuChoice gpu;
+  std::vector<RunCheck> runs;
+  std::vector<std::string> lines;
   try {
     bytes = read_bytes(o.log_path);
-    log = parse_megatron_log(bytes, o.log_path);
-    gpu = choose_gpu(o, log);
+    lines = split_lines(bytes);
+    runs = check_runs(o, bytes, lines);
   } catch (const InputError& e) {
     // The JSON carries the error too; it still goes to stderr with exit 2 as without --json.
     if (!o.json.empty()) write_check_log_error_json(o.json, o.log_path, e);
     throw;
   }
-  const auto lines = split_lines(bytes);
   const std::string& file = o.log_path;
-
-  std::vector<LogFinding> findings;
-  const std::optional<MegatronConfig> args = interpret_log_arguments(log, o.log_path, findings);
-  // (a) hierarchical CP as configured versus as reported.
-  for (auto& f : check_hierarchical_cp(log, args)) findings.push_back(std::move(f));
-  // (b) throughput versus the GPU's peak.
-  for (auto& f : check_throughput_peak(log, gpu.peak, args && args->fp8)) findings.push_back(std::move(f));
-  // (c) the arguments against the validation rules.
-  ArgumentsScenario from_args;
-  if (args) from_args = scenario_of_arguments(*args, log, file, gpu.preset_name, findings);
-  // (d) throughput versus the whole-step model.
-  const Scenario* model_scenario = gpu.given ? &*gpu.given : from_args.scenario ? &*from_args.scenario : nullptr;
-  const ModelComparison model = compare_with_model(log, model_scenario, from_args.scenario, findings);
-  // (e) NaN or Inf in the iteration lines, with the known CP causes when the run used CP.
-  for (auto& f : check_nan_iterations(log, args)) findings.push_back(std::move(f));
-
-  std::stable_sort(findings.begin(), findings.end(),
-                   [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });
-  print_log_facts(file, log, args);
-  fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", gpu.peak.tflops, gpu.peak.source,
-             gpu.peak.assumed ? " [assumption]" : "");
-  fmt::print("  throughput vs. model: {}\n", model.summary);
-  if (!o.json.empty()) {
-    CheckLogReport report{file, &log, &args, gpu.peak, model, from_args.warnings, {}, std::nullopt};
-    if (model_scenario) report.provenance = scenario_provenance(*model_scenario, {});
-    for (const auto& f : findings) report.findings.push_back({f.line, f.message, f.line > 0 ? quote(lines, f.line) : ""});
-    write_check_log_json(o.json, report);
+  if (runs.size() > 1)
+    fmt::print("check-log {}: {} runs in one log (a job restarted and appended to it); each run is checked against "
+               "its own arguments\n", file, runs.size());
+  int exit_code = kExitOk;
+  size_t total = 0;
+  std::vector<CheckLogReport> reports;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const RunCheck& c = runs[k];
+    if (runs.size() > 1)
+      fmt::print("== run {} of {}: lines {}-{} ==\n", k + 1, runs.size(), c.lines.first_line, c.lines.last_line);
+    print_log_facts(file, c.log, c.args);
+    fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", c.gpu.peak.tflops, c.gpu.peak.source,
+               c.gpu.peak.assumed ? " [assumption]" : "");
+    fmt::print("  throughput vs. model: {}\n", c.model.summary);
+    CheckLogReport report{file, &c.log, &c.args, c.gpu.peak, c.model, c.from_args.warnings, {}, c.provenance, c.lines};
+    for (const auto& f : c.findings)
+      report.findings.push_back({f.line, f.message, f.line > 0 ? quote(lines, f.line) : ""});
+    reports.push_back(std::move(report));
+    exit_code = std::max(exit_code, print_findings(file, lines, c.from_args.warnings, c.findings));
+    total += c.findings.size();
   }
-  return print_findings(file, lines, from_args.warnings, findings);
+  if (runs.size() > 1)
+    fmt::print("result: {} over {} runs\n",
+               total == 0 ? std::string("clean") : fmt::format("{} finding{}", total, total == 1 ? "" : "s"),
+               runs.size());
+  if (!o.json.empty()) write_check_log_json(o.json, reports);
+  return exit_code;
 }
 
 }  // namespace

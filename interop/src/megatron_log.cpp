@@ -283,13 +283,13 @@ const MegatronArg* find_arg(const MegatronLog& log, const std::string& name) {
 
 }  // namespace
 
-MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name) {
+MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name, int first_line) {
   check_text(bytes, display_name);
   MegatronLog log;
   log.path = display_name;
   std::istringstream in(bytes);
   std::string line;
-  int number = 0;
+  int number = first_line - 1;
   bool in_args = false;
   while (std::getline(in, line)) {
     ++number;

@@ -270,3 +270,34 @@ TEST_CASE("log: a CP size that differs between the arguments and the world-size 
         "describe different runs (a log of several runs, or an edited one); fix: check the log against the launch "
         "that wrote it");
 }
+
+TEST_CASE("log: a log that several runs appended to splits at each run's world-size line or arguments block",
+          "[log]") {
+  const std::string world = "using world size: 8, data-parallel size: 4, context-parallel size: 2\n";
+  const std::string args = "------------------------ arguments ------------------------\n"
+                           "  context_parallel_size ........................... 2\n"
+                           "-------------------- end of arguments ---------------------\n";
+  const std::string iter = " iteration        1/      10 | throughput per GPU (TFLOP/s/GPU): 400.0 |\n";
+  auto ranges = [](const std::string& text) {
+    std::vector<std::pair<int, int>> out;
+    for (const LogRunRange& r : megatron_log_runs(text)) out.emplace_back(r.first_line, r.last_line);
+    return out;
+  };
+  using Ranges = std::vector<std::pair<int, int>>;
+  // One run: launcher lines, the world-size line, the arguments, iterations (lines 1..8).
+  const std::string one = "W0101 launcher warning\n" + world + args + iter + iter + iter;
+  REQUIRE(ranges(one) == Ranges{{1, 8}});
+  // Appended (tee -a): the second run starts at its world-size line (after the first run's arguments).
+  REQUIRE(ranges(one + one) == Ranges{{1, 9}, {10, 16}});
+  // Runs without world-size lines (an older format): each arguments block starts a run.
+  REQUIRE(ranges(args + iter + args + iter + args) == Ranges{{1, 4}, {5, 8}, {9, 11}});
+  // Two world-size lines before any arguments: two runs.
+  REQUIRE(ranges(world + world + args) == Ranges{{1, 1}, {2, 5}});
+  REQUIRE(ranges("") == Ranges{{1, 1}});
+  // A run parsed on its own lines keeps the file's line numbers.
+  const MegatronLog second = parse_megatron_log(world + args + iter, "log.txt", 10);
+  REQUIRE(second.world->line == 10);
+  REQUIRE(second.arguments_begin_line == 11);
+  REQUIRE(second.arguments.front().line == 12);
+  REQUIRE(second.throughput.front().line == 14);
+}

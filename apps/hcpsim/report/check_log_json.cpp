@@ -50,12 +50,10 @@ json throughput_json(const MegatronLog& log) {
   return json{{"iterations", log.throughput.size()}, {"max_tflops_per_gpu", mx->tflops_per_gpu}, {"max_line", mx->line}};
 }
 
-}  // namespace
-
-void write_check_log_json(const std::string& path, const CheckLogReport& r) {
+/// One run's report, without the log path and the provenance.
+json run_json(const CheckLogReport& r) {
   const bool clean = r.findings.empty();
   json j;
-  j["log"] = r.log_path;
   j["result"] = clean ? "clean" : "findings";
   j["exit_code"] = clean ? 0 : 1;
   j["world"] = world_json(r.log->world);
@@ -71,7 +69,34 @@ void write_check_log_json(const std::string& path, const CheckLogReport& r) {
   j["warnings"] = r.warnings;
   j["findings"] = json::array();
   for (const auto& f : r.findings) j["findings"].push_back({{"line", f.line}, {"message", f.message}, {"quote", f.quote}});
-  const Provenance provenance = r.provenance ? *r.provenance : make_provenance("", {}, 0);
+  return j;
+}
+
+}  // namespace
+
+void write_check_log_json(const std::string& path, const std::vector<CheckLogReport>& runs) {
+  const CheckLogReport& last = runs.back();
+  json j;
+  j["log"] = last.log_path;
+  const json last_json = run_json(last);
+  for (const auto& item : last_json.items()) j[item.key()] = item.value();
+  if (runs.size() > 1) {
+    json findings = json::array();
+    json per_run = json::array();
+    for (const CheckLogReport& r : runs) {
+      const json one = run_json(r);
+      for (const auto& f : one.at("findings")) findings.push_back(f);
+      json entry{{"first_line", r.lines.first_line}, {"last_line", r.lines.last_line}};
+      for (const auto& item : one.items())
+        if (item.key() != "exit_code") entry[item.key()] = item.value();
+      per_run.push_back(entry);
+    }
+    j["result"] = findings.empty() ? "clean" : "findings";
+    j["exit_code"] = findings.empty() ? 0 : 1;
+    j["findings"] = findings;
+    j["runs"] = per_run;
+  }
+  const Provenance provenance = last.provenance ? *last.provenance : make_provenance("", {}, 0);
   write_output_file(path, with_provenance(j.dump(), provenance), "check-log JSON", "--json");
 }
 

@@ -41,15 +41,20 @@ struct CheckLogReport {
   /// What produced the report: the build and the scenario the model comparison used (--scenario, or the one
   /// built from the log's arguments); absent: no scenario, and the report's provenance has an empty scenario_yaml.
   std::optional<Provenance> provenance;
+  /// The run's lines in the log (megatron_log_runs); the whole log when it holds one run.
+  LogRunRange lines;
 };
 
 /// Writes `{"log", "result": "clean" | "findings", "exit_code": 0 | 1, "world": {...} | null, "arguments": {...} |
 /// null, "throughput": {"iterations", "max_tflops_per_gpu", "max_line"}, "gpu_peak": {"tflops_per_gpu", "source",
 /// "assumed"}, "model": {"status", "predicted_tflops_per_gpu", "convention", "convention_identified", "summary"},
 /// "warnings": [...], "findings": [{"line", "message", "quote"}], "provenance": {...}}` (keys in this order;
-/// provenance as io/provenance.hpp writes it). Written atomically.
+/// provenance as io/provenance.hpp writes it). Written atomically. A log that holds several runs (one report per
+/// run, in log order) is described by its last run, with "result", "exit_code" and "findings" over every run, and
+/// "runs": [{"first_line", "last_line", "result", "world", "arguments", "throughput", "gpu_peak", "model",
+/// "warnings", "findings"}] after "findings"; the provenance is the last run's.
 /// @throws InputError naming `path` and --json if it cannot be written.
-void write_check_log_json(const std::string& path, const CheckLogReport& report);
+void write_check_log_json(const std::string& path, const std::vector<CheckLogReport>& runs);
 
 /// Writes the report of a log that cannot be read or parsed (exit 2): `{"log", "result": "error", "exit_code": 2,
 /// "error": {"message", "key", "problem", "fix"}}`. @throws InputError naming `path` and --json if it cannot be

@@ -78,7 +78,23 @@ struct MegatronLog {
 /// @throws InputError naming the file and what is missing when it is empty, binary (a NUL byte, or more than 1%
 /// control bytes other than tab, CR, LF, form feed and ANSI escape), has neither an arguments block nor a
 /// world-size line (truncated, or not a Megatron log), or stops inside the arguments block.
-MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name);
+/// @param first_line    the line number of the first line of `bytes` (> 1 when `bytes` is one run of a longer log,
+///                      megatron_log_runs): every line number in the result counts from it.
+MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name, int first_line = 1);
+
+/// The lines of one run in a log that several runs wrote to (a job restarted with `tee -a` or a scheduler's append
+/// mode): [first_line, last_line], 1-based.
+struct LogRunRange {
+  int first_line = 1;
+  int last_line = 0;
+};
+
+/// Splits a log into its runs. A run starts at its `using world size:` line or its arguments block, whichever
+/// comes first (arguments.py prints the world-size line, then the arguments); a second world-size line, a
+/// world-size line after an arguments block, or a second arguments block starts the next run. The lines before
+/// the first run's markers belong to it, and so do the lines a next run prints before its own markers (a launcher's
+/// warnings, nvidia-smi). One range over the whole text when the log holds one run (or none). No I/O, no errors.
+std::vector<LogRunRange> megatron_log_runs(const std::string& bytes);
 
 /// A problem the log shows, with its evidence line (0 = the file as a whole).
 struct LogFinding {
