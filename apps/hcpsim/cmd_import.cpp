@@ -59,6 +59,24 @@ std::string read_input(const std::string& path) {
   throw InputError(c.loc_of_scenario_key(e.key()), e.key(), e.problem(), e.fix());
 }
 
+/// Full recompute needs its method and layer count: Megatron-Core's TransformerConfig.__post_init__ raises
+/// "Using recompute_granularity: full so recompute_method must be "block" or "uniform"" and asks for
+/// recompute_num_layers. @throws InputError at the granularity's line when either is missing.
+void check_full_recompute(const MegatronConfig& cfg, bool bridge) {
+  if (cfg.recompute_granularity != "full" || (cfg.recompute_method && cfg.recompute_num_layers)) return;
+  const std::string method = bridge ? "model.recompute_method" : "--recompute-method";
+  const std::string layers = bridge ? "model.recompute_num_layers" : "--recompute-num-layers";
+  const std::string missing = !cfg.recompute_method && !cfg.recompute_num_layers ? method + " and " + layers
+                              : !cfg.recompute_method                            ? method
+                                                                                 : layers;
+  throw InputError(cfg.loc_of_scenario_key("training.recompute_granularity"),
+                   bridge ? "model.recompute_granularity" : "--recompute-granularity",
+                   "full recompute without " + missing + ": Megatron-Core's TransformerConfig raises (recompute_method "
+                   "must be block or uniform, recompute_num_layers between 1 and the layers per pipeline rank)",
+                   "add " + (bridge ? method + ": uniform and " + layers + ": 1" : method + " uniform " + layers + " 1") +
+                       " (every layer recomputed, its input saved), or the values the run uses");
+}
+
 /// A launch line whose --nnodes the job's environment sets ("--nnodes $SLURM_NNODES") takes the count from
 /// --nodes. @throws InputError at that --nnodes when --nodes is not given.
 void resolve_node_count(MegatronConfig& cfg, const ImportOptions& o) {
@@ -90,6 +108,7 @@ int run_import(const ImportOptions& o, bool bridge) {
                               : interpret_megatron_args(split_megatron_command_line(text, o.input, &unresolved),
                                                         o.input);
   check_unmodelled(cfg, o.allow_unmodelled);
+  check_full_recompute(cfg, bridge);
   resolve_node_count(cfg, o);
   if (cfg.nproc_per_node_is_gpus && !cfg.nproc_per_node) {  // torchrun --nproc_per_node gpu: every GPU of a node
     cfg.nproc_per_node = preset->gpus_per_node;

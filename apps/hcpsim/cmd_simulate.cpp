@@ -180,7 +180,11 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              gb(mb.gradients_bytes), gb(mb.optimizer_bytes),
              p.use_distributed_optimizer ? " (sharded over DP x CP)" : " (not sharded)", mb.parameters_per_gpu);
   const char* in_flight = mb.in_flight_microbatches == 1 ? "micro-batch" : "micro-batches";
-  if (partial_recompute_text(s).empty()) {
+  // Every layer recomputed with its own input saved (uniform over groups of one layer): per-layer figures.
+  const TrainingConfig& tc = s.training;
+  const bool per_layer = tc.recompute_granularity != RecomputeGranularity::full ||
+                         (tc.recompute_method == RecomputeMethod::uniform && tc.recompute_num_layers.value_or(1) == 1);
+  if (per_layer) {
     fmt::print("    activations {} ({} per layer x {} layers x {:.3g} {} in flight{})  logits + loss {}\n",
                gb(mb.activations_bytes), gb(mb.activations_per_layer_bytes), mb.stage_layers,
                mb.in_flight_microbatches, in_flight,
@@ -191,10 +195,10 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
   } else {
     const RecomputePlan plan = recompute_plan(s, mb.stage_layers);
     fmt::print("    activations {} ({} saved layer inputs + {} whole layers, x {:.3g} {} in flight, + {} "
-               "for the {} layers being recomputed)  logits + loss {}\n",
+               "for the {} layer{} being recomputed)  logits + loss {}\n",
                gb(mb.activations_bytes), plan.saved_inputs, plan.full_layers, mb.in_flight_microbatches,
-               in_flight,
-               gb(mb.recompute_working_bytes), plan.working_layers, gb(mb.output_layer_activations_bytes));
+               in_flight, gb(mb.recompute_working_bytes), plan.working_layers, plan.working_layers == 1 ? "" : "s",
+               gb(mb.output_layer_activations_bytes));
   }
   fmt::print("    transient CP attention + TP buffers {}  framework overhead {}\n",
              gb(mb.cp_attention_buffers_bytes), gb(mb.framework_overhead_bytes));

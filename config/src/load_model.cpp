@@ -122,14 +122,16 @@ void read_training(YamlReader& r, const YAML::Node& m, TrainingConfig& t) {
       r.fail(m["recompute_granularity"], P + ".recompute_granularity", "unknown value '" + g + "'",
              "use one of: none, selective, full");
   }
-  if (m["recompute_method"]) {
+  // null (as a Megatron-Bridge dump writes it, or an override `training.recompute_method=null`) leaves the
+  // default: needed to switch a scenario that sets both keys to selective or no recompute.
+  if (m["recompute_method"] && !m["recompute_method"].IsNull()) {
     const std::string g = r.get_string(m["recompute_method"], P + ".recompute_method");
     if (g == "uniform") t.recompute_method = RecomputeMethod::uniform;
     else if (g == "block") t.recompute_method = RecomputeMethod::block;
     else
       r.fail(m["recompute_method"], P + ".recompute_method", "unknown value '" + g + "'", "use uniform or block");
   }
-  if (m["recompute_num_layers"])
+  if (m["recompute_num_layers"] && !m["recompute_num_layers"].IsNull())
     t.recompute_num_layers = r.get_int(m["recompute_num_layers"], P + ".recompute_num_layers");
   if (m["fp8"]) t.fp8 = r.get_bool(m["fp8"], P + ".fp8");
   if (m["fp8_recipe"]) {

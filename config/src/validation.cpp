@@ -176,6 +176,7 @@ class Validator {
     }
     check_step_layout();
     add_parallel_warnings();
+    add_recompute_warning();
   }
 
   /// Each parallel size is positive, the order is a known one, and TP divides both head counts.
@@ -405,7 +406,8 @@ class Validator {
       fail(t.recompute_num_layers ? "training.recompute_num_layers" : "training.recompute_method",
            "recompute_method / recompute_num_layers apply to recompute_granularity full only, but it is " +
                to_string(t.recompute_granularity) + " (Megatron asserts recompute_method is None otherwise)",
-           "set training.recompute_granularity: full, or remove recompute_method and recompute_num_layers");
+           "set training.recompute_granularity: full, or remove recompute_method and recompute_num_layers (on the "
+           "command line: training.recompute_method=null training.recompute_num_layers=null)");
     if (!t.recompute_num_layers) return;
     const int64_t n = *t.recompute_num_layers;
     const int64_t v = s_.parallel.virtual_pipeline_model_parallel_size.value_or(1);
@@ -429,6 +431,20 @@ class Validator {
       fail("training.fp8_param_gather",
            "Megatron supports --fp8-param-gather only with the distributed optimizer (arguments.py asserts it)",
            "set parallel.use_distributed_optimizer: true, or remove fp8_param_gather");
+  }
+
+  /// Full recompute without recompute_num_layers: hcpsim's shorthand (uniform over groups of one layer), which
+  /// Megatron-Core refuses. Source: megatron/core/transformer/transformer_config.py __post_init__ ("Using
+  /// recompute_granularity: full so recompute_method must be \"block\" or \"uniform\"", and recompute_num_layers
+  /// between 1 and the layers per pipeline rank).
+  void add_recompute_warning() {
+    const TrainingConfig& t = s_.training;
+    if (t.recompute_granularity != RecomputeGranularity::full || t.recompute_num_layers) return;
+    report_.warnings.push_back(
+        "recompute_granularity full without recompute_num_layers: simulated as recompute_method uniform with "
+        "recompute_num_layers 1 (every layer's input saved), but Megatron-Core raises unless both are set "
+        "(TransformerConfig: recompute_method must be block or uniform, recompute_num_layers given); set "
+        "training.recompute_method and training.recompute_num_layers as the run does");
   }
 
   /// Legal settings that Megatron or TE quietly turn into something else.

@@ -102,6 +102,8 @@ Scenario candidate_scenario(const Scenario& scenario, const SearchSpace& space, 
                               : *k.recompute == PlanRecompute::selective ? RecomputeGranularity::selective
                                                                          : RecomputeGranularity::full;
     if (*k.recompute == PlanRecompute::partial) t.recompute_method = RecomputeMethod::block;
+    // Megatron-Core needs recompute_num_layers with full granularity: uniform over groups of one layer.
+    if (*k.recompute == PlanRecompute::full) t.recompute_num_layers = 1;
   }
   if (space.gpus && c.cluster.topology.vertices.empty())
     c.cluster.nodes = std::max(c.cluster.nodes, (*space.gpus + c.cluster.gpus_per_node - 1) / c.cluster.gpus_per_node);

@@ -491,3 +491,28 @@ TEST_CASE("apps: check-log checks every run of a log that a restarted job append
   CHECK(json.find(fmt::format("\"first_line\": {}", second)) != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: import refuses full recompute without its method and layer count, as Megatron-Core does",
+          "[apps][import]") {
+  const auto dir = scratch("full_recompute");
+  const auto script = dir / "launch.sh";
+  const std::string line = "python pretrain_gpt.py --num-layers 8 --hidden-size 1024 --num-attention-heads 16 "
+                           "--seq-length 8192 --recompute-granularity full";
+  std::ofstream(script) << line << "\n";
+  auto r = run_hcpsim("import megatron-args '" + script.string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(script.string() + ":1:101: --recompute-granularity: full recompute without --recompute-method "
+                      "and --recompute-num-layers: Megatron-Core's TransformerConfig raises") != std::string::npos);
+  CHECK(r.output.find("fix: add --recompute-method uniform --recompute-num-layers 1") != std::string::npos);
+  std::ofstream(script) << line << " --recompute-method block\n";
+  r = run_hcpsim("import megatron-args '" + script.string() + "'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("full recompute without --recompute-num-layers:") != std::string::npos);
+  std::ofstream(script) << line << " --recompute-method uniform --recompute-num-layers 1\n";
+  r = run_stdout_only("import megatron-args '" + script.string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("  recompute_num_layers: 1") != std::string::npos);
+  fs::remove_all(dir);
+}

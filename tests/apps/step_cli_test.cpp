@@ -32,7 +32,8 @@ TEST_CASE("apps: simulate prints the whole step and writes step.* summary keys",
   // A BF16 run has no FP8 MFU; an FP8 run reports both peaks, and selective recompute warns.
   CHECK(r.output.find("dense FP8 peak the GEMMs run at") == std::string::npos);
   const auto f = run_hcpsim("simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml training.fp8=true "
-                            "training.recompute_granularity=selective");
+                            "training.recompute_granularity=selective training.recompute_method=null "
+                            "training.recompute_num_layers=null");
   CHECK(f.output.find("of the 1978.9 TFLOP/s dense FP8 peak the GEMMs run at") != std::string::npos);
   CHECK(f.output.find("warning: training.recompute_granularity selective") != std::string::npos);
   const auto j = nlohmann::json::parse(slurp(js));

@@ -117,3 +117,34 @@ TEST_CASE("step: recompute_method and recompute_num_layers are checked as Megatr
             .empty());
   CHECK(error_of({"training.recompute_method=some"}).find("use uniform or block") != std::string::npos);
 }
+
+TEST_CASE("step: full recompute without recompute_num_layers warns that Megatron-Core refuses it; null unsets a key",
+          "[step][recompute]") {
+  auto warnings = [](const std::vector<std::string>& overrides) {
+    return validate_scenario(small(overrides), ValidationScope::placement).warnings;
+  };
+  auto has_warning = [](const std::vector<std::string>& w) {
+    return std::any_of(w.begin(), w.end(), [](const std::string& x) {
+      return x.find("recompute_granularity full without recompute_num_layers: simulated as recompute_method uniform "
+                    "with recompute_num_layers 1") == 0 &&
+             x.find("Megatron-Core raises unless both are set") != std::string::npos;
+    });
+  };
+  CHECK(has_warning(warnings({"training.recompute_granularity=full"})));
+  CHECK(!has_warning(warnings({"training.recompute_granularity=full", "training.recompute_method=uniform",
+                               "training.recompute_num_layers=1"})));
+  CHECK(!has_warning(warnings({"training.recompute_granularity=selective"})));
+  // Uniform over groups of one layer is what the shorthand simulates: the same step either way.
+  const auto shorthand = step_of(small({"training.recompute_granularity=full"}));
+  const auto explicit_keys = step_of(small({"training.recompute_granularity=full", "training.recompute_method=uniform",
+                                            "training.recompute_num_layers=1"}));
+  CHECK(shorthand.step_ps == explicit_keys.step_ps);
+  CHECK(shorthand.memory.activations_bytes == explicit_keys.memory.activations_bytes);
+  // null (a Bridge dump's spelling) leaves a key unset, so a scenario that sets both can be switched to selective.
+  const Scenario s = small({"training.recompute_granularity=selective", "training.recompute_method=null",
+                            "training.recompute_num_layers=null"});
+  CHECK(!s.training.recompute_num_layers);
+  CHECK(error_of({"training.recompute_granularity=selective", "training.recompute_method=block"})
+            .find("(on the command line: training.recompute_method=null training.recompute_num_layers=null)") !=
+        std::string::npos);
+}
