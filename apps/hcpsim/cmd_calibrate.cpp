@@ -39,6 +39,7 @@ GpuSpec base_gpu(const std::string& name) {
 int cmd_calibrate(const CalibrateArgs& a) {
   const GpuSpec base = base_gpu(a.gpu);
   const auto rows = read_measured_ops_csv(a.csv);
+  if (a.output != "-") check_requested_outputs({{a.output, "-o", "calibration file"}});
   const auto fit = sim::fit_calibration(rows, base, a.csv);
   const std::string yaml = sim::calibration_yaml(fit, a.csv);
   fmt::print("calibrate {} on {} ({} timed rows; alloc and free rows take no device time and are not read): used "

@@ -15,6 +15,7 @@
 #include "hcpsim/core/input_file.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/interop/megatron_log.hpp"
+#include "hcpsim/io/output_file.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/sim/topology.hpp"
 #include "hcpsim/config/validation.hpp"
@@ -370,6 +371,12 @@ int run_check_log(const CheckLogOptions& o) {
   std::vector<std::string> lines;
   try {
     bytes = read_bytes(o.log_path);
+  } catch (const InputError& e) {
+    if (!o.json.empty()) write_check_log_error_json(o.json, o.log_path, e);
+    throw;
+  }
+  check_requested_outputs({{o.json, "--json", "check-log JSON"}});  // before the checks and their simulations
+  try {
     lines = split_lines(bytes);
     runs = check_runs(o, bytes, lines);
   } catch (const InputError& e) {

@@ -95,6 +95,7 @@ int cmd_collective(const CollectiveArgs& a) {
   if (a.step_factor < 2)
     throw InputError(SourceLoc{}, "--step-factor", fmt::format("{} is below 2", a.step_factor),
                      "give an integer factor >= 2 between sizes, e.g. 2");
+  check_requested_outputs({{a.csv, "--csv", "collective CSV"}});  // before any row is printed
   std::vector<int64_t> gpus;  // the first gpn GPUs of every node
   for (int64_t n = 0; n < a.nodes; ++n)
     for (int64_t g = 0; g < gpn; ++g) gpus.push_back(n * cl.gpus_per_node + g);

@@ -107,3 +107,28 @@ TEST_CASE("apps: diff without a second side is a usage error, not a comparison o
   CHECK(r.output.find("diff needs a second side") != std::string::npos);
   CHECK(r.output.find("no change") == std::string::npos);
 }
+
+TEST_CASE("apps: collective, check-log and calibrate refuse an unwritable output before printing any result",
+          "[apps][robustness]") {
+  // They used to print every row or finding and only then fail on the output (exit 2 after a full report).
+  const std::string bad = "/nonexistent_hcpsim_dir/out";
+  auto r = run_hcpsim("collective all_reduce --cluster dgx-h100 --nodes 1 --csv " + bad + ".csv");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(bad + ".csv: --csv: directory '/nonexistent_hcpsim_dir' does not exist") != std::string::npos);
+  CHECK(r.output.find("# hcpsim collective") == std::string::npos);
+  r = run_hcpsim("check-log tests/fixtures/megatron/log_healthy.txt --json " + bad + ".json");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(bad + ".json: --json: directory") != std::string::npos);
+  CHECK(r.output.find("world-size line") == std::string::npos);
+  const std::filesystem::path csv = std::filesystem::temp_directory_path() / ("hcpsim_out_check_" + std::to_string(getpid()) + ".csv");
+  std::ofstream(csv) << "op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s\n"
+                        "gemm,bf16,,,,,8192,8192,8192,0,1099511627776,0.0022\n";
+  r = run_hcpsim("calibrate " + csv.string() + " -o " + bad + ".yaml");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(bad + ".yaml: -o: directory") != std::string::npos);
+  CHECK(r.output.find("calibrate " + csv.string()) == std::string::npos);
+  std::filesystem::remove(csv);
+}
