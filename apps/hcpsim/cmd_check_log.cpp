@@ -112,7 +112,17 @@ struct GpuChoice {
   std::optional<Scenario> given;          ///< the --scenario, when given
   GpuPeak peak;
   std::string preset_name = "dgx-h100";   ///< cluster preset of the scenario written from the arguments
+  /// A GPU without a preset (datasheet_gpu): its peak is known, but the whole-step model has no cluster for it.
+  std::optional<DatasheetGpu> datasheet;
 };
+
+/// The peak of a GPU known by its datasheet only, and the preset of its family for the arguments' placement rules.
+void choose_datasheet_gpu(GpuChoice& choice, const DatasheetGpu& d, const std::string& where) {
+  choice.datasheet = d;
+  choice.preset_name = d.family;
+  choice.peak.tflops = d.tflops;
+  choice.peak.source = d.name + " (" + d.source + "), " + where;
+}
 
 /// GPU peak: --scenario, else --gpu, else a GPU the log names, else the stated H100/H200-class assumption.
 GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
@@ -125,15 +135,23 @@ GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
     if (!choice.given->cluster.preset.empty()) choice.preset_name = choice.given->cluster.preset;
   } else if (!o.gpu.empty()) {
     const auto p = preset_of_gpu_name(o.gpu);
+    if (const auto d = datasheet_gpu(o.gpu); !p && d) {
+      choose_datasheet_gpu(choice, *d, "from --gpu " + o.gpu);
+      return choice;
+    }
     if (!p) {
       std::string names;
       for (const auto& n : cluster_preset_names()) names += ", " + n;
-      throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + o.gpu + "'", "use H100, H200, A100, B200" + names);
+      throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + o.gpu + "'",
+                       "use H100, H200, A100, B200" + names + ", or H100 PCIe, H100 NVL, GH200, H800, H20, A800, L40S");
     }
     choice.preset_name = *p;
     const auto c = cluster_preset(*p, 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
     peak.source = c->gpu.name + ", from --gpu " + o.gpu;
+  } else if (log.gpu_name && datasheet_gpu(*log.gpu_name)) {
+    choose_datasheet_gpu(choice, *datasheet_gpu(*log.gpu_name),
+                         "named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line));
   } else if (log.gpu_name) {
     choice.preset_name = *preset_of_gpu_name(*log.gpu_name);
     const auto c = cluster_preset(choice.preset_name, 1);
@@ -332,7 +350,13 @@ RunCheck check_run(const CheckLogOptions& o, MegatronLog log, const LogRunRange&
   if (c.args) c.from_args = scenario_of_arguments(*c.args, c.log, file, c.gpu.preset_name, c.findings);
   const Scenario* model_scenario =
       c.gpu.given ? &*c.gpu.given : c.from_args.scenario ? &*c.from_args.scenario : nullptr;
-  c.model = compare_with_model(c.log, model_scenario, c.from_args.scenario, c.findings);
+  if (c.gpu.datasheet) {  // the preset's GPU would predict another GPU's throughput
+    model_scenario = nullptr;
+    c.model.summary = "not checked (no cluster preset for the " + c.gpu.datasheet->name +
+                      ": give --scenario with its cluster.gpu)";
+  } else {
+    c.model = compare_with_model(c.log, model_scenario, c.from_args.scenario, c.findings);
+  }
   for (auto& f : check_nan_iterations(c.log, c.args)) c.findings.push_back(std::move(f));
   std::stable_sort(c.findings.begin(), c.findings.end(),
                    [](const LogFinding& a, const LogFinding& b) { return a.line < b.line; });

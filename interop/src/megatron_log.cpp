@@ -240,18 +240,6 @@ std::optional<NanReport> nan_line(const std::string& line, int number, int64_t i
   return r;
 }
 
-std::optional<std::string> gpu_named(const std::string& line) {
-  for (const char* g : {"H100", "H200", "A100", "B200"}) {
-    const auto at = line.find(g);
-    if (at == std::string::npos) continue;
-    const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(line[at - 1]));
-    const size_t end = at + 4;
-    const bool right = end >= line.size() || !std::isdigit(static_cast<unsigned char>(line[end]));
-    if (left && right) return std::string(g);
-  }
-  return std::nullopt;
-}
-
 void check_text(const std::string& bytes, const std::string& file) {
   SourceLoc where;
   where.file = display(file);
@@ -328,7 +316,7 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
       }
     }
     if (!log.gpu_name) {
-      if (auto g = gpu_named(line)) {
+      if (auto g = gpu_named_in_line(line)) {
         log.gpu_name = g;
         log.gpu_line = number;
       }
@@ -351,19 +339,6 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
                      "pass the rank-0 log of a Megatron-LM run from its start (arguments.py prints both "
                      "before training)");
   return log;
-}
-
-std::optional<std::string> preset_of_gpu_name(const std::string& name) {
-  std::string n;
-  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const auto& p : cluster_preset_names())
-    if (n == p) return p;
-  for (const char* g : {"h100", "h200", "a100", "b200"}) {
-    if (n.rfind(g, 0) == 0 && (n.size() == 4 || !std::isdigit(static_cast<unsigned char>(n[4]))))
-      return std::string("dgx-") + g;
-    if (n.rfind(std::string("nvidia ") + g, 0) == 0) return std::string("dgx-") + g;
-  }
-  return std::nullopt;
 }
 
 std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std::optional<MegatronConfig>& args) {

@@ -516,3 +516,21 @@ TEST_CASE("apps: import refuses full recompute without its method and layer coun
   CHECK(r.output.find("  recompute_num_layers: 1") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: check-log holds a log from a GPU without a preset to its datasheet peak", "[apps][import]") {
+  // An H100 PCIe (756 TFLOP/s dense BF16) used to be read as the 989.4 TFLOP/s SXM5; an H20 (148) was not
+  // recognised at all ("no GPU name in the log").
+  auto v = check_log_variant("pcie", "log_healthy.txt", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe");
+  INFO(v.run.output);
+  CHECK(v.run.exit_code == 0);
+  CHECK(v.run.output.find("  GPU peak: 756.0 TFLOP/s dense bf16 (H100 PCIe (NVIDIA H100 datasheet: BF16 1,513 TFLOPS "
+                          "with sparsity), named by the log at " + v.log.string() + ":1)") != std::string::npos);
+  CHECK(v.run.output.find("throughput vs. model: not checked (no cluster preset for the H100 PCIe: give --scenario "
+                          "with its cluster.gpu)") != std::string::npos);
+  fs::remove_all(v.log.parent_path());
+  v = check_log_variant("h20", "log_healthy.txt", "NVIDIA H100 80GB HBM3", "NVIDIA H20");
+  INFO(v.run.output);
+  CHECK(v.run.exit_code == 1);  // 402.3 TFLOP/s reported is far above an H20's 148
+  CHECK(v.run.output.find("exceeds the dense bf16 peak of the GPU, 148.0 TFLOP/s (H20") != std::string::npos);
+  fs::remove_all(v.log.parent_path());
+}

@@ -301,3 +301,25 @@ TEST_CASE("log: a log that several runs appended to splits at each run's world-s
   REQUIRE(second.arguments.front().line == 12);
   REQUIRE(second.throughput.front().line == 14);
 }
+
+TEST_CASE("log: GPU names map to a preset or to a datasheet peak, never an H100 PCIe to the SXM5 preset", "[log]") {
+  CHECK(preset_of_gpu_name("H100") == "dgx-h100");
+  CHECK(preset_of_gpu_name("NVIDIA H100 80GB HBM3") == "dgx-h100");
+  CHECK(!preset_of_gpu_name("NVIDIA H100 PCIe"));
+  CHECK(!preset_of_gpu_name("H100 NVL"));
+  CHECK(!preset_of_gpu_name("H20"));
+  // Dense BF16 = the datasheets' "with sparsity" figures halved.
+  CHECK(datasheet_gpu("NVIDIA H100 PCIe")->tflops == 756.0);
+  CHECK(datasheet_gpu("h100 nvl")->tflops == 835.5);
+  CHECK(datasheet_gpu("NVIDIA GH200 480GB")->tflops == 989.5);
+  CHECK(datasheet_gpu("NVIDIA H20")->tflops == 148.0);
+  CHECK(datasheet_gpu("NVIDIA L40S")->tflops == 362.05);
+  CHECK(!datasheet_gpu("NVIDIA H200"));  // a preset GPU, not "H20" followed by a digit
+  CHECK(!datasheet_gpu("H100"));
+  CHECK(gpu_named_in_line("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)") == "H100");
+  CHECK(gpu_named_in_line("GPU 0: NVIDIA H100 PCIe (UUID: GPU-0)") == "H100 PCIe");
+  CHECK(gpu_named_in_line("GPU 3: NVIDIA GH200 480GB (UUID: GPU-3)") == "GH200");
+  CHECK(gpu_named_in_line("GPU 0: NVIDIA H20 (UUID: GPU-0)") == "H20");
+  CHECK(gpu_named_in_line("GPU 0: NVIDIA H200 (UUID: GPU-0)") == "H200");
+  CHECK(!gpu_named_in_line("iteration 100 | lm loss: 2.0 | H2000 tokens"));
+}

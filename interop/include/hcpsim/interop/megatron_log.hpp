@@ -110,8 +110,26 @@ struct GpuPeak {
 };
 
 /// Maps a GPU or preset name to a cluster preset name: "H100" / "h100" / "H100-SXM5-80GB" → "dgx-h100", likewise
-/// H200, A100, B200, and a preset name to itself. std::nullopt for anything else.
+/// H200, A100, B200, and a preset name to itself. std::nullopt for anything else, including the GPUs of
+/// datasheet_gpu_peak (an H100 PCIe is not the preset's H100 SXM5).
 std::optional<std::string> preset_of_gpu_name(const std::string& name);
+
+/// A GPU without a cluster preset whose dense BF16 peak its datasheet gives.
+struct DatasheetGpu {
+  std::string name;     ///< as NVIDIA names it, e.g. "H100 PCIe"
+  double tflops = 0;    ///< dense BF16 Tensor Core TFLOP/s (the datasheet's "with sparsity" figure halved)
+  std::string source;   ///< the datasheet
+  std::string family;   ///< the cluster preset of the nearest GPU, e.g. "dgx-h100" (for placement rules only)
+};
+
+/// The GPUs check-log knows by datasheet only: H100 PCIe, H100 NVL, GH200, H20, H800, A800, L40S. `name` is a GPU
+/// name as a log or the user writes it ("NVIDIA H100 PCIe", "h20", "GH200"), case-insensitive. std::nullopt for
+/// any other name (the preset GPUs included).
+std::optional<DatasheetGpu> datasheet_gpu(const std::string& name);
+
+/// The GPU a log line names (nvidia-smi -L, a framework's device line): a preset GPU ("H100", "H200", "A100",
+/// "B200") or a datasheet_gpu name ("H100 PCIe", "GH200", ...), as a whole word; std::nullopt when none.
+std::optional<std::string> gpu_named_in_line(const std::string& line);
 
 /// (a) Hierarchical CP as configured versus as reported: a2a+p2p without hierarchical_context_parallel_sizes (the
 /// legacy code then builds no hierarchical groups and training silently runs without CP), and hierarchical
