@@ -42,9 +42,9 @@ int cmd_calibrate(const CalibrateArgs& a) {
   if (a.output != "-") check_requested_outputs({{a.output, "-o", "calibration file"}});
   const auto fit = sim::fit_calibration(rows, base, a.csv);
   const std::string yaml = sim::calibration_yaml(fit, a.csv);
-  fmt::print("calibrate {} on {} ({} timed rows; alloc and free rows take no device time and are not read): used "
+  fmt::print("calibrate {} on {} ({} timed row{}; alloc and free rows take no device time and are not read): used "
              "{}, skipped {} (communication)\n",
-             a.csv, base.name, rows.size(), fit.rows_used, fit.rows_skipped);
+             a.csv, base.name, rows.size(), rows.size() == 1 ? "" : "s", fit.rows_used, fit.rows_skipped);
   fmt::print("  elementwise: {}  launch overhead {:.3f} us, effective HBM bandwidth {:.1f} GB/s\n",
              fit.fitted_elementwise ? "fitted" : "kept ", fit.gpu.kernel_launch_overhead_s * 1e6,
              fit.gpu.hbm_bandwidth_bytes_per_s / 1e9);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hcpsim/core/error.hpp"
-#include "plausible_ranges.hpp"
+#include "hcpsim/config/plausible_ranges.hpp"
 #include "scenario_overrides.hpp"
 
 namespace hcpsim {

@@ -64,7 +64,16 @@ std::vector<MeasuredOpRow> read_measured_ops_csv(const std::string& path) {
     const int64_t line_no = record.line;
     const auto& cells = record.fields;
     if (col.empty()) {
-      for (size_t i = 0; i < cells.size(); ++i) col[cells[i]] = i;
+      for (size_t i = 0; i < cells.size(); ++i) {
+        // A spreadsheet's UTF-8 byte order mark in front of the first column name is not part of it.
+        std::string name = cells[i];
+        if (i == 0 && name.rfind("\xEF\xBB\xBF", 0) == 0) name.erase(0, 3);
+        if (name.empty()) continue;  // a trailing comma's empty column
+        if (!col.emplace(name, i).second)
+          fail(path, line_no, name,
+               fmt::format("the header names column '{}' twice (columns {} and {})", name, col.at(name) + 1, i + 1),
+               "keep one '" + name + "' column");
+      }
       for (const char* need : {"op_kind", "measured_s"})
         if (!col.count(need))
           fail(path, line_no, need, std::string("the header has no '") + need + "' column",

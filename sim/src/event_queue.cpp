@@ -26,7 +26,7 @@ constexpr int64_t kSeqLimit = int64_t{1} << kSeqBits;
 TimePs seconds_to_ps(double seconds) {
   HCPSIM_ASSERT(std::isfinite(seconds), "duration must be finite, got " + std::to_string(seconds) + " s");
   HCPSIM_ASSERT(seconds >= 0, "duration must be >= 0, got " + std::to_string(seconds) + " s");
-  // Inputs are range-checked when loaded (config/src/plausible_ranges.hpp), but extreme combinations of plausible
+  // Inputs are range-checked when loaded (config/include/hcpsim/config/plausible_ranges.hpp), but extreme combinations of plausible
   // values (a slow GPU and a huge model) can still ask for a duration the clock cannot hold: an input error.
   if (seconds >= kMaxSeconds)
     throw InputError(SourceLoc{}, "simulation",

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "hcpsim/config/calibration_file.hpp"
+#include "hcpsim/config/plausible_ranges.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/types.hpp"
 #include "hcpsim/sim/cost_model.hpp"
@@ -22,6 +23,22 @@ namespace {
   l.file = path;
   l.line = static_cast<int>(line);
   throw InputError(l, key, problem, fix);
+}
+
+constexpr const char* kUnitsFix =
+    "measured_s is in seconds (convert a profiler's us or ms column); check that --gpu names the GPU measured";
+
+/// A row's achieved rate against the peak it is held to (flops / (busy_s · peak)): above 1 no GPU runs it (a unit
+/// or --gpu mix-up). @throws InputError at the row.
+void check_row_rate(const MeasuredOpRow& r, double flops, double busy_s, double peak, const std::string& gpu,
+                    const std::string& csv_path) {
+  const double rate = flops / (busy_s * peak);
+  if (rate > 1)
+    fail(csv_path, r.line, "measured_s",
+         fmt::format("{} row: {:.4g} FLOPs in {:.4g} s is {:.1f} TFLOP/s, above the {} peak it is held to ({:.1f} "
+                     "TFLOP/s for {})",
+                     r.op_kind, flops, r.measured_s, flops / busy_s / 1e12, gpu, peak / 1e12, r.dtype),
+         kUnitsFix);
 }
 
 double median(std::vector<double> v) {
@@ -42,7 +59,7 @@ namespace {
 using AttentionPoints = std::map<std::tuple<bool, int64_t, int64_t, int64_t>, std::vector<double>>;
 
 // Step 1. Memory-bound kernels: t = a + bytes · s, least squares (s = 1 / bandwidth).
-void fit_memory_bound(const std::vector<MeasuredOpRow>& rows, CalibrationFit& fit) {
+void fit_memory_bound(const std::vector<MeasuredOpRow>& rows, const std::string& csv_path, CalibrationFit& fit) {
   GpuSpec& g = fit.gpu;
   std::vector<std::pair<double, double>> pts;
   std::set<int64_t> sizes;
@@ -68,6 +85,16 @@ void fit_memory_bound(const std::vector<MeasuredOpRow>& rows, CalibrationFit& fi
     sxx += (x - mx) * (x - mx);
   }
   const double slope = sxy / sxx, intercept = my - slope * mx;
+  const double bandwidth_gb_s = slope > 0 ? 1e-9 / slope : 0, overhead_us = intercept * 1e6;
+  if (slope > 0 && intercept >= 0 &&
+      (bandwidth_gb_s < plausible::kHbmBandwidth.lo || bandwidth_gb_s > plausible::kHbmBandwidth.hi ||
+       overhead_us > plausible::kLaunchOverhead.hi))
+    fail(csv_path, 0, "measured_s",
+         fmt::format("the elementwise rows give an HBM bandwidth of {:.4g} GB/s and a launch overhead of {:.4g} us, "
+                     "outside what a GPU does ({} to {} GB/s, at most {} us)",
+                     bandwidth_gb_s, overhead_us, plausible::kHbmBandwidth.lo, plausible::kHbmBandwidth.hi,
+                     plausible::kLaunchOverhead.hi),
+         kUnitsFix);
   if (slope > 0 && intercept >= 0) {
     g.hbm_bandwidth_bytes_per_s = 1 / slope;
     g.kernel_launch_overhead_s = intercept;
@@ -106,7 +133,13 @@ void fit_gemm_efficiency(const std::vector<MeasuredOpRow>& rows, const std::stri
     const double flops = r.flops > 0 ? r.flops : 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
     if (flops <= 0) fail(csv_path, r.line, "flops", "a gemm row needs flops or m, n, k", "fill the flops column");
     const double busy = r.measured_s - g.kernel_launch_overhead_s;
-    if (busy <= 0) continue;
+    if (busy <= 0)
+      fail(csv_path, r.line, "measured_s",
+           fmt::format("gemm row: {:.4g} s is not above the kernel launch overhead ({:.4g} us{})", r.measured_s,
+                       g.kernel_launch_overhead_s * 1e6, fit.fitted_elementwise ? ", fitted from the elementwise rows"
+                                                                                 : " of " + g.name),
+           kUnitsFix);
+    check_row_rate(r, flops, busy, peak, g.name, csv_path);
     const double shape = has_shape ? gemm_shape_factor(r.m, r.n, r.k, fp8, g) : 1.0;
     gemm_eff[fp8 ? 1 : 0].push_back(std::min(1.0, flops / (busy * peak * shape)));
   }
@@ -116,7 +149,14 @@ void fit_gemm_efficiency(const std::vector<MeasuredOpRow>& rows, const std::stri
       fit.notes.push_back(std::string("no ") + (fp8 ? "fp8" : "bf16") + " gemm rows; kept the base " + key);
       continue;
     }
-    (fp8 ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = median(gemm_eff[fp8]);
+    const double eff = median(gemm_eff[fp8]);
+    if (eff < plausible::kEfficiency.lo)
+      fail(csv_path, 0, "measured_s",
+           fmt::format("the {} gemm rows give an efficiency of {:.3g} of the large-GEMM peak, below the plausible {} "
+                       "(the loader refuses it)",
+                       fp8 ? "fp8" : "bf16", eff, plausible::kEfficiency.lo),
+           kUnitsFix);
+    (fp8 ? g.gemm_efficiency_fp8 : g.gemm_efficiency_bf16) = eff;
     (fp8 ? fit.fitted_gemm_fp8 : fit.fitted_gemm_bf16) = true;
     fit.rows_used += static_cast<int64_t>(gemm_eff[fp8].size());
   }
@@ -134,6 +174,7 @@ AttentionPoints measured_attention_points(const std::vector<MeasuredOpRow>& rows
            "fill those columns");
     const auto d = parse_dtype(r.dtype);
     if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32 or fp64");
+    check_row_rate(r, r.flops, r.measured_s, g.peak_bf16_flops_per_s * peak_fraction(*d), g.name, csv_path);
     const double eff = r.flops / (r.measured_s * g.peak_bf16_flops_per_s * peak_fraction(*d));
     points[{r.causal, r.head_dim, r.q_rows, r.kv_rows}].push_back(std::min(1.0, eff));
     ++fit.rows_used;
@@ -201,6 +242,28 @@ std::vector<EfficiencyPoint> attention_table(const AttentionPoints& points, cons
   return table;
 }
 
+// Table points below the plausible efficiency (plausible::kEfficiency, which the loader enforces) are raised to it
+// with a note: blocks so small that the launch dominates. When every point is below it, the times are not in
+// seconds (or not of this GPU). @throws InputError naming the CSV then.
+void raise_low_points(std::vector<EfficiencyPoint>& table, const std::string& kind, const std::string& csv_path,
+                      CalibrationFit& fit) {
+  const double lo = plausible::kEfficiency.lo;
+  int64_t low = 0;
+  double lowest = 1;
+  for (const EfficiencyPoint& p : table) {
+    lowest = std::min(lowest, p.efficiency);
+    if (p.efficiency < lo) ++low;
+  }
+  if (low == 0) return;
+  if (low == static_cast<int64_t>(table.size()))
+    fail(csv_path, 0, "measured_s",
+         fmt::format("every {} point is below {} of the peak (lowest {:.3g})", kind, lo, lowest), kUnitsFix);
+  for (EfficiencyPoint& p : table) p.efficiency = std::max(p.efficiency, lo);
+  fit.notes.push_back(fmt::format("{} {} table point(s) below {} of the peak (lowest {:.3g}) raised to {}: blocks "
+                                  "whose launch dominates",
+                                  low, kind, lo, lowest, lo));
+}
+
 // Step 3. The attention table of one direction (kept from the base GPU when no row measures it).
 void fit_attention_table(const std::vector<MeasuredOpRow>& rows, bool forward, const std::string& csv_path,
                          CalibrationFit& fit) {
@@ -210,7 +273,9 @@ void fit_attention_table(const std::vector<MeasuredOpRow>& rows, bool forward, c
     fit.notes.push_back("no " + kind + " rows; kept the base " + (forward ? "forward" : "backward") + " efficiency");
     return;
   }
-  (forward ? fit.gpu.attn_fwd_table : fit.gpu.attn_bwd_table) = attention_table(points, kind, csv_path, fit);
+  std::vector<EfficiencyPoint> table = attention_table(points, kind, csv_path, fit);
+  raise_low_points(table, kind, csv_path, fit);
+  (forward ? fit.gpu.attn_fwd_table : fit.gpu.attn_bwd_table) = std::move(table);
 }
 
 // Rows of kinds that calibrate no compute (communication) are counted as skipped.
@@ -240,14 +305,17 @@ void note_table_head_dims(CalibrationFit& fit) {
 CalibrationFit fit_calibration(const std::vector<MeasuredOpRow>& rows, const GpuSpec& base, const std::string& csv_path) {
   CalibrationFit fit;
   fit.gpu = base;
-  fit_memory_bound(rows, fit);
+  fit_memory_bound(rows, csv_path, fit);
   fit_gemm_efficiency(rows, csv_path, fit);
   for (const bool forward : {true, false}) fit_attention_table(rows, forward, csv_path, fit);
   fit.rows_skipped = count_skipped_rows(rows);
-  if (fit.rows_used == 0)
+  if (fit.rows_used == 0) {
+    std::string why;  // the notes of the steps that kept their base values say why
+    for (const auto& n : fit.notes) why += "; " + n;
     fail(csv_path, 0, "op_kind",
-         "no row can be fitted (only communication rows, or elementwise rows of a single size)",
+         fmt::format("no row can be fitted: {} row(s), {} of them communication{}", rows.size(), fit.rows_skipped, why),
          "measure attention blocks, GEMMs or elementwise kernels of at least two sizes");
+  }
   note_table_head_dims(fit);
   fit.gpu.calibration = "calibrated from " + csv_path;
   return fit;

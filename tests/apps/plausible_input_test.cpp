@@ -1,5 +1,5 @@
 // Numbers outside their plausible range are refused when the scenario is loaded, so `validate` and `simulate`
-// agree and `simulate` never aborts on a scenario `validate` accepted (config/src/plausible_ranges.hpp).
+// agree and `simulate` never aborts on a scenario `validate` accepted (config/include/hcpsim/config/plausible_ranges.hpp).
 #include <unistd.h>
 
 #include <filesystem>

@@ -215,3 +215,59 @@ TEST_CASE("calibration: an attention sweep beyond 16384 grid points is refused b
   const CalibrationFit fit = fit_calibration(rows, cluster_preset("dgx-h100", 1)->gpu, "sweep.csv");
   CHECK(fit.gpu.attn_fwd_table.size() == 16384);
 }
+
+TEST_CASE("calibration: times in the wrong unit or for the wrong GPU are refused at the row, not fitted",
+          "[calibration]") {
+  const auto dir = scratch_dir("calibration_units");
+  const GpuSpec h100 = cluster_preset("dgx-h100", 1)->gpu;
+  auto error_of = [&](const std::string& text) {
+    write(dir / "m.csv", text);
+    try {
+      fit_calibration(read_measured_ops_csv((dir / "m.csv").string()), h100, "m.csv");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string head = "op_kind,dtype,head_dim,q_rows,kv_rows,causal,m,n,k,bytes,flops,measured_s\n";
+  // An 8192^3 GEMM (1.1e12 FLOPs) in 1 ms is 1102.8 TFLOP/s: above the H100's 989.4 (it used to be clamped to an
+  // efficiency of 1 without a word).
+  CHECK(error_of(head + "gemm,bf16,,,,,8192,8192,8192,,,1.0e-3\n") ==
+        "m.csv:2: measured_s: gemm row: 1.1e+12 FLOPs in 0.001 s is 1102.8 TFLOP/s, above the H100-SXM5-80GB peak it "
+        "is held to (989.4 TFLOP/s for bf16); fix: measured_s is in seconds (convert a profiler's us or ms column); "
+        "check that --gpu names the GPU measured");
+  // A GEMM row not longer than the launch overhead was skipped silently ("3 timed rows ... used 1").
+  CHECK(error_of(head + "gemm,bf16,,,,,8192,8192,8192,,,1.571e-3\ngemm,bf16,,,,,8192,8192,8192,,,1e-6\n")
+            .find("m.csv:3: measured_s: gemm row: 1e-06 s is not above the kernel launch overhead") == 0);
+  // Elementwise times in microseconds: 0.003 GB/s and 4.6 s of launch overhead used to be written to a file the
+  // loader then refused.
+  CHECK(error_of(head + "elementwise,bf16,,,,,,,,67108864,,40.0\nelementwise,bf16,,,,,,,,134217728,,80.0\n")
+            .find("m.csv: measured_s: the elementwise rows give an HBM bandwidth of 0.0016") == 0);
+  // Every attention point below 1% of the peak is a unit error; a few small blocks are raised to 1% with a note.
+  CHECK(error_of(head + "attn_fwd_block,bf16,128,4096,4096,0,,,,,68719476736,140.0\n")
+            .find("every attn_fwd_block point is below 0.01 of the peak") != std::string::npos);
+  write(dir / "m.csv", head + "attn_fwd_block,bf16,128,4096,4096,0,,,,,68719476736,1.4e-4\n"
+                              "attn_fwd_block,bf16,128,64,64,0,,,,,4194304,2e-5\n");
+  const CalibrationFit fit = fit_calibration(read_measured_ops_csv((dir / "m.csv").string()), h100, "m.csv");
+  CHECK(std::any_of(fit.notes.begin(), fit.notes.end(), [](const std::string& n) {
+    return n.find(" attn_fwd_block table point(s) below 0.01 of the peak (lowest 0.000212) raised to 0.01") != std::string::npos;
+  }));
+  for (const auto& p : fit.gpu.attn_fwd_table) CHECK(p.efficiency >= 0.01);
+  // What no step could fit says why.
+  CHECK(error_of(head + "elementwise,bf16,,,,,,,,67108864,,1.0e-5\nelementwise,bf16,,,,,,,,134217728,,0.5e-5\n")
+            .find("no row can be fitted: 2 row(s), 0 of them communication; elementwise fit gave a non-physical "
+                  "line") != std::string::npos);
+  // The header: a spreadsheet's byte order mark is not part of the first name; a column named twice is refused.
+  write(dir / "bom.csv", "\xEF\xBB\xBFop_kind,measured_s\ngemm,0.002\n");
+  CHECK(read_measured_ops_csv((dir / "bom.csv").string()).size() == 1);
+  write(dir / "dup.csv", "op_kind,measured_s,measured_s\ngemm,0.002,9\n");
+  try {
+    read_measured_ops_csv((dir / "dup.csv").string());
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == (dir / "dup.csv").string() +
+                                       ":1: measured_s: the header names column 'measured_s' twice (columns 2 and 3); "
+                                       "fix: keep one 'measured_s' column");
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -39,8 +39,11 @@ struct CalibrationFit {
 };
 
 /// Fits `rows` on top of `base` (its peaks are the reference rates). @throws InputError (naming the CSV line)
-/// for a row whose kind needs a field it lacks, or an fp8 gemm on a GPU without an FP8 peak; (naming the CSV and
-/// the op kind) when a direction's rows span more than 16384 q_rows × kv_rows grid points.
+/// for a row whose kind needs a field it lacks, an fp8 gemm on a GPU without an FP8 peak, a gemm or attention row
+/// faster than the peak it is held to or below 1% of it, or a gemm row not longer than the launch overhead (all
+/// unit or --gpu mix-ups: measured_s is in seconds); (naming the CSV) when the elementwise rows give a bandwidth
+/// or launch overhead outside plausible::kHbmBandwidth / kLaunchOverhead, when no row can be fitted (with why),
+/// or (with the op kind) when a direction's rows span more than 16384 q_rows × kv_rows grid points.
 CalibrationFit fit_calibration(const std::vector<MeasuredOpRow>& rows, const GpuSpec& base, const std::string& csv_path);
 
 /// The calibration file: `source: <csv>` and a `gpu:` section with the keys of cluster.gpu (name,
