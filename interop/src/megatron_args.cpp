@@ -236,6 +236,7 @@ class ArgInterpreter {
                            std::to_string(*cfg_.kv_channels) + " (Megatron's rule)");
     }
     cfg_.seq_length = get_int("seq_length");
+    read_encoder_seq_length();
     if (auto v = get_int("micro_batch_size")) cfg_.micro_batch_size = *v;
     cfg_.global_batch_size = get_int("global_batch_size");
     cfg_.num_layers = get_int("num_layers");
@@ -262,6 +263,18 @@ class ArgInterpreter {
     const bool fp16 = get_switch("fp16");
     cfg_.params_dtype = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
     read_attention_backend();
+  }
+
+  /// --encoder-seq-length stands for --seq-length. Source: Megatron-LM arguments.py validate_args (seq_length given:
+  /// assert encoder_seq_length is None; else seq_length = encoder_seq_length). A log prints both, validated.
+  void read_encoder_seq_length() {
+    const MegatronArg* e = get("encoder_seq_length");
+    if (!e || log_) return;
+    if (cfg_.seq_length)
+      throw InputError(where(*e), e->flag,
+                       "given with --seq-length: Megatron's arguments.py asserts encoder_seq_length is None then",
+                       "give only --seq-length");
+    cfg_.seq_length = get_int("encoder_seq_length");
   }
 
   /// --attention-backend (Megatron's AttnBackend: flash, fused, unfused, local, auto; a log prints

@@ -34,6 +34,7 @@ std::vector<std::string> MegatronConfig::megatron_names_of(const std::string& ke
       {"model.gated_linear_unit", {"swiglu"}},
       {"model.params_dtype", {"bf16", "fp16"}},
       {"model.ffn_hidden_size", {"ffn_hidden_size", "hidden_size"}},
+      {"model.seq_length", {"seq_length", "encoder_seq_length"}},
       {"parallel.data_parallel_size", {"world_size", "nnodes", "nproc_per_node"}},
       {"parallel.virtual_pipeline_model_parallel_size",
        {"virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage"}},

@@ -32,7 +32,9 @@ class ShellLexer {
         i_ += 2;
         ++line_;
       } else if (c == '\\' && continuation_after_blanks()) {
-        // "\   \n": a backslash followed by stray blanks; bash would not continue, but the intent is plain.
+        // "\   \n": a backslash followed by stray blanks; bash would not continue, but the intent is plain. The
+        // statement records the line, so the importer can say that the real run never saw what follows.
+        blank_continuations_.push_back(line_);
         while (t_[i_] != '\n') ++i_;
         ++i_;
         ++line_;
@@ -56,6 +58,7 @@ class ShellLexer {
   Statement statement() {
     Statement st;
     st.line = line_;
+    blank_continuations_.clear();
     while (true) {
       skip_blanks(false);
       if (i_ >= t_.size()) break;
@@ -76,6 +79,7 @@ class ShellLexer {
       if (st.words.empty()) st.line = line_;
       st.words.push_back(word(false));
     }
+    st.blank_continuations = blank_continuations_;
     return st;
   }
 
@@ -258,6 +262,7 @@ class ShellLexer {
   const std::string& t_;
   size_t i_ = 0;
   int line_ = 1;
+  std::vector<int> blank_continuations_;  ///< of the statement being read (Statement::blank_continuations)
   size_t scanned_ = 0;     ///< column(): text before this position has been scanned for newlines
   size_t line_start_ = 0;  ///< column(): start of the line holding scanned_
 };

@@ -28,6 +28,9 @@ struct Word {
 struct Statement {
   std::vector<Word> words;
   int line = 0;  ///< 1-based line of the first word
+  /// Lines that end in a backslash followed by blanks ("\  " then a newline): read as continuations, as the script
+  /// intends, though bash ends the command there (the backslash escapes the blank).
+  std::vector<int> blank_continuations;
 };
 
 inline bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }

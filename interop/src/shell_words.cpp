@@ -53,6 +53,7 @@ class ShellInterpreter {
       if (!args) continue;
       c.args = std::move(*args);
       c.line = st.line;
+      c.blank_continuations = st.blank_continuations;
       candidates.push_back(std::move(c));
     }
     const Candidate* found = nullptr;
@@ -64,6 +65,14 @@ class ShellInterpreter {
                              found->script + " one at line " + std::to_string(found->line) + " was imported" +
                              (found->rank() > c.rank() ? (found->pretrain ? " (a pretrain*.py script)" : " (launched by torchrun)")
                                                        : " (the first)"));
+    }
+    if (found && unresolved_ && !found->blank_continuations.empty()) {
+      const auto& b = found->blank_continuations;
+      unresolved_->push_back(
+          "line " + std::to_string(b.front()) + ": a backslash followed by blanks" +
+          (b.size() > 1 ? " (and on " + std::to_string(b.size() - 1) + " more line(s))" : std::string()) +
+          ": bash ends the command there (the backslash escapes the blank), so the real run never saw the options "
+          "after it; imported as a continuation, as the script intends: remove the blanks after the backslash");
     }
     if (!found) {
       SourceLoc where;
@@ -82,6 +91,7 @@ class ShellInterpreter {
     std::string script;     ///< the script's file name
     bool pretrain = false;  ///< pretrain*.py (Megatron-LM's pretrain_gpt.py, pretrain_mamba.py, ...)
     bool launched = false;  ///< after torchrun or -m torch.distributed.run / launch
+    std::vector<int> blank_continuations;  ///< Statement::blank_continuations
     [[nodiscard]] int rank() const { return pretrain ? 2 : launched ? 1 : 0; }
   };
   struct Field {

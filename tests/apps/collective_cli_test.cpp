@@ -19,6 +19,10 @@ TEST_CASE("apps: collective prints nccl-tests rows with the algorithm and protoc
           std::string::npos);
   REQUIRE(r.output.find("      524288       131072  float    sum      21.51    24.38    42.66  ring       LL\n") !=
           std::string::npos);
+  CHECK(r.output.find("Tree algorithm is not modelled") == std::string::npos);  // one node: NCCL uses ring/NVLS
+  const auto nodes4 = run_hcpsim("collective all_reduce --cluster dgx-h100 --nodes 4 --max-bytes 64");
+  CHECK(nodes4.output.find("# NCCL's Tree algorithm is not modelled: across nodes NCCL may pick it for small sizes")
+        != std::string::npos);
   const auto big = run_hcpsim("collective all_reduce --cluster dgx-h100 --min-bytes 64M --max-bytes 64M");
   REQUIRE(big.output.find("    67108864     16777216  float    sum     323.87   207.21   362.61  nvls       Simple\n") !=
           std::string::npos);

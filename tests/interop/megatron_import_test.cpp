@@ -432,3 +432,14 @@ TEST_CASE("import: a data-preprocessing command before the training line is not 
   REQUIRE(notes.size() == 1);
   REQUIRE(notes[0].find("(launched by torchrun)") != std::string::npos);
 }
+
+TEST_CASE("import: --encoder-seq-length stands for --seq-length, as Megatron's arguments.py sets it", "[import]") {
+  const std::string line = "python pretrain_gpt.py --num-attention-heads 8 --hidden-size 1024 ";
+  const MegatronConfig c = import_text(line + "--encoder-seq-length 65536\n");
+  REQUIRE(c.seq_length == 65536);
+  REQUIRE(scenario_yaml_of(c, ScenarioWriteOptions{}).find("seq_length: 65536                               # "
+                                                           "encoder_seq_length, line 1") != std::string::npos);
+  REQUIRE(error_of([&] { import_text(line + "--seq-length 8 --encoder-seq-length 65536\n"); }) ==
+          "launch.sh:1:82: --encoder-seq-length: given with --seq-length: Megatron's arguments.py asserts "
+          "encoder_seq_length is None then; fix: give only --seq-length");
+}

@@ -92,3 +92,25 @@ TEST_CASE("import: a long argument list reads whole, every flag with its column"
   CHECK(args.back().flag == "--x19999");
   CHECK(args.back().column == static_cast<int>(line.rfind("--x19999")) + 1);
 }
+
+TEST_CASE("import: a backslash followed by blanks continues the line, with a note that bash does not",
+          "[import][shell]") {
+  std::vector<std::string> notes;
+  const auto args = split_megatron_command_line(
+      "python pretrain_gpt.py --num-attention-heads 8 \\   \n  --seq-length 1024 \\\t\n  --num-layers 4\n", "launch.sh",
+      &notes);
+  std::string layers, seq;
+  for (const MegatronArg& a : args) {
+    if (a.name == "num_layers") layers = a.values.at(0);
+    if (a.name == "seq_length") seq = a.values.at(0);
+  }
+  CHECK(layers == "4");  // read as the script intends
+  CHECK(seq == "1024");
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "line 1: a backslash followed by blanks (and on 1 more line(s)): bash ends the command there (the "
+                    "backslash escapes the blank), so the real run never saw the options after it; imported as a "
+                    "continuation, as the script intends: remove the blanks after the backslash");
+  notes.clear();
+  (void)split_megatron_command_line(kLine + "4 \\\n  --seq-length 8\n", "launch.sh", &notes);
+  CHECK(notes.empty());  // a plain continuation says nothing
+}
