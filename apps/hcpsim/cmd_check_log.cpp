@@ -324,6 +324,33 @@ int print_findings(const std::string& file, const std::vector<std::string>& line
   return kExitFailed;
 }
 
+/// The sizes in which the --scenario differs from the log's arguments and world-size line, as "name: scenario X,
+/// log Y" items (empty when they agree or the log states none of them).
+std::vector<std::string> scenario_differences(const Scenario& s, const std::optional<MegatronConfig>& args,
+                                              const MegatronLog& log) {
+  std::vector<std::string> out;
+  auto differ = [&](const char* name, int64_t scenario, std::optional<int64_t> logged) {
+    if (logged && *logged != scenario) out.push_back(fmt::format("{} {} (log {})", name, scenario, *logged));
+  };
+  if (args) {
+    differ("tensor_model_parallel_size", s.parallel.tensor_model_parallel_size, args->tensor_model_parallel_size);
+    differ("context_parallel_size", s.parallel.context_parallel_size, args->context_parallel_size);
+    differ("pipeline_model_parallel_size", s.parallel.pipeline_model_parallel_size, args->pipeline_model_parallel_size);
+    differ("seq_length", s.model.seq_length, args->seq_length);
+    differ("num_attention_heads", s.model.num_attention_heads, args->num_attention_heads);
+    differ("num_query_groups", s.model.num_query_groups, args->num_query_groups);
+    if (args->num_layers) differ("num_layers", s.model.num_layers, args->num_layers);
+  } else if (log.world) {
+    differ("tensor_model_parallel_size", s.parallel.tensor_model_parallel_size, log.world->tensor_model_parallel_size);
+    differ("context_parallel_size", s.parallel.context_parallel_size, log.world->context_parallel_size);
+  }
+  if (log.world && s.parallel.data_parallel_size)
+    differ("world size", *s.parallel.data_parallel_size * s.parallel.tensor_model_parallel_size *
+                             s.parallel.context_parallel_size * s.parallel.pipeline_model_parallel_size,
+           log.world->world_size);
+  return out;
+}
+
 /// One run's checks: (a) hierarchical CP as configured versus as reported, (b) throughput versus the GPU's peak,
 /// (c) the arguments against the validation rules, (d) throughput versus the whole-step model, (e) NaN or Inf in
 /// the iteration lines. @throws InputError for a --scenario or --gpu that cannot be used.
@@ -350,6 +377,15 @@ RunCheck check_run(const CheckLogOptions& o, MegatronLog log, const LogRunRange&
   if (c.args) c.from_args = scenario_of_arguments(*c.args, c.log, file, c.gpu.preset_name, c.findings);
   const Scenario* model_scenario =
       c.gpu.given ? &*c.gpu.given : c.from_args.scenario ? &*c.from_args.scenario : nullptr;
+  if (c.gpu.given) {  // a --scenario of another configuration predicts another run's throughput
+    const auto diff = scenario_differences(*c.gpu.given, c.args, c.log);
+    if (!diff.empty()) {
+      std::string list;
+      for (const auto& d : diff) list += (list.empty() ? "" : ", ") + d;
+      c.from_args.warnings.push_back("--scenario " + o.scenario_path + " is not the logged configuration: " + list +
+                                     "; the GPU peak and the model comparison are for the scenario");
+    }
+  }
   if (c.gpu.datasheet) {  // the preset's GPU would predict another GPU's throughput
     model_scenario = nullptr;
     c.model.summary = "not checked (no cluster preset for the " + c.gpu.datasheet->name +

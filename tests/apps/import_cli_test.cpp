@@ -534,3 +534,15 @@ TEST_CASE("apps: check-log holds a log from a GPU without a preset to its datash
   CHECK(v.run.output.find("exceeds the dense bf16 peak of the GPU, 148.0 TFLOP/s (H20") != std::string::npos);
   fs::remove_all(v.log.parent_path());
 }
+
+TEST_CASE("apps: check-log warns when --scenario is not the logged configuration", "[apps][import]") {
+  const std::string log = kDir + "log_healthy.txt";
+  const auto same = run_hcpsim("check-log " + log + " --scenario scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
+  INFO(same.output);
+  CHECK(same.output.find("is not the logged configuration") == std::string::npos);
+  const auto other = run_hcpsim("check-log " + log + " --scenario scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  INFO(other.output);
+  CHECK(other.output.find("warning: --scenario scenarios/llama32_1b_cp4_a2a_p2p.yaml is not the logged configuration: "
+                          "context_parallel_size 4 (log 16), seq_length 8192 (log 131072), num_layers 16 (log 32); "
+                          "the GPU peak and the model comparison are for the scenario\n") != std::string::npos);
+}
