@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace hcpsim {
 
@@ -39,6 +42,56 @@ Label::Label(std::string_view text) {
   auto it = t.texts.find(text);
   if (it == t.texts.end()) it = t.texts.emplace(text).first;
   text_ = &*it;
+}
+
+namespace {
+
+/// One call site's numbered labels: by_n[n] is "<prefix><n><suffix>" once made.
+struct NumberedSite {
+  std::string prefix;
+  std::string suffix;
+  std::vector<Label> by_n;
+};
+
+/// One prefix's labels by text.
+struct PrefixedSite {
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::string prefix;
+  std::unordered_map<std::string, Label, Hash, std::equal_to<>> by_text;  // never iterated
+};
+
+}  // namespace
+
+Label numbered_label(std::string_view prefix, int64_t n, std::string_view suffix) {
+  if (n < 0) return Label(std::string(prefix) + std::to_string(n) + std::string(suffix));
+  // A handful of call sites per builder: a linear search, starting with the last one hit.
+  thread_local std::vector<NumberedSite> sites;
+  thread_local size_t last = 0;
+  if (last >= sites.size() || sites[last].prefix != prefix || sites[last].suffix != suffix) {
+    last = 0;
+    while (last < sites.size() && (sites[last].prefix != prefix || sites[last].suffix != suffix)) ++last;
+    if (last == sites.size()) sites.push_back(NumberedSite{std::string(prefix), std::string(suffix), {}});
+  }
+  NumberedSite& site = sites[last];
+  const auto i = static_cast<size_t>(n);
+  if (i >= site.by_n.size()) site.by_n.resize(i + 1);
+  if (site.by_n[i].empty()) site.by_n[i] = Label(site.prefix + std::to_string(n) + site.suffix);
+  return site.by_n[i];
+}
+
+Label prefixed_label(std::string_view prefix, std::string_view text) {
+  thread_local std::vector<PrefixedSite> sites;
+  PrefixedSite* site = nullptr;
+  for (PrefixedSite& s : sites)
+    if (s.prefix == prefix) site = &s;
+  if (site == nullptr) site = &sites.emplace_back(PrefixedSite{std::string(prefix), {}});
+  auto it = site->by_text.find(text);
+  if (it == site->by_text.end())
+    it = site->by_text.emplace(std::string(text), Label(site->prefix + std::string(text))).first;
+  return it->second;
 }
 
 const std::string& Label::str() const { return text_ == nullptr ? empty_text() : *text_; }

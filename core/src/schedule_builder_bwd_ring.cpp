@@ -40,7 +40,7 @@ OpIndex bwd_send_recv(RankState& s, const BackwardRingBuffers& bufs, const Backw
   std::vector<OpIndex> deps{prev_accum};
   for (OpIndex r : in.ready) deps.push_back(r);
   const char* what = i == 0 ? " send/recv kv" : (i < P - 1 ? " send/recv kv+dkv" : " send/recv dkv");
-  return s.rb.add(m, Phase::backward, Stream::comm, deps, "bwd step " + std::to_string(i) + what, i, 0, bytes);
+  return s.rb.add(m, Phase::backward, Stream::comm, deps, numbered_label("bwd step ", i, what), i, 0, bytes);
 }
 
 /// A backward step's attention-backward block and the per-step gradients it writes.
@@ -73,7 +73,7 @@ BwdBlock bwd_attn_block(RankState& s, const BackwardRingBuffers& bufs, const Bac
   const BufferId kern_v = bufs.stale_v >= 0 ? bufs.stale_v : cur.v;
   blk.kernel = s.rb.add(AttnBwdBlockOp{in.q, kern_k, kern_v, in.out, in.dout, in.lse, rows.q, rows.kv, rows.mask,
                                       sec, step.dq, step.dk, step.dv, std::move(doc)},
-                       B, cs, kdeps, "bwd step " + std::to_string(i) + " " + to_string(sec), i, flops,
+                       B, cs, kdeps, numbered_label("bwd step ", i, spaced(to_string(sec))), i, flops,
                        2 * (s.rb.bytes_of(in.q) + s.rb.bytes_of(cur.k) + s.rb.bytes_of(cur.v)) +
                            s.rb.bytes_of(in.out) + s.rb.bytes_of(in.dout));
   return blk;
@@ -134,7 +134,7 @@ BwdStepOps bwd_ring_step(RankState& s, const BackwardRingBuffers& bufs, const Ba
   if (s.d.P > 1) ops.comm = bwd_send_recv(s, bufs, in, i, prev.accum);
   const BwdBlock blk = bwd_attn_block(s, bufs, in, i, prev.comm);
   const Grads& step = blk.step;
-  StepAccumulator acc{s.rb, {blk.kernel}, "bwd step " + std::to_string(i), i};
+  StepAccumulator acc{s.rb, {blk.kernel}, i};
   if (ops.comm >= 0) acc.deps.push_back(ops.comm);
   accumulate_dq(s.d, acc, bufs.dq, step.dq, i);
   const KvBuf& dst = (s.d.P == 1) ? bufs.buf[0] : bufs.buf[(i + 1) % 2];

@@ -50,7 +50,7 @@ OpIndex fwd_send_recv_kv(RankState& s, ForwardRing& ring, int64_t i) {
                kTagFwdRing + i};
   std::vector<OpIndex> deps;
   if (i == 0) deps.push_back(ring.kv0_v);
-  return s.rb.add(m, F, comm, deps, "fwd step " + std::to_string(i) + " send/recv kv", i, 0,
+  return s.rb.add(m, F, comm, deps, numbered_label("fwd step ", i, " send/recv kv"), i, 0,
                   s.rb.bytes_of(ring.k[iu]) + s.rb.bytes_of(ring.v[iu]));
 }
 
@@ -73,7 +73,7 @@ OpIndex fwd_attn_block(RankState& s, const AttnLayoutTensors& qkv, ForwardRing& 
   return s.rb.add(
       AttnFwdBlockOp{qkv.q, ring.k[iu], ring.v[iu], rows.q, rows.kv, rows.mask, sec, ring.out_step[iu],
                      ring.lse_step[iu], std::move(doc)},
-      F, st, deps, "fwd step " + std::to_string(i) + " " + to_string(sec), i, flops,
+      F, st, deps, numbered_label("fwd step ", i, spaced(to_string(sec))), i, flops,
       s.rb.bytes_of(qkv.q) + s.rb.bytes_of(ring.k[iu]) + s.rb.bytes_of(ring.v[iu]) +
           s.rb.bytes_of(ring.out_step[iu]));
 }
@@ -93,7 +93,7 @@ void fwd_lse_merge(RankState& s, ForwardRing& ring, int64_t i, Stream st, OpInde
     std::vector<OpIndex> mdeps{kernel, ring.last_merge};
     ring.last_merge = s.rb.add(LseMergeOp{ring.lse, ring.lse_step[iu], dst, false, s.faults.unguarded_empty_merge},
                                F, st, mdeps,
-                               "fwd step " + std::to_string(i) + " lse merge", i, 0,
+                               numbered_label("fwd step ", i, " lse merge"), i, 0,
                                dst.count * d.batch * d.Hl * 4 * 3);
   }
 }
@@ -142,7 +142,7 @@ std::pair<BufferId, OpIndex> fwd_out_correction(RankState& s, const ForwardRing&
     const auto rows = rows_of(ring.sections[iu], d.C);
     std::vector<OpIndex> deps{ring.last_merge};
     last_corr = s.rb.add(OutCorrectionOp{out_a, ring.out_step[iu], ring.lse_step[iu], ring.lse, rows.q, i > 0}, F,
-                         cs, deps, "fwd out correction " + std::to_string(i), i, 0,
+                         cs, deps, numbered_label("fwd out correction ", i), i, 0,
                          rows.q.count * s.rb.row_bytes(out_a) * (i > 0 ? 3 : 2));
     s.rb.free(ring.out_step[iu], F, cs);
     s.rb.free(ring.lse_step[iu], F, cs);

@@ -47,6 +47,16 @@ class Label {
   const std::string* text_ = nullptr;  ///< the interned text; nullptr for ""
 };
 
+/// The label "<prefix><n><suffix>" (n in decimal), interned once per thread and (prefix, suffix, n): a ring builder
+/// labels step n of every rank alike ("fwd step 3 send/recv kv"), so the text is built, hashed and looked up in the
+/// process-wide table (under its lock) once per thread instead of once per op. The same Label as
+/// Label(prefix + std::to_string(n) + suffix) for any n, cached for n >= 0. Thread-safe (per-thread caches).
+Label numbered_label(std::string_view prefix, int64_t n, std::string_view suffix = {});
+
+/// The label "<prefix><text>", interned once per thread and (prefix, text) ("alloc kv_ring3.k", "recompute fwd
+/// step 2 lower"); the same Label as Label(prefix + text). Thread-safe (per-thread caches).
+Label prefixed_label(std::string_view prefix, std::string_view text);
+
 /// A short list of int32 indices in the order given: up to kInline kept in place, more on the heap. Op::deps
 /// (the ops of the same program an op waits for) and SendRecvOp::send / recv (the buffers a message carries) are
 /// IndexLists. Behaves as a std::vector<int32_t> for what the schedule code does with it (iterate, size,

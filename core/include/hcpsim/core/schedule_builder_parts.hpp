@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -31,6 +32,13 @@ constexpr int64_t kTagBwdA2aDout = 11, kTagBwdA2aDq = 12, kTagBwdA2aDk = 13, kTa
 constexpr int64_t kTagFwdRing = 1000, kTagBwdRing = 2000;
 constexpr int64_t kTagFwdAgK = 21, kTagBwdAgK = 31, kTagBwdRsDk = 33, kTagBwdRsDv = 34;  ///< all_gather (+1: v)
 
+/// " <word><tail>": the suffix of a numbered op label ("fwd step 3" + " lower").
+inline std::string spaced(std::string_view word, std::string_view tail = {}) {
+  std::string s(1, ' ');
+  s.append(word).append(tail);
+  return s;
+}
+
 /// Appends buffers and ops to one rank's program (buffers: [batch, rows, heads, width]; FLOPs and bytes are the
 /// op's cost-model inputs).
 class RankBuilder {
@@ -45,7 +53,7 @@ class RankBuilder {
   }
 
   /// Appends an op; returns its index.
-  OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, std::string label,
+  OpIndex add(OpPayload payload, Phase phase, Stream stream, std::vector<OpIndex> deps, Label label,
               int64_t ring_step = -1, double flops = 0, int64_t bytes = 0) {
     return prog_.append(std::move(payload), phase, stream, std::move(deps), std::move(label), ring_step, flops, bytes);
   }
@@ -54,13 +62,13 @@ class RankBuilder {
   BufferId alloc(const std::string& name, int64_t rows, int64_t heads, int64_t width, Dtype dtype, Phase phase,
                  Stream stream) {
     BufferId id = declare(name, rows, heads, width, dtype);
-    add(AllocOp{id}, phase, stream, {}, "alloc " + name);
+    add(AllocOp{id}, phase, stream, {}, prefixed_label("alloc ", name));
     return id;
   }
 
   /// Emits the FreeOp of `id` on `stream` after `deps`.
   OpIndex free(BufferId id, Phase phase, Stream stream, std::vector<OpIndex> deps = {}) {
-    return add(FreeOp{id}, phase, stream, std::move(deps), "free " + prog_.buffers[static_cast<size_t>(id)].name);
+    return add(FreeOp{id}, phase, stream, std::move(deps), prefixed_label("free ", prog_.buffers[static_cast<size_t>(id)].name));
   }
 
   /// Size of buffer `id` in bytes.
@@ -73,7 +81,7 @@ class RankBuilder {
 
   /// Elementwise copy/add of rows; bytes = read src (+ dst when adding) + write dst.
   OpIndex copy(BufferId dst, RowRange dst_rows, BufferId src, RowRange src_rows, bool accumulate, Phase phase,
-               Stream stream, std::vector<OpIndex> deps, const std::string& label, int64_t ring_step = -1) {
+               Stream stream, std::vector<OpIndex> deps, Label label, int64_t ring_step = -1) {
     int64_t bytes = row_bytes(src) * src_rows.count * (accumulate ? 3 : 2);
     return add(CopyOp{dst, src, dst_rows, src_rows, accumulate}, phase, stream, std::move(deps), label, ring_step, 0,
                bytes);
@@ -264,13 +272,12 @@ BackwardRingBuffers alloc_bwd_ring_buffers(RankState& s, const BackwardInputs& i
 struct StepAccumulator {
   RankBuilder& rb;
   std::vector<OpIndex> deps;
-  std::string step;  ///< "bwd step i"
-  int64_t i;
+  int64_t i;  ///< the ring step
 
-  /// dst[dr] = src[sr] (add false) or dst[dr] += src[sr] (add true), labelled "<step> <what> =" / "+=".
+  /// dst[dr] = src[sr] (add false) or dst[dr] += src[sr] (add true), labelled "bwd step <i> <what> =" / "+=".
   OpIndex operator()(BufferId dst, RowRange dr, BufferId src, RowRange sr, bool add, const std::string& what) {
     return rb.copy(dst, dr, src, sr, add, Phase::backward, Stream::compute, deps,
-                   step + " " + what + (add ? " +=" : " ="), i);
+                   numbered_label("bwd step ", i, spaced(what, add ? " +=" : " =")), i);
   }
 };
 
