@@ -146,3 +146,22 @@ TEST_CASE("op storage: an op of a built ring schedule carries its label, deps an
   REQUIRE(texts.size() == s.ranks.size());
   for (const std::string* t : texts) REQUIRE(t == texts.front());
 }
+
+TEST_CASE("core: numbered and prefixed labels are the labels of their text, on every thread", "[core][op_storage]") {
+  CHECK(numbered_label("fwd step ", 3, " send/recv kv") == Label("fwd step 3 send/recv kv"));
+  CHECK(numbered_label("fwd step ", 3, " send/recv kv").str() == "fwd step 3 send/recv kv");
+  CHECK(numbered_label("fwd step ", 3, " lower") == Label("fwd step 3 lower"));  // another suffix, another site
+  CHECK(numbered_label("bwd step ", 3, " lower") == Label("bwd step 3 lower"));
+  CHECK(numbered_label("fwd out correction ", 12) == Label("fwd out correction 12"));
+  CHECK(numbered_label("step ", -1, "x") == Label("step -1x"));  // not cached, still right
+  CHECK(numbered_label("fwd step ", 3, " send/recv kv") == Label("fwd step 3 send/recv kv"));  // from the cache
+  CHECK(prefixed_label("alloc ", "kv_ring3.k") == Label("alloc kv_ring3.k"));
+  CHECK(prefixed_label("free ", "kv_ring3.k") == Label("free kv_ring3.k"));
+  CHECK(prefixed_label("alloc ", "kv_ring3.k").str() == "alloc kv_ring3.k");
+  CHECK(prefixed_label("", "x") == Label("x"));
+  // Another thread has its own caches and gets the same interned labels.
+  Label other_thread;
+  std::thread t([&] { other_thread = numbered_label("fwd step ", 3, " send/recv kv"); });
+  t.join();
+  CHECK(other_thread == Label("fwd step 3 send/recv kv"));
+}
