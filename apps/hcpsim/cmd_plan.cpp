@@ -158,8 +158,14 @@ void print_ruled_out(const sim::PlanResult& r) {
   for (const auto& g : r.dropped_summary) fmt::print("  {:>5} x {}\n          e.g. {}\n", g.count, g.key, g.example);
 }
 
-void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& objective) {
+void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& objective, int64_t gpus) {
   print_header(s);
+  // --gpus N plans replicas of N GPUs: a cluster too small for one grows to hold it (plan_search.cpp), said here.
+  const int64_t gpn = s.cluster.gpus_per_node;
+  if (gpus > 0 && s.cluster.topology.vertices.empty() && gpus > s.cluster.nodes * gpn)
+    fmt::print("note: --gpus {} needs {} nodes of {} GPUs; the scenario's cluster has {}: planned on {} nodes (set "
+               "cluster.nodes to plan on another size)\n",
+               gpus, (gpus + gpn - 1) / gpn, gpn, s.cluster.nodes, (gpus + gpn - 1) / gpn);
   std::string searched, held;
   for (const auto& d : r.dimensions) {
     std::string values;
@@ -232,7 +238,7 @@ int cmd_plan(const PlanArgs& a) {
   const sim::PlanResult r = sim::plan(s, req);
   progress.finish();
   if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path);
-  print_plan(s, r, a.objective);
+  print_plan(s, r, a.objective, a.gpus);
   if (!a.csv.empty()) {
     write_output_file(a.csv, csv_text(r), "plan CSV", "--csv");
     fmt::print("\nwrote {}\n", a.csv);

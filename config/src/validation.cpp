@@ -9,6 +9,7 @@
 #include "hcpsim/config/attention_backend.hpp"
 #include "hcpsim/config/cp_variant_config.hpp"
 #include "hcpsim/config/pipeline_split.hpp"
+#include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "validation_thd.hpp"
 
@@ -447,6 +448,18 @@ class Validator {
         "training.recompute_method and training.recompute_num_layers as the run does");
   }
 
+  /// Whether an a2a group of the first CP group (place_cp_group: Megatron's rank order) holds GPUs of two nodes.
+  [[nodiscard]] bool a2a_groups_span_nodes(CpCommType t, int64_t dp) const {
+    const auto place = place_cp_group(s_.parallel.order, parallel_sizes(s_, dp), s_.cluster.gpus_per_node);
+    const CpLayout layout = cp_layout_for(s_, t);
+    for (int64_t pr = 0; pr < layout.p2p_size(); ++pr) {
+      const std::vector<int64_t> group = layout.a2a_group(pr);
+      for (int64_t g : group)
+        if (place[static_cast<size_t>(g)].node != place[static_cast<size_t>(group.front())].node) return true;
+    }
+    return false;
+  }
+
   /// Legal settings that Megatron or TE quietly turn into something else.
   void add_parallel_warnings() {
     const ParallelConfig& p = s_.parallel;
@@ -530,12 +543,21 @@ class Validator {
           "memory (use full recompute to save memory, or none)");
     for (CpCommType t : p.distinct_cp_comm_types()) {
       const int64_t a = sizes_of(p, t)[0];
-      if (a > 1 && (tp * a > c.gpus_per_node || c.gpus_per_node % (tp * a) != 0))
+      if (a < 2) continue;
+      if (tp * a > c.gpus_per_node || c.gpus_per_node % (tp * a) != 0) {
         report_.warnings.push_back(
             "cp_comm_type " + to_string(t) + ": TP*A = " + str(tp) + "*" + str(a) + " = " + str(tp * a) +
             " does not divide the " + str(c.gpus_per_node) +
             " GPUs per node, so some a2a groups span nodes and the all-to-all crosses the network; prefer TP*A "
             "dividing " + str(c.gpus_per_node));
+      } else if (a2a_groups_span_nodes(t, dp)) {
+        report_.warnings.push_back(
+            "cp_comm_type " + to_string(t) + ": parallel.order " + p.order +
+            " puts the ranks of an a2a group on different nodes (their global ranks are strided by the dimensions "
+            "before cp), so the all-to-all crosses the network although TP*A = " + str(tp * a) + " divides the " +
+            str(c.gpus_per_node) + " GPUs per node; prefer an order with cp right after tp (tp-cp-ep-dp-pp, "
+            "Megatron's default)");
+      }
     }
   }
 

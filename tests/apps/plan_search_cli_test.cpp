@@ -138,3 +138,17 @@ TEST_CASE("apps: plan blames --tp and --pp when no TP*PP of the lists divides th
   CHECK(r.output.find("--tp, --pp: 4 GPUs per model replica fit no TP*PP of the lists (TP 3, PP ") !=
         std::string::npos);
 }
+
+TEST_CASE("apps: plan --gpus larger than the cluster says that it plans on a larger cluster", "[apps][plan]") {
+  // --gpus N fixes the replica size; a 4-node cluster grows to hold 64 GPUs, which was not said before.
+  const std::string base = "plan scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml --tp 1 --pp 1 --vp 1 --recompute full "
+                           "--micro-batch 1 --quiet ";
+  const auto big = run_hcpsim(base + "--gpus 64");
+  INFO(big.output);
+  REQUIRE(big.exit_code == 0);
+  CHECK(big.output.find("note: --gpus 64 needs 8 nodes of 8 GPUs; the scenario's cluster has 4: planned on 8 nodes "
+                        "(set cluster.nodes to plan on another size)\n") != std::string::npos);
+  const auto fits = run_hcpsim(base + "--gpus 32");
+  CHECK(fits.exit_code == 0);
+  CHECK(fits.output.find("note: --gpus") == std::string::npos);
+}
