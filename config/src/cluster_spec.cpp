@@ -13,9 +13,10 @@ constexpr double kH100MemoryBytes = 81559.0 * 1024 * 1024;
 constexpr double kH100HbmBytesPerS = 3.35e12;
 // Source: NVIDIA H100 SXM5 datasheet: 1,979 TFLOP/s dense FP8 (3,958 with sparsity); H200 SXM the same.
 constexpr double kH100PeakFp8FlopsPerS = 1978.9e12;
-// Source: NVIDIA H200 datasheet (SXM): same Hopper tensor cores as H100 SXM, 141 GB HBM3e at 4.8 TB/s (kept as
-// decimal GB until a device-reported capacity is measured).
-constexpr double kH200MemoryBytes = 141e9;
+// Source: NVIDIA H200 datasheet (SXM): same Hopper tensor cores as H100 SXM, 141 GB HBM3e at 4.8 TB/s. As for the
+// H100, fits are judged against what the driver exposes: nvidia-smi shows 143771 MiB on an H200 SXM (public
+// nvidia-smi outputs of H200 nodes, e.g. NVIDIA gpu-operator and cloud setup logs).
+constexpr double kH200MemoryBytes = 143771.0 * 1024 * 1024;
 constexpr double kH200HbmBytesPerS = 4.8e12;
 // Source: NVIDIA A100 datasheet (SXM4 80GB): 312 TFLOP/s dense BF16, 2.039 TB/s HBM2e.
 constexpr double kA100PeakBf16FlopsPerS = 312e12;
@@ -23,9 +24,10 @@ constexpr double kA100PeakBf16FlopsPerS = 312e12;
 constexpr double kA100MemoryBytes = 80.0 * 1024 * 1024 * 1024;
 constexpr double kA100HbmBytesPerS = 2.039e12;
 // Source: NVIDIA DGX B200 datasheet: 72 PFLOP/s FP8 training for 8 GPUs → 4.5 PFLOP/s FP8 dense per GPU,
-// 2.25 PFLOP/s dense BF16; 1,440 GB HBM3e for 8 GPUs (180 GB each) at 8 TB/s per GPU.
+// 2.25 PFLOP/s dense BF16; 1,440 GB HBM3e for 8 GPUs (180 GB each) at 8 TB/s per GPU. Capacity as the driver
+// exposes it: nvidia-smi shows 183359 MiB on a B200 (public nvidia-smi output of a B200 node).
 constexpr double kB200PeakBf16FlopsPerS = 2.25e15;
-constexpr double kB200MemoryBytes = 180e9;
+constexpr double kB200MemoryBytes = 183359.0 * 1024 * 1024;
 constexpr double kB200HbmBytesPerS = 8e12;
 constexpr double kB200PeakFp8FlopsPerS = 4.5e15;
 // Source: a large cuBLAS BF16 GEMM reaches about 780 TFLOP/s on an H100 SXM5 (public cuBLAS benchmark of

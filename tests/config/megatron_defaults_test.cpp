@@ -1,4 +1,5 @@
 #include "catch_compat.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/config/megatron_defaults.hpp"
 #include "hcpsim/config/scenario.hpp"
 
@@ -28,4 +29,16 @@ TEST_CASE("config: a scenario's MLP width without ffn_hidden_size uses the SwiGL
   REQUIRE(m.ffn_hidden() == 10880);
   m.ffn_hidden_size = 14336;  // an explicit width always wins (Llama 3 8B)
   REQUIRE(m.ffn_hidden() == 14336);
+}
+
+TEST_CASE("config: every preset's GPU memory is the capacity the driver reports (nvidia-smi memory.total)",
+          "[config]") {
+  // H100 SXM5 81559 MiB, A100-SXM4-80GB 81920 MiB, H200 SXM 143771 MiB, B200 183359 MiB: the bytes PyTorch's
+  // allocator can fill, so "fits" means the same on every preset (the H200 and B200 were datasheet decimal GB, 141e9
+  // and 180e9 B, up to 7% below what the device holds).
+  const double mib = 1024.0 * 1024.0;
+  CHECK(cluster_preset("dgx-h100", 1)->gpu.memory_bytes == 81559 * mib);
+  CHECK(cluster_preset("dgx-a100", 1)->gpu.memory_bytes == 81920 * mib);
+  CHECK(cluster_preset("dgx-h200", 1)->gpu.memory_bytes == 143771 * mib);
+  CHECK(cluster_preset("dgx-b200", 1)->gpu.memory_bytes == 183359 * mib);
 }
