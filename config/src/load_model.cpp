@@ -120,7 +120,10 @@ void read_training(YamlReader& r, const YAML::Node& m, TrainingConfig& t) {
     else if (g == "full") t.recompute_granularity = RecomputeGranularity::full;
     else
       r.fail(m["recompute_granularity"], P + ".recompute_granularity", "unknown value '" + g + "'",
-             "use one of: none, selective, full");
+             std::string("use one of: none, selective, full") +
+                 (g == "partial" ? " (plan's partial recompute is full with recompute_method: block and "
+                                   "recompute_num_layers: N)"
+                                 : ""));
   }
   // null (as a Megatron-Bridge dump writes it, or an override `training.recompute_method=null`) leaves the
   // default: needed to switch a scenario that sets both keys to selective or no recompute.

@@ -183,7 +183,14 @@ std::string YamlReader::get_string(const YAML::Node& n, const std::string& path)
 std::vector<int64_t> YamlReader::get_int_list(const YAML::Node& n, const std::string& path) const {
   if (!n.IsSequence()) fail(n, path, "expected a list of integers", "write e.g. '" + path + ": [2, 2]'");
   std::vector<int64_t> out;
-  for (size_t i = 0; i < n.size(); ++i) out.push_back(get_int(n[i], path));
+  for (size_t i = 0; i < n.size(); ++i) {
+    try {
+      out.push_back(get_int(n[i], path));
+    } catch (const InputError& e) {  // the item's problem, with a list in the fix
+      fail(n[i], path, "item " + std::to_string(i + 1) + ": " + e.problem(),
+           "write whole numbers, e.g. '" + path + ": [2, 2]'");
+    }
+  }
   return out;
 }
 

@@ -180,3 +180,17 @@ TEST_CASE("apps: validate warns when the rank order puts an a2a group on two nod
   const auto d = run_hcpsim("validate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
   CHECK(d.output.find("puts the ranks of an a2a group on different nodes") == std::string::npos);
 }
+
+TEST_CASE("apps: a list key's bad item and plan's 'partial' recompute get fixes that say what to write",
+          "[apps][legality]") {
+  auto r = run_hcpsim("validate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml "
+                      "'parallel.hierarchical_context_parallel_sizes=[8,2.0]'");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("parallel.hierarchical_context_parallel_sizes: item 2: expected an integer, got '2.0'; fix: "
+                      "write whole numbers, e.g. 'parallel.hierarchical_context_parallel_sizes: [2, 2]'") !=
+        std::string::npos);  // was "e.g. '...: 8'", a scalar for a list key
+  r = run_hcpsim("validate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml training.recompute_granularity=partial");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("unknown value 'partial'; fix: use one of: none, selective, full (plan's partial recompute is "
+                      "full with recompute_method: block and recompute_num_layers: N)") != std::string::npos);
+}
