@@ -51,9 +51,11 @@ void print_time_breakdown(const sim::SimResult& r) {
   if (r.ranks.empty()) return;
   const auto& first = r.ranks.front();
   const auto& busiest = r.ranks[static_cast<size_t>(r.busiest_cp_rank)];
-  fmt::print("  where time goes (cp_rank 0 / the busiest GPU, cp_rank {}), summed op time per layer (\"lost to comm\": part\n"
-             "  of the kernels' time, the GPU time they lost while communication ran beside them; \"exposed comm\": over\n"
-             "  the rank's own span, first op to last, where the rank table below counts the whole layer):\n",
+  fmt::print("  where time goes (cp_rank 0 / the busiest GPU, cp_rank {}), summed op time per layer (kernels on the two\n"
+             "  compute streams can overlap, each slowed by sharing the GPU, so a phase's sums can exceed its span; \"lost\n"
+             "  to comm\": part of the kernels' time, the GPU time they lost while communication ran beside them;\n"
+             "  \"exposed comm\": the rank's own span in the phase, first op to last, with no kernel running: waiting for\n"
+             "  messages and for slower peers, load imbalance included; the rank table below counts the whole layer):\n",
              r.busiest_cp_rank);
   fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23} {:>23}\n", "phase", "attention kernels",
              "merges+corrections", "copies", "other compute", "lost to comm", "exposed comm");
@@ -389,6 +391,9 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
                  human_bytes(static_cast<double>(rs.phase_peak_memory_bytes[1])));
     }
     if (r.ranks.size() > kMaxRankRows) fmt::print("  ... {} more CP ranks (see --summary)\n", r.ranks.size() - kMaxRankRows);
+    fmt::print("  (compute: time a kernel runs on the GPU; comm: time its comm stream is in an op, waiting for a peer\n"
+               "  included; exposed: the layer's time with no kernel running, so a rank that finishes early counts its\n"
+               "  wait for the last one)\n");
     fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flows.size(),
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
