@@ -2,6 +2,7 @@
 // a scenario YAML out. The result goes through the real loader and validate_scenario before anything is written.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include "app_common.hpp"
 #include "hcpsim/core/input_file.hpp"
+#include "hcpsim/config/key_aliases.hpp"
 #include "hcpsim/io/output_file.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/interop/megatron_import.hpp"
@@ -55,8 +57,20 @@ std::string read_input(const std::string& path) {
 }
 
 /// Re-raises a loader or validation error at the Megatron argument behind the scenario key.
-[[noreturn]] void rethrow_at_source(const InputError& e, const MegatronConfig& c) {
-  throw InputError(c.loc_of_scenario_key(e.key()), e.key(), e.problem(), e.fix());
+[[noreturn]] void rethrow_at_source(const InputError& e, const MegatronConfig& c, bool bridge) {
+  if (!bridge) throw InputError(c.loc_of_scenario_key(e.key()), e.key(), e.problem(), e.fix());
+  // A Bridge config names its keys in Bridge's spelling: ddp.use_distributed_optimizer, not the scenario's
+  // parallel.use_distributed_optimizer (config/key_aliases.hpp; the first alias of each scenario key).
+  std::string key = e.key(), problem = e.problem(), fix = e.fix();
+  std::vector<std::string> done;
+  for (const KeyAlias& a : bridge_key_aliases()) {
+    if (std::find(done.begin(), done.end(), a.canonical) != done.end()) continue;
+    done.push_back(a.canonical);
+    for (std::string* text : {&key, &problem, &fix})
+      for (size_t at = text->find(a.canonical); at != std::string::npos; at = text->find(a.canonical, at + a.alias.size()))
+        text->replace(at, a.canonical.size(), a.alias);
+  }
+  throw InputError(c.loc_of_scenario_key(e.key()), key, problem, fix);
 }
 
 /// Full recompute needs its method and layer count: Megatron-Core's TransformerConfig.__post_init__ raises
@@ -147,7 +161,7 @@ int run_import(const ImportOptions& o, bool bridge) {
     const Scenario s = load_scenario_text(yaml, o.output.empty() ? "<imported scenario>" : o.output);
     report = validate_scenario(s, ValidationScope::placement);
   } catch (const InputError& e) {
-    rethrow_at_source(e, cfg);
+    rethrow_at_source(e, cfg, bridge);
   }
   for (const auto& w : report.warnings) fmt::print(stderr, "warning: {}\n", w);
   if (o.output.empty()) {

@@ -546,3 +546,17 @@ TEST_CASE("apps: check-log warns when --scenario is not the logged configuration
                           "context_parallel_size 4 (log 16), seq_length 8192 (log 131072), num_layers 16 (log 32); "
                           "the GPU peak and the model comparison are for the scenario\n") != std::string::npos);
 }
+
+TEST_CASE("apps: import bridge-config names the Bridge spelling of a key in its fixes", "[apps][import]") {
+  const auto dir = scratch("bridge_keys");
+  std::ofstream(dir / "b.yaml") << "model:\n  num_attention_heads: 32\n  num_query_groups: 8\n  kv_channels: 128\n"
+                                   "  seq_length: 8192\n  num_layers: 4\n  hidden_size: 4096\n  context_parallel_size: 2\n"
+                                   "  fp8: hybrid\n  bf16: true\nmixed_precision:\n  fp8_param_gather: true\nddp:\n"
+                                   "  use_distributed_optimizer: false\n";
+  const auto r = run_hcpsim("import bridge-config '" + (dir / "b.yaml").string() + "' --nodes 1");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  // The scenario's key is parallel.use_distributed_optimizer; the config the user edits spells it ddp.*.
+  CHECK(r.output.find("fix: set ddp.use_distributed_optimizer: true, or remove fp8_param_gather") != std::string::npos);
+  fs::remove_all(dir);
+}
