@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -194,7 +195,68 @@ std::string expect_block(const Outcome& o, const ExpectSpec& old) {
   return b;
 }
 
-/// Rewrites the expect block of `path` (the last top-level key) when its values changed. @return true if written.
+/// Where a line's trailing comment starts (a '#' after a blank, outside double quotes), or npos.
+size_t trailing_comment_at(const std::string& line) {
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && quoted) {
+      ++i;
+    } else if (line[i] == '"') {
+      quoted = !quoted;
+    } else if (line[i] == '#' && !quoted && i > 0 && (line[i - 1] == ' ' || line[i - 1] == '\t')) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+/// A key line's identity: its indentation and key ("    step_s"); "" for a comment or blank line.
+std::string key_of_line(const std::string& line) {
+  const size_t b = line.find_first_not_of(' ');
+  if (b == std::string::npos || line[b] == '#') return "";
+  const size_t colon = line.find(':', b);
+  return colon == std::string::npos ? "" : line.substr(0, colon);
+}
+
+/// `fresh` (a regenerated expect block) with the comments of `old` (the block it replaces) kept: the comment
+/// lines before a key go before the same key again, a key's trailing comment follows its new value, and comment
+/// lines after the last key stay at the end. Comments of keys that are gone are dropped.
+std::string keep_expect_comments(const std::string& old, const std::string& fresh) {
+  std::map<std::string, std::vector<std::string>> before;  // key -> comment lines above it
+  std::map<std::string, std::string> trailing;             // key -> " # ..." after its value
+  std::vector<std::string> pending;
+  std::istringstream in(old);
+  for (std::string line; std::getline(in, line);) {
+    const std::string key = key_of_line(line);
+    if (key.empty()) {
+      if (line.find_first_not_of(' ') != std::string::npos) pending.push_back(line);
+      continue;
+    }
+    before[key] = std::move(pending);
+    pending.clear();
+    const size_t at = trailing_comment_at(line);
+    if (at != std::string::npos) {
+      size_t from = at;
+      while (from > 0 && (line[from - 1] == ' ' || line[from - 1] == '\t')) --from;
+      trailing[key] = line.substr(from);
+    }
+  }
+  std::string out;
+  std::istringstream fin(fresh);
+  for (std::string line; std::getline(fin, line);) {
+    const std::string key = key_of_line(line);
+    if (const auto it = before.find(key); it != before.end())
+      for (const auto& c : it->second) out += c + "\n";
+    out += line;
+    if (const auto it = trailing.find(key); it != trailing.end()) out += it->second;
+    out += "\n";
+  }
+  for (const auto& c : pending) out += c + "\n";
+  return out;
+}
+
+/// Rewrites the expect block of `path` (the last top-level key) when its values changed, keeping its comments
+/// (keep_expect_comments). @return true if written.
 bool update_file(const Outcome& o) {
   const ExpectSpec old = load_expect(o.path);
   if (o.status == "pass") return false;  // every golden holds: leave the file byte-identical
@@ -206,7 +268,7 @@ bool update_file(const Outcome& o) {
   pos = (text.rfind("expect:", 0) == 0) ? 0 : (pos == std::string::npos ? text.size() : pos + 1);
   std::string head = text.substr(0, pos);
   if (!head.empty() && head.back() != '\n') head.push_back('\n');
-  const std::string out = head + expect_block(o, old);
+  const std::string out = head + keep_expect_comments(text.substr(pos), expect_block(o, old));
   rewrite_input_file(o.path, out, "scenario with updated goldens", "--update");
   return true;
 }

@@ -37,6 +37,14 @@ std::optional<Run> lint_junit(const std::string& xml) {
   return sh("xmllint --noout --schema tests/fixtures/junit_report.xsd '" + xml + "'");
 }
 
+/// scenarios/ci/hcp_2x2_causal_gqa.yaml as written, and its total_ps golden.
+std::pair<std::string, long long> hcp_2x2_with_total() {
+  const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/hcp_2x2_causal_gqa.yaml");
+  std::smatch m;
+  REQUIRE(std::regex_search(text, m, std::regex("total_ps: ([0-9]+)")));
+  return {text, std::stoll(m[1].str())};
+}
+
 }  // namespace
 
 // A macro, not a function: skipping must return from the test case.
@@ -129,12 +137,8 @@ TEST_CASE("apps: replay --junit without SOURCE_DATE_EPOCH stamps the clock, and 
 TEST_CASE("apps: a simulate golden off by one picosecond fails naming the field; --update restores it",
           "[apps][replay]") {
   const auto dir = scratch("update");
-  const fs::path original = fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/hcp_2x2_causal_gqa.yaml";
   const fs::path copy = dir / "hcp_2x2_causal_gqa.yaml";
-  const std::string text = slurp(original);
-  std::smatch m;
-  REQUIRE(std::regex_search(text, m, std::regex("total_ps: ([0-9]+)")));
-  const long long golden = std::stoll(m[1].str());
+  const auto [text, golden] = hcp_2x2_with_total();
   const std::string altered = std::regex_replace(text, std::regex("total_ps: [0-9]+"),
                                                  "total_ps: " + std::to_string(golden + 1));
   std::ofstream(copy, std::ios::binary) << altered;
@@ -151,6 +155,32 @@ TEST_CASE("apps: a simulate golden off by one picosecond fails naming the field;
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.output.find("0 updated") != std::string::npos);
   REQUIRE(slurp(copy) == text);
+}
+
+TEST_CASE("apps: replay --update keeps the comments of the expect block", "[apps][replay]") {
+  // The block is regenerated; its comment lines and trailing comments used to be dropped.
+  const auto dir = scratch("update_comments");
+  const fs::path copy = dir / "hcp_2x2_causal_gqa.yaml";
+  const auto [text, golden] = hcp_2x2_with_total();
+  std::string commented = std::regex_replace(text, std::regex("\nexpect:\n"), "\nexpect:\n  # goldens for CI\n");
+  commented = std::regex_replace(commented, std::regex("  validate: \\{exit_code: 0\\}"),
+                                 "  validate: {exit_code: 0}   # must validate");
+  commented = std::regex_replace(commented, std::regex("    total_ps: [0-9]+"),
+                                 "    # the layer, forward and backward\n    total_ps: " + std::to_string(golden + 1) +
+                                     "   # ps, \"re-measured\" # twice");
+  commented += "  # end of goldens\n";
+  std::ofstream(copy, std::ios::binary) << commented;
+  auto r = hcpsim::test::run_hcpsim("replay --update " + copy.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string updated = slurp(copy);
+  INFO(updated);
+  CHECK(updated.find("\nexpect:\n  # goldens for CI\n  validate: {exit_code: 0}   # must validate\n") !=
+        std::string::npos);
+  CHECK(updated.find("    # the layer, forward and backward\n    total_ps: " + std::to_string(golden) +
+                     "   # ps, \"re-measured\" # twice\n") != std::string::npos);
+  CHECK(updated.size() >= 19);
+  CHECK(updated.substr(updated.size() - 19) == "  # end of goldens\n");
 }
 
 TEST_CASE("apps: replay --twice finds identical outputs with 1 and 2 threads", "[apps][replay]") {
