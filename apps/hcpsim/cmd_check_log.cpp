@@ -149,9 +149,8 @@ GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
     const auto c = cluster_preset(*p, 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
     peak.source = c->gpu.name + ", from --gpu " + o.gpu;
-  } else if (log.gpu_name && datasheet_gpu(*log.gpu_name)) {
-    choose_datasheet_gpu(choice, *datasheet_gpu(*log.gpu_name),
-                         "named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line));
+  } else if (const auto d = log.gpu_name ? datasheet_gpu(*log.gpu_name) : std::nullopt) {
+    choose_datasheet_gpu(choice, *d, "named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line));
   } else if (log.gpu_name) {
     choice.preset_name = *preset_of_gpu_name(*log.gpu_name);
     const auto c = cluster_preset(choice.preset_name, 1);

@@ -99,11 +99,7 @@ void resolve_node_count(MegatronConfig& cfg, const ImportOptions& o) {
     cfg.notes.push_back(fmt::format("{}: {} nodes, from --nodes", cfg.nnodes_unresolved, o.nodes));
     return;
   }
-  SourceLoc l;
-  l.file = cfg.source_path == "-" ? "<stdin>" : cfg.source_path;
-  if (const auto it = cfg.lines.find("nnodes"); it != cfg.lines.end()) l.line = it->second;
-  if (const auto it = cfg.columns.find("nnodes"); it != cfg.columns.end()) l.column = it->second;
-  throw InputError(l, "--nnodes",
+  throw InputError(cfg.loc_of_scenario_key("cluster.nodes"), "--nnodes",
                    "cannot resolve '" + cfg.nnodes_unresolved + "': the job's environment sets the node count",
                    "give the node count the job runs on: hcpsim import megatron-args FILE --nodes N");
 }

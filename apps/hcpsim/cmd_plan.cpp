@@ -161,11 +161,11 @@ void print_ruled_out(const sim::PlanResult& r) {
 void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& objective, int64_t gpus) {
   print_header(s);
   // --gpus N plans replicas of N GPUs: a cluster too small for one grows to hold it (plan_search.cpp), said here.
-  const int64_t gpn = s.cluster.gpus_per_node;
-  if (gpus > 0 && s.cluster.topology.vertices.empty() && gpus > s.cluster.nodes * gpn)
+  const int64_t gpn = s.cluster.gpus_per_node, nodes = (gpus + gpn - 1) / gpn;
+  if (gpus > 0 && s.cluster.topology.vertices.empty() && nodes > s.cluster.nodes)
     fmt::print("note: --gpus {} needs {} nodes of {} GPUs; the scenario's cluster has {}: planned on {} nodes (set "
                "cluster.nodes to plan on another size)\n",
-               gpus, (gpus + gpn - 1) / gpn, gpn, s.cluster.nodes, (gpus + gpn - 1) / gpn);
+               gpus, nodes, gpn, s.cluster.nodes, nodes);
   std::string searched, held;
   for (const auto& d : r.dimensions) {
     std::string values;

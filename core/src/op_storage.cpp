@@ -85,8 +85,12 @@ Label numbered_label(std::string_view prefix, int64_t n, std::string_view suffix
 Label prefixed_label(std::string_view prefix, std::string_view text) {
   thread_local std::vector<PrefixedSite> sites;
   PrefixedSite* site = nullptr;
-  for (PrefixedSite& s : sites)
-    if (s.prefix == prefix) site = &s;
+  for (PrefixedSite& s : sites) {
+    if (s.prefix == prefix) {
+      site = &s;
+      break;
+    }
+  }
   if (site == nullptr) site = &sites.emplace_back(PrefixedSite{std::string(prefix), {}});
   auto it = site->by_text.find(text);
   if (it == site->by_text.end())

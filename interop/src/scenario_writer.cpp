@@ -188,11 +188,10 @@ void write_cluster(YamlWriter& w, const MegatronConfig& c, const ScenarioWriteOp
   // Fewer processes than the node has GPUs: the job's GPUs keep the NICs the preset gives them.
   if (gpus_per_node && *gpus_per_node < gpn && opt.nics_per_node > 0 && opt.gpus_per_node > 0 &&
       *gpus_per_node * opt.nics_per_node % opt.gpus_per_node == 0) {
-    const int64_t nics = *gpus_per_node * opt.nics_per_node / opt.gpus_per_node;
-    if (nics >= 1)
-      w.entry("nics_per_node", std::to_string(nics),
-              std::to_string(*gpus_per_node) + " of the preset's " + std::to_string(gpn) + " GPUs, with their " +
-                  std::to_string(nics) + " of its " + std::to_string(opt.nics_per_node) + " NICs");
+    const int64_t nics = *gpus_per_node * opt.nics_per_node / opt.gpus_per_node;  // >= 1: a non-zero multiple
+    w.entry("nics_per_node", std::to_string(nics),
+            std::to_string(*gpus_per_node) + " of the preset's " + std::to_string(gpn) + " GPUs, with their " +
+                std::to_string(nics) + " of its " + std::to_string(opt.nics_per_node) + " NICs");
   }
 }
 

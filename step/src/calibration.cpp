@@ -28,9 +28,9 @@ namespace {
 constexpr const char* kUnitsFix =
     "measured_s is in seconds (convert a profiler's us or ms column); check that --gpu names the GPU measured";
 
-/// A row's achieved rate against the peak it is held to (flops / (busy_s · peak)): above 1 no GPU runs it (a unit
-/// or --gpu mix-up). @throws InputError at the row.
-void check_row_rate(const MeasuredOpRow& r, double flops, double busy_s, double peak, const std::string& gpu,
+/// A row's achieved rate against the peak it is held to, flops / (busy_s · peak). @throws InputError at the row
+/// when it is above 1: no GPU runs it (a unit or --gpu mix-up).
+double checked_rate(const MeasuredOpRow& r, double flops, double busy_s, double peak, const std::string& gpu,
                     const std::string& csv_path) {
   const double rate = flops / (busy_s * peak);
   if (rate > 1)
@@ -39,6 +39,7 @@ void check_row_rate(const MeasuredOpRow& r, double flops, double busy_s, double 
                      "TFLOP/s for {})",
                      r.op_kind, flops, r.measured_s, flops / busy_s / 1e12, gpu, peak / 1e12, r.dtype),
          kUnitsFix);
+  return rate;
 }
 
 double median(std::vector<double> v) {
@@ -139,9 +140,9 @@ void fit_gemm_efficiency(const std::vector<MeasuredOpRow>& rows, const std::stri
                        g.kernel_launch_overhead_s * 1e6, fit.fitted_elementwise ? ", fitted from the elementwise rows"
                                                                                  : " of " + g.name),
            kUnitsFix);
-    check_row_rate(r, flops, busy, peak, g.name, csv_path);
+    const double rate = checked_rate(r, flops, busy, peak, g.name, csv_path);
     const double shape = has_shape ? gemm_shape_factor(r.m, r.n, r.k, fp8, g) : 1.0;
-    gemm_eff[fp8 ? 1 : 0].push_back(std::min(1.0, flops / (busy * peak * shape)));
+    gemm_eff[fp8 ? 1 : 0].push_back(std::min(1.0, rate / shape));
   }
   for (const int fp8 : {0, 1}) {
     const char* key = fp8 ? "gemm_efficiency_fp8" : "gemm_efficiency_bf16";
@@ -174,9 +175,9 @@ AttentionPoints measured_attention_points(const std::vector<MeasuredOpRow>& rows
            "fill those columns");
     const auto d = parse_dtype(r.dtype);
     if (!d) fail(csv_path, r.line, "dtype", "unknown dtype '" + r.dtype + "'", "use bf16, fp16, fp32 or fp64");
-    check_row_rate(r, r.flops, r.measured_s, g.peak_bf16_flops_per_s * peak_fraction(*d), g.name, csv_path);
-    const double eff = r.flops / (r.measured_s * g.peak_bf16_flops_per_s * peak_fraction(*d));
-    points[{r.causal, r.head_dim, r.q_rows, r.kv_rows}].push_back(std::min(1.0, eff));
+    const double eff = checked_rate(r, r.flops, r.measured_s, g.peak_bf16_flops_per_s * peak_fraction(*d), g.name,
+                                    csv_path);
+    points[{r.causal, r.head_dim, r.q_rows, r.kv_rows}].push_back(eff);
     ++fit.rows_used;
   }
   return points;
