@@ -275,6 +275,12 @@ TEST_CASE("apps: simulate prints phase times, messages and memory and writes a C
   CHECK(r.output.find("  (the means count every link of the 8 GPUs; the 4 outside this CP group, other TP ranks and "
                       "DP replicas, carry nothing in this simulation)\n") != std::string::npos);
   REQUIRE(r.output.find("peak attention memory per GPU") != std::string::npos);
+  // The legends say what the sums and "exposed" count: overlapping kernels and waiting for slower peers.
+  CHECK(r.output.find("so a phase's sums can exceed its span") != std::string::npos);
+  CHECK(r.output.find("messages and for slower peers, load imbalance included") != std::string::npos);
+  CHECK(r.output.find("  (compute: time a kernel runs on the GPU; comm: time its comm stream is in an op, waiting for "
+                      "a peer\n  included; exposed: the layer's time with no kernel running, so a rank that finishes "
+                      "early counts its\n  wait for the last one)\n") != std::string::npos);
   REQUIRE(read_file(summary).find("\"network_model\": \"flow-level max-min fair\"") != std::string::npos);
   REQUIRE(read_file(links).rfind("link,from,to,class,", 0) == 0);
 }
