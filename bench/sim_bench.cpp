@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   const hcpsim::Topology topology = hcpsim::Topology::from_cluster(cluster);
   hcpsim::sim::SimOptions options;
   options.record_timeline = false;  // as `hcpsim simulate` without --trace
+  options.record_flows = false;
   options.symmetry_reduction = reduce;
   options.schedule_checked = true;  // build_schedule checked it, as `hcpsim simulate` relies on
   const hcpsim::sim::SimResult result = hcpsim::sim::simulate(schedule, cluster, topology, gpus, options);
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(cp), static_cast<long long>(kA2aSize), static_cast<long long>(p2p),
               reduce ? "reduced" : "full", result.symmetry_exact ? 1 : 0,
               static_cast<long long>(cluster.nodes), static_cast<long long>(shape.seq_length),
-              static_cast<long long>(ops), result.flows.size(), static_cast<long long>(result.network_recomputes),
+              static_cast<long long>(ops), static_cast<size_t>(result.flow_count), static_cast<long long>(result.network_recomputes),
               static_cast<long long>(result.event_count), build_s, sim_s, build_s + sim_s,
               static_cast<double>(result.event_count) / sim_s, peak_rss_mib(),
               static_cast<long long>(result.total_ps));

@@ -298,6 +298,7 @@ std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpComm
   // needs the layer's full run.
   sim::SimOptions options;
   options.record_timeline = !out.step_trace.empty();
+  options.record_flows = options.record_timeline;  // the step trace's message arrows
   sim::StepResult step = sim::simulate_step(s, t, data_parallel_size, topology, options,
                                             out.step_trace.empty() ? "" : "--step-trace needs the full run");
   print_step(s, step);
@@ -337,6 +338,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
     options.record_timeline = timeline;
+    options.record_flows = timeline;  // the trace's messages and the chart's flow lanes
     // The trace lists flows in run order, which the symmetry reduction changes, and both it and the timeline chart
     // show every GPU's ops, which a reduced run executes for the representatives only: they need the full run.
     const std::string full_run = !out.trace.empty()          ? "--trace needs the full run"
@@ -394,7 +396,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  (compute: time a kernel runs on the GPU; comm: time its comm stream is in an op, waiting for a peer\n"
                "  included; exposed: the layer's time with no kernel running, so a rank that finishes early counts its\n"
                "  wait for the last one)\n");
-    fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flows.size(),
+    fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flow_count,
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
     const std::optional<sim::StepResult> step = simulate_and_print_step(s, t, report.data_parallel_size, topology, out);

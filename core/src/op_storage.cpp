@@ -82,19 +82,38 @@ Label numbered_label(std::string_view prefix, int64_t n, std::string_view suffix
   return site.by_n[i];
 }
 
+namespace {
+
+/// The site of `prefix` among `sites` (a handful per builder: a linear search), added when new.
+template <typename Site>
+Site& site_of(std::vector<Site>& sites, std::string_view prefix) {
+  for (Site& s : sites)
+    if (s.prefix == prefix) return s;
+  return sites.emplace_back(Site{std::string(prefix), {}});
+}
+
+/// One prefix's labels by the identity of the interned text they prefix.
+struct LabelSite {
+  std::string prefix;
+  std::unordered_map<const std::string*, Label> by_text;  // never iterated
+};
+
+}  // namespace
+
 Label prefixed_label(std::string_view prefix, std::string_view text) {
   thread_local std::vector<PrefixedSite> sites;
-  PrefixedSite* site = nullptr;
-  for (PrefixedSite& s : sites) {
-    if (s.prefix == prefix) {
-      site = &s;
-      break;
-    }
-  }
-  if (site == nullptr) site = &sites.emplace_back(PrefixedSite{std::string(prefix), {}});
-  auto it = site->by_text.find(text);
-  if (it == site->by_text.end())
-    it = site->by_text.emplace(std::string(text), Label(site->prefix + std::string(text))).first;
+  PrefixedSite& site = site_of(sites, prefix);
+  auto it = site.by_text.find(text);
+  if (it == site.by_text.end()) it = site.by_text.emplace(std::string(text), Label(site.prefix + std::string(text))).first;
+  return it->second;
+}
+
+Label prefixed_label_by_identity(std::string_view prefix, const Label& text) {
+  thread_local std::vector<LabelSite> sites;
+  LabelSite& site = site_of(sites, prefix);
+  const std::string* key = &text.str();
+  auto it = site.by_text.find(key);
+  if (it == site.by_text.end()) it = site.by_text.emplace(key, prefixed_label(prefix, std::string_view(*key))).first;
   return it->second;
 }
 

@@ -26,6 +26,7 @@ namespace {
 void simulate_option_step(const Scenario& s, PlanOption& o) {
   SimOptions options;
   options.record_timeline = false;
+  options.record_flows = false;
   o.step = simulate_step(s, o.cp_comm_type, o.data_parallel_size, Topology::from_cluster(s.cluster), options);
   for (Phase ph : {Phase::forward, Phase::backward}) {
     o.intra_node_bytes_per_layer += o.step.layer.message_totals(ph, LinkLevel::intra_node).bytes;
@@ -37,6 +38,7 @@ void simulate_option_step(const Scenario& s, PlanOption& o) {
 void simulate_option_attention(const Scenario& s, PlanOption& o) {
   SimOptions options;
   options.record_timeline = false;
+  options.record_flows = false;
   const SimResult attn = simulate_attention(s, o.cp_comm_type, o.data_parallel_size, Topology::from_cluster(s.cluster),
                                             options)
                              .result;

@@ -66,12 +66,12 @@ void MessageTransport::count_message(int64_t src, Phase phase, LinkLevel level, 
 void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops,
                                     Delivered delivered, bool with_images) {
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
-  const auto flow_index = static_cast<int64_t>(flows_.size());
+  const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
+  const int32_t slot = acquire_slot(images);
   SharedRoute route = next_route(src, dst);
   const double route_latency_s = ctx_.topology.route_latency_s(route);
   const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
-  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
-  const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
+  add_record(slot, FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
   for (int64_t a = 1; a <= images; ++a) {
     const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
     count_message(isrc, phase, link_level(ctx_.node(isrc), ctx_.node(idst)), bytes);
@@ -79,23 +79,22 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
     if (ctx_.topology.route_latency_s(iroute) != route_latency_s)
       shadow_.not_exact(
           fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
-    flows_.push_back(FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute), ops.send, ops.recv});
+    add_record(slot, FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute), ops.send, ops.recv});
   }
-  launch(flow_index, images, seconds_to_ps(ctx_.cluster.message_latency_s), route_latency_ps, std::move(delivered));
+  launch(slot, seconds_to_ps(ctx_.cluster.message_latency_s), route_latency_ps, std::move(delivered));
 }
 
 void MessageTransport::send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops,
                                            std::vector<int64_t> route, TimePs software_latency_ps,
                                            Delivered delivered) {
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
-  const auto flow_index = static_cast<int64_t>(flows_.size());
+  const int32_t slot = acquire_slot(0);
   const TimePs route_latency_ps = seconds_to_ps(ctx_.topology.route_latency_s(route));
-  flows_.push_back(FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
-  launch(flow_index, 0, software_latency_ps, route_latency_ps, std::move(delivered));
+  add_record(slot, FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
+  launch(slot, software_latency_ps, route_latency_ps, std::move(delivered));
 }
 
-void MessageTransport::launch(int64_t flow_index, int64_t images, TimePs software_latency_ps,
-                              TimePs route_latency_ps, Delivered delivered) {
+int32_t MessageTransport::acquire_slot(int64_t images) {
   int32_t slot = 0;
   if (free_in_flight_.empty()) {
     HCPSIM_ASSERT(in_flight_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()),
@@ -106,22 +105,47 @@ void MessageTransport::launch(int64_t flow_index, int64_t images, TimePs softwar
     slot = free_in_flight_.back();
     free_in_flight_.pop_back();
   }
-  in_flight_[index_of(slot)] = InFlight{flow_index, images, route_latency_ps, std::move(delivered)};
+  InFlight& m = in_flight_[index_of(slot)];
+  m.flow_index = ctx_.options.record_flows ? static_cast<int64_t>(flows_.size()) : -1;
+  m.images = images;
+  m.records.clear();
+  return slot;
+}
+
+void MessageTransport::add_record(int32_t slot, FlowRecord record) {
+  ++flow_count_;
+  if (ctx_.options.record_flows)
+    flows_.push_back(std::move(record));
+  else
+    in_flight_[index_of(slot)].records.push_back(std::move(record));
+}
+
+FlowRecord* MessageTransport::records(int32_t slot) {
+  InFlight& m = in_flight_[index_of(slot)];
+  return m.flow_index >= 0 ? &flows_[index_of(m.flow_index)] : m.records.data();
+}
+
+void MessageTransport::launch(int32_t slot, TimePs software_latency_ps, TimePs route_latency_ps,
+                              Delivered delivered) {
+  InFlight& m = in_flight_[index_of(slot)];
+  m.route_latency_ps = route_latency_ps;
+  m.delivered = std::move(delivered);
   ctx_.queue.schedule_after(software_latency_ps, kPriorityCompletion, [this, slot] { start_flow(slot); });
 }
 
 void MessageTransport::start_flow(int32_t slot) {
-  const InFlight& m = in_flight_[index_of(slot)];
-  FlowRecord& rec = flows_[index_of(m.flow_index)];
-  rec.start_ps = ctx_.queue.now();
-  if (m.images > 0) shadow_.start(flows_, m.flow_index, m.images, ctx_.queue.now());
-  network_.start_flow(rec.route, rec.bytes, [this, slot] { flow_drained(slot); });
+  FlowRecord* rec = records(slot);
+  const int64_t images = in_flight_[index_of(slot)].images;
+  rec->start_ps = ctx_.queue.now();
+  if (images > 0) shadow_.start(rec, images, ctx_.queue.now());
+  network_.start_flow(rec->route, rec->bytes, [this, slot] { flow_drained(slot); });
 }
 
 void MessageTransport::flow_drained(int32_t slot) {
+  FlowRecord* rec = records(slot);
   InFlight& m = in_flight_[index_of(slot)];
-  flows_[index_of(m.flow_index)].drained_ps = ctx_.queue.now();
-  if (m.images > 0) shadow_.end(flows_, m.flow_index, m.images, ctx_.queue.now());
+  rec->drained_ps = ctx_.queue.now();
+  if (m.images > 0) shadow_.end(rec, m.images, ctx_.queue.now());
   ctx_.queue.schedule_after(m.route_latency_ps, kPriorityCompletion, std::move(m.delivered));
   m.delivered = nullptr;
   free_in_flight_.push_back(slot);

@@ -44,15 +44,21 @@ class MessageTransport {
   void send_routed_message(int64_t src, int64_t dst, int64_t bytes, Phase phase, MessageOps ops,
                            std::vector<int64_t> route, TimePs software_latency_ps, Delivered delivered);
 
-  /// Capacity for `messages` flow records (so that a large run does not regrow and copy them).
-  void reserve_flows(int64_t messages) { flows_.reserve(static_cast<size_t>(messages)); }
+  /// Capacity for `messages` flow records (so that a large run does not regrow and copy them); nothing without
+  /// SimOptions::record_flows.
+  void reserve_flows(int64_t messages) {
+    if (ctx_.options.record_flows) flows_.reserve(static_cast<size_t>(messages));
+  }
 
   /// Messages of all ranks.
   [[nodiscard]] const MessageTable& totals() const { return totals_; }
   /// Messages `rank` sent (images included).
   [[nodiscard]] const MessageTable& sent_by(int64_t rank) const { return sent_[index_of(rank)]; }
-  /// Every message's flow, in start order; moves them out (the run is over).
+  /// Every message's flow, in start order (none without SimOptions::record_flows); moves them out (the run is
+  /// over).
   [[nodiscard]] std::vector<FlowRecord> take_flows() { return std::move(flows_); }
+  /// Flows of all messages sent, recorded or not.
+  [[nodiscard]] int64_t flow_count() const { return flow_count_; }
   [[nodiscard]] const FlowNetwork& network() const { return network_; }
   [[nodiscard]] const ShadowLinks& shadow() const { return shadow_; }
 
@@ -78,9 +84,16 @@ class MessageTransport {
   /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.
   [[nodiscard]] bool single_shortest_path(int64_t src, int64_t dst) const;
   void count_message(int64_t src, Phase phase, LinkLevel level, int64_t size_bytes);
-  /// Starts recorded flow `flow_index` after `software_latency_ps` and delivers route_latency_ps after it drains.
-  void launch(int64_t flow_index, int64_t images, TimePs software_latency_ps, TimePs route_latency_ps,
-              Delivered delivered);
+  /// A free in-flight slot for a message with `images` image flows, its records not yet added.
+  int32_t acquire_slot(int64_t images);
+  /// Adds the next flow record of in-flight message `slot` (the message's own first, then its images): to the
+  /// recorded flows (SimOptions::record_flows), else to the slot, which keeps it until the slot is reused.
+  void add_record(int32_t slot, FlowRecord record);
+  /// The flow records of in-flight message `slot`: its own, then its images'. Valid until a slot is acquired.
+  FlowRecord* records(int32_t slot);
+  /// Starts the flow of in-flight message `slot` after `software_latency_ps` and delivers route_latency_ps
+  /// after it drains.
+  void launch(int32_t slot, TimePs software_latency_ps, TimePs route_latency_ps, Delivered delivered);
   /// The software latency of in-flight message `slot` is over: its flow enters the network.
   void start_flow(int32_t slot);
   /// The flow of in-flight message `slot` has drained: it is delivered after its route latency.
@@ -89,16 +102,18 @@ class MessageTransport {
   /// A message between launch and delivery. Its events capture only its slot here, so that they fit in
   /// std::function's small buffer instead of each copying `delivered` to the heap.
   struct InFlight {
-    int64_t flow_index = -1;
+    int64_t flow_index = -1;  ///< first record in flows_, or −1: the records are `records`
     int64_t images = 0;
     TimePs route_latency_ps = 0;
     Delivered delivered;
+    std::vector<FlowRecord> records;  ///< without SimOptions::record_flows: the message's and its images'
   };
 
   SimContext& ctx_;
   FlowNetwork network_;
   ShadowLinks shadow_;
   std::vector<FlowRecord> flows_;
+  int64_t flow_count_ = 0;
   MessageTable totals_{};
   std::vector<MessageTable> sent_;  ///< per source rank
   /// Per source rank; a rank has few peers, so a linear search is fastest.

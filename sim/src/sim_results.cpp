@@ -201,6 +201,7 @@ SimResult collect_results(const SimContext& ctx, const MemoryAccounting& memory,
   res.messages = transport.totals();
   res.event_count = events;
   res.flows = transport.take_flows();  // the engine is done with them
+  res.flow_count = transport.flow_count();
   res.network_recomputes = transport.network().recompute_count();
   for (const TopologyVertex& v : ctx.topology.vertices()) res.node_count = std::max(res.node_count, v.node + 1);
   res.links = link_stats(ctx.topology, transport.network().usage(), transport.shadow().usage());

@@ -43,9 +43,9 @@ double ShadowLinks::min_capacity(const std::vector<int64_t>& route) const {
   return c;
 }
 
-void ShadowLinks::start(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps) {
+void ShadowLinks::start(FlowRecord* flows, int64_t images, TimePs now_ps) {
   for (int64_t a = 0; a <= images; ++a) {
-    FlowRecord& rec = flows[link_index(first + a)];
+    FlowRecord& rec = flows[a];
     rec.start_ps = now_ps;
     const double mincap = min_capacity(rec.route);
     for (int64_t l : rec.route) {
@@ -66,9 +66,9 @@ void ShadowLinks::start(std::vector<FlowRecord>& flows, int64_t first, int64_t i
   }
 }
 
-void ShadowLinks::end(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps) {
+void ShadowLinks::end(FlowRecord* flows, int64_t images, TimePs now_ps) {
   for (int64_t a = 0; a <= images; ++a) {
-    FlowRecord& rec = flows[link_index(first + a)];
+    FlowRecord& rec = flows[a];
     rec.drained_ps = now_ps;
     const double mincap = min_capacity(rec.route);
     for (int64_t l : rec.route) {

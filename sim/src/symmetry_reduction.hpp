@@ -47,15 +47,15 @@ class ShadowLinks {
   /// @param enabled  true in a symmetry-reduced run.
   ShadowLinks(const Topology& topology, bool enabled);
 
-  /// The representative's flow flows[first] and its images flows[first + 1 … + images] start at now_ps.
+  /// The representative's flow flows[0] and its images flows[1 … images] start at now_ps.
   /// Exactness check (docs/simulator.md): over the routes of all A class positions, every link must carry
   /// either one active flow, or flows whose route minimum capacities sum to less than its capacity (with a
   /// 1e-9 relative margin). Then max-min fairness gives every such flow exactly its route's minimum capacity,
   /// whichever equal-cost spine ECMP picked for it, so an image drains when its representative does.
-  void start(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps);
+  void start(FlowRecord* flows, int64_t images, TimePs now_ps);
   /// The representative's flow drained at now_ps: so do its images (the exactness check holds them to the same
   /// rate).
-  void end(std::vector<FlowRecord>& flows, int64_t first, int64_t images, TimePs now_ps);
+  void end(FlowRecord* flows, int64_t images, TimePs now_ps);
 
   /// Records that the reduced run may differ from the full one (the first reason is kept).
   void not_exact(const std::string& why);

@@ -240,7 +240,7 @@ std::string summary_json(const SimResult& result) {
                                                              result.busiest_cp_rank)])},
                {"max_peak_memory_bytes", peak},
                {"link_utilisation", std::move(levels)},
-               {"flow_count", static_cast<int64_t>(result.flows.size())},
+               {"flow_count", result.flow_count},
                {"event_count", result.event_count},
                {"ranks", std::move(ranks)}};
   return summary.dump(2) + "\n";

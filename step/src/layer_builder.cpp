@@ -453,7 +453,7 @@ class LayerRankBuilder {
       op.deps = std::move(deps);
       if (recompute_copy) {
         op.phase = Phase::backward;
-        op.label = prefixed_label(prefix, op.label.str());
+        op.label = prefixed_label_by_identity(prefix, op.label);
       }
       const bool memory = op.kind() == OpKind::alloc || op.kind() == OpKind::free;
       prog_.ops.push_back(std::move(op));

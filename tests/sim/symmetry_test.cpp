@@ -172,3 +172,54 @@ TEST_CASE("sim: symmetry reduction applies only where the ranks of an a2a group 
           "cp rank 1 is not on GPU 1 of its a2a group's node");
   REQUIRE(symmetry_representatives(8, 3) == std::vector<int64_t>{0, 8, 16});
 }
+
+TEST_CASE("sim: a run without flow records gives every other result of the run with them", "[sim][symmetry]") {
+  // [8, 6] with two nodes per leaf (ring hops across spines, image messages with their own routes), in full and
+  // reduced: record_flows = false keeps a message's records only while it is in flight.
+  ClusterSpec cluster = *cluster_preset("dgx-h100", 6);
+  cluster.fabric.leaf_downlinks = 2;
+  cluster.fabric.spines = 4;
+  constexpr int64_t kA = 8, kP = 6;
+  const AttentionShape shape = llama_shape(48 * 1024, true);
+  const CpLayout layout(kA, kP, shape.seq_length);
+  std::vector<int64_t> gpus;
+  for (int64_t g = 0; g < kA * kP; ++g) gpus.push_back(g);
+  const Topology topology = Topology::from_cluster(cluster);
+  for (const bool reduce : {false, true}) {
+    INFO((reduce ? "reduced" : "full") << " run");
+    const Schedule schedule = reduce ? build_schedule_ranks(CpCommType::a2a_p2p, layout, shape,
+                                                            symmetry_representatives(kA, kP))
+                                     : build_schedule(CpCommType::a2a_p2p, layout, shape);
+    SimOptions with;
+    with.symmetry_reduction = reduce;
+    SimOptions without = with;
+    without.record_flows = false;
+    const SimResult a = simulate(schedule, cluster, topology, gpus, with);
+    const SimResult b = simulate(schedule, cluster, topology, gpus, without);
+    // Every ring message and its images: 3 per (rank, step) — forward KV, backward KV and dKV — plus the a2as.
+    REQUIRE(a.flow_count == static_cast<int64_t>(a.flows.size()));
+    REQUIRE(a.flow_count > 3 * kA * (kP - 1));
+    REQUIRE(b.flows.empty());
+    REQUIRE(b.flow_count == a.flow_count);
+    REQUIRE(b.forward_ps == a.forward_ps);
+    REQUIRE(b.backward_ps == a.backward_ps);
+    REQUIRE(b.total_ps == a.total_ps);
+    REQUIRE(b.event_count == a.event_count);
+    REQUIRE(b.network_recomputes == a.network_recomputes);
+    REQUIRE(b.symmetry_exact == a.symmetry_exact);
+    REQUIRE(b.ranks.size() == a.ranks.size());
+    for (size_t g = 0; g < a.ranks.size(); ++g) {
+      INFO("cp rank " << g);
+      REQUIRE(b.ranks[g].end_ps == a.ranks[g].end_ps);
+      REQUIRE(b.ranks[g].exposed_comm_ps == a.ranks[g].exposed_comm_ps);
+      REQUIRE(b.ranks[g].peak_memory_bytes == a.ranks[g].peak_memory_bytes);
+    }
+    REQUIRE(b.links.size() == a.links.size());
+    for (size_t l = 0; l < a.links.size(); ++l) {
+      INFO("link " << l);
+      REQUIRE(b.links[l].bytes == a.links[l].bytes);
+      REQUIRE(b.links[l].busy_ps == a.links[l].busy_ps);
+      REQUIRE(b.links[l].flows == a.links[l].flows);
+    }
+  }
+}

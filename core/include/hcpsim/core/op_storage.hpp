@@ -57,6 +57,11 @@ Label numbered_label(std::string_view prefix, int64_t n, std::string_view suffix
 /// step 2 lower"); the same Label as Label(prefix + text). Thread-safe (per-thread caches).
 Label prefixed_label(std::string_view prefix, std::string_view text);
 
+/// prefixed_label(prefix, text.str()), looked up by the identity of the interned `text` (a pointer hash instead
+/// of hashing and comparing the text): for relabelling ops that already carry a Label ("recompute " + a forward
+/// ring op's label, once per recomputed op of every rank).
+Label prefixed_label_by_identity(std::string_view prefix, const Label& text);
+
 /// A short list of int32 indices in the order given: up to kInline kept in place, more on the heap. Op::deps
 /// (the ops of the same program an op waits for) and SendRecvOp::send / recv (the buffers a message carries) are
 /// IndexLists. Behaves as a std::vector<int32_t> for what the schedule code does with it (iterate, size,

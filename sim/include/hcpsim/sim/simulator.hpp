@@ -221,7 +221,8 @@ struct SimResult {
   /// Every op of every rank, ordered by (cp_rank, op_index); empty when SimOptions::record_timeline is false.
   std::vector<TimelineEntry> timeline;
   int64_t event_count = 0;               ///< events the engine ran
-  std::vector<FlowRecord> flows;         ///< every message, in start order
+  std::vector<FlowRecord> flows;         ///< every message, in start order (empty without record_flows)
+  int64_t flow_count = 0;                ///< messages' flows, recorded or not (= flows.size() when recorded)
   std::vector<LinkStats> links;          ///< every directed link, in id order
   int64_t network_recomputes = 0;        ///< batched max-min recomputations
   int64_t node_count = 0;                ///< nodes of the topology
@@ -260,6 +261,11 @@ struct SimOptions {
   /// true: SimResult::timeline holds every op (needed for the Chrome trace); false: it stays empty (all other
   /// results are unchanged), which saves a copy of every op label at large CP.
   bool record_timeline = true;
+  /// true: SimResult::flows holds every message's FlowRecord (the Chrome trace's arrows and link events, the
+  /// timeline chart, a flow replay); false: it stays empty and SimResult::flow_count still counts them (all
+  /// other results are unchanged). A large run holds millions of records (72 bytes each), most of its memory
+  /// after the ops; without them a message's record lives only while it is in flight.
+  bool record_flows = true;
   /// true: simulate one representative per class of identical ranks (a2a_rank 0 of every a2a group) and
   /// account for the others (docs/simulator.md "Symmetry reduction"). Requires symmetry_reduction_blocker() to
   /// return "" (HCPSIM_ASSERT otherwise); only the representatives' programs are read, so the schedule may come
