@@ -100,6 +100,11 @@ int cmd_collective(const CollectiveArgs& a) {
   for (int64_t n = 0; n < a.nodes; ++n)
     for (int64_t g = 0; g < gpn; ++g) gpus.push_back(n * cl.gpus_per_node + g);
   const auto ranks = static_cast<int64_t>(gpus.size());
+  // NCCL runs a one-rank collective as a local copy (or nothing, in place): no communication to model.
+  if (ranks < 2)
+    throw InputError(SourceLoc{}, a.nodes > 1 ? "--gpus-per-node" : "--nodes",
+                     "a group of 1 rank communicates nothing (NCCL only copies the buffer on the GPU)",
+                     "give at least 2 ranks: --gpus-per-node 2 or more, or --nodes 2 or more");
   const bool reduces = op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::reduce_scatter;
   fmt::print("# hcpsim collective {}: {} ranks on {} {} node(s), {} GPUs each; NCCL's algorithms and cost model "
              "(docs/simulator.md \"Collectives\")\n",
