@@ -26,6 +26,7 @@ struct ImportOptions {
   std::string output;                  ///< empty: stdout
   std::string cluster = "dgx-h100";
   int64_t nodes = 0;                   ///< 0: from the launcher (or the nodes TP*CP*PP needs)
+  int64_t gpus_per_node = 0;           ///< 0: from the launcher's --nproc_per_node (or the preset)
   bool allow_unmodelled = false;       ///< import MoE / MLA / ... launches anyway, noting it in the scenario
 };
 
@@ -104,6 +105,28 @@ void resolve_node_count(MegatronConfig& cfg, const ImportOptions& o) {
                    "give the node count the job runs on: hcpsim import megatron-args FILE --nodes N");
 }
 
+/// The GPUs per node from the importer's --gpus-per-node: it stands for a torchrun --nproc_per_node the script
+/// leaves to the environment (--nproc_per_node $SLURM_GPUS_ON_NODE) and replaces one the script gives, with a
+/// note. @return true when it set the count. @throws InputError at an unresolved --nproc_per_node when
+/// --gpus-per-node is not given.
+bool resolve_gpus_per_node(MegatronConfig& cfg, const ImportOptions& o) {
+  if (o.gpus_per_node <= 0) {
+    if (cfg.nproc_per_node_unresolved.empty()) return false;
+    throw InputError(cfg.loc_of_scenario_key("cluster.gpus_per_node"), "--nproc_per_node",
+                     "cannot resolve '" + cfg.nproc_per_node_unresolved +
+                         "': the job's environment sets the processes per node",
+                     "give the GPUs per node the job uses: hcpsim import megatron-args FILE --gpus-per-node G");
+  }
+  if (!cfg.nproc_per_node_unresolved.empty())
+    cfg.notes.push_back(fmt::format("{}: {} GPUs per node, from --gpus-per-node", cfg.nproc_per_node_unresolved,
+                                    o.gpus_per_node));
+  else if (cfg.nproc_per_node && *cfg.nproc_per_node != o.gpus_per_node && cfg.lines.count("nproc_per_node"))
+    cfg.notes.push_back(fmt::format("--gpus-per-node {} replaces the script's --nproc_per_node {} (line {})",
+                                    o.gpus_per_node, *cfg.nproc_per_node, cfg.lines.at("nproc_per_node")));
+  cfg.nproc_per_node = o.gpus_per_node;
+  return true;
+}
+
 int run_import(const ImportOptions& o, bool bridge) {
   const auto preset = cluster_preset(o.cluster, 1);
   if (!preset) {
@@ -120,9 +143,12 @@ int run_import(const ImportOptions& o, bool bridge) {
   check_unmodelled(cfg, o.allow_unmodelled);
   check_full_recompute(cfg, bridge);
   resolve_node_count(cfg, o);
-  if (cfg.nproc_per_node_is_gpus && !cfg.nproc_per_node) {  // torchrun --nproc_per_node gpu: every GPU of a node
-    cfg.nproc_per_node = preset->gpus_per_node;
-    if (!cfg.nnodes && o.nodes <= 0) {  // torchrun's --nnodes default, as for a numeric --nproc_per_node
+  const bool gpus_given = resolve_gpus_per_node(cfg, o);
+  if ((cfg.nproc_per_node_is_gpus && !cfg.nproc_per_node) || gpus_given) {
+    // torchrun --nproc_per_node gpu: every GPU of a node; or the count --gpus-per-node gives
+    if (!cfg.nproc_per_node) cfg.nproc_per_node = preset->gpus_per_node;
+    // torchrun's --nnodes default, as for a numeric --nproc_per_node (not without a launcher line)
+    if (!cfg.nnodes && o.nodes <= 0 && cfg.lines.count("nproc_per_node")) {
       cfg.nnodes = 1;
       cfg.notes.push_back("no --nnodes: one node, torchrun's default");
     }
@@ -176,6 +202,10 @@ void add_import_options(CLI::App* cmd, ImportOptions& o, const char* what) {
   cmd->add_option("--nodes", o.nodes,
                   "node count: needed when the input does not give it (a Bridge config never does) or leaves it to "
                   "the environment (--nnodes $SLURM_NNODES); replaces a --nnodes the script gives, with a note")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus-per-node", o.gpus_per_node,
+                  "GPUs (processes) per node: needed when the launcher leaves --nproc_per_node to the environment "
+                  "(--nproc_per_node $SLURM_GPUS_ON_NODE); replaces a --nproc_per_node the script gives, with a note")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--allow-unmodelled", o.allow_unmodelled,
                 "import settings hcpsim cannot simulate (MoE, MLA, MTP, hybrid Mamba) as a dense model, noting them "

@@ -421,6 +421,11 @@ class ArgInterpreter {
           cfg_.nnodes_unresolved = a->flag + " " + s;
           return std::nullopt;
         }
+        // "--nproc_per_node $SLURM_GPUS_ON_NODE": from the importer's --gpus-per-node.
+        if (a == nproc && !log_ && s.find_first_of("$`") != std::string::npos) {
+          cfg_.nproc_per_node_unresolved = a->flag + " " + s;
+          return std::nullopt;
+        }
         if (s == "gpu" || s == "auto") {
           cfg_.notes.push_back(a->flag + " " + s + ": GPUs per node taken from the cluster preset");
           if (a == nproc) cfg_.nproc_per_node_is_gpus = true;

@@ -173,14 +173,15 @@ void write_cluster(YamlWriter& w, const MegatronConfig& c, const ScenarioWriteOp
       nodes_why = "hcpsim import --nodes " + std::to_string(opt.nodes_option);
     else if (!c.lines.count("nnodes"))
       nodes_why = "no --nnodes: torchrun's default, one node";
-    if (c.nproc_per_node && *c.nproc_per_node != gpn) gpus_per_node = c.nproc_per_node;
   } else if (c.world_size) {
     nodes = (*c.world_size + gpn - 1) / gpn;
     nodes_why = "world size " + std::to_string(*c.world_size) + " / " + std::to_string(gpn) + " GPUs per node";
   } else {
-    nodes = std::max<int64_t>(1, (model_gpus + gpn - 1) / gpn);
+    const int64_t node_gpus = c.nproc_per_node.value_or(gpn);  // hcpsim import --gpus-per-node, or the preset's
+    nodes = std::max<int64_t>(1, (model_gpus + node_gpus - 1) / node_gpus);
     nodes_why = "no launcher sizes: the nodes TP*CP*PP needs";
   }
+  if (c.nproc_per_node && *c.nproc_per_node != gpn) gpus_per_node = c.nproc_per_node;
   w.section("cluster");
   w.entry("preset", yaml_scalar(opt.cluster_preset), "--cluster");
   w.entry("nodes", std::to_string(nodes), nodes_why);

@@ -444,6 +444,42 @@ TEST_CASE("apps: import takes the node count of '--nnodes $SLURM_NNODES' from --
   fs::remove_all(dir);
 }
 
+TEST_CASE("apps: import takes '--nproc_per_node $SLURM_GPUS_ON_NODE' from --gpus-per-node", "[apps][import]") {
+  const auto dir = scratch("slurm_gpus");
+  const auto script = dir / "launch.sh";
+  const std::string args =
+      " pretrain_gpt.py --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --seq-length 32768 --context-parallel-size 4 --vocab-size 128256 --bf16 --swiglu\n";
+  std::ofstream(script) << "torchrun --nnodes 2 --nproc_per_node $SLURM_GPUS_ON_NODE" << args;
+  auto r = run_hcpsim("import megatron-args '" + script.string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);  // was an error with no option to give the count
+  CHECK(r.output.find(":1:21: --nproc_per_node: cannot resolve '--nproc_per_node $SLURM_GPUS_ON_NODE': the job's "
+                      "environment sets the processes per node; fix: give the GPUs per node the job uses: hcpsim "
+                      "import megatron-args FILE --gpus-per-node G") != std::string::npos);
+  r = run_hcpsim("import megatron-args '" + script.string() + "' --gpus-per-node 4 -o '" + (dir / "s.yaml").string() +
+                 "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("note: --nproc_per_node $SLURM_GPUS_ON_NODE: 4 GPUs per node, from --gpus-per-node") !=
+        std::string::npos);
+  auto s = hcpsim::load_scenario((dir / "s.yaml").string());
+  CHECK(s.cluster.nodes == 2);
+  CHECK(s.cluster.gpus_per_node == 4);
+  CHECK(*s.parallel.data_parallel_size == 2);  // 2 nodes x 4 GPUs / CP 4
+  // A count the script gives is replaced, with a note.
+  std::ofstream(script) << "torchrun --nnodes 1 --nproc_per_node 8" << args;
+  r = run_hcpsim("import megatron-args '" + script.string() + "' --gpus-per-node 4 -o '" + (dir / "s2.yaml").string() +
+                 "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("note: --gpus-per-node 4 replaces the script's --nproc_per_node 8 (line 1)") != std::string::npos);
+  s = hcpsim::load_scenario((dir / "s2.yaml").string());
+  CHECK(s.cluster.gpus_per_node == 4);
+  CHECK(*s.parallel.data_parallel_size == 1);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("apps: import of a run on 4 of a node's 8 GPUs keeps one NIC per GPU and validates", "[apps][import]") {
   const auto dir = scratch("nproc4");
   const auto script = dir / "launch.sh";

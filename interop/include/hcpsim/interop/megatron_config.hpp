@@ -94,6 +94,9 @@ struct MegatronConfig {
   /// A torchrun --nnodes whose value the script leaves to the environment ("--nnodes $SLURM_NNODES"), as written;
   /// empty when resolved or absent. The importer takes the count from its --nodes option, or fails naming this.
   std::string nnodes_unresolved;
+  /// The same for a torchrun --nproc_per_node ("--nproc_per_node $SLURM_GPUS_ON_NODE"); the importer takes the
+  /// count from its --gpus-per-node option, or fails naming this.
+  std::string nproc_per_node_unresolved;
 
   /// Megatron argument name (underscores) → line that set it; scenario keys map to these for error messages.
   std::map<std::string, int> lines;
