@@ -442,7 +442,7 @@ class LayerRankBuilder {
             }
           },
           op.payload);
-      std::vector<OpIndex> deps;
+      IndexList deps;  // in place for up to four (no allocation per copied op)
       for (OpIndex d : op.deps) {
         const OpIndex nd = map[static_cast<size_t>(d)] >= 0 ? map[static_cast<size_t>(d)] : primary_[static_cast<size_t>(d)];
         HCPSIM_ASSERT(nd >= 0, "attention op depends on an op that was not placed");
