@@ -28,23 +28,25 @@ MessageTransport::MessageTransport(SimContext& ctx)
       sent_(ctx.schedule.ranks.size()),
       pair_messages_(ctx.schedule.ranks.size()) {}
 
-SharedRoute MessageTransport::next_route(int64_t src, int64_t dst) {
+MessageTransport::Routed MessageTransport::next_route(int64_t src, int64_t dst) {
   std::vector<PairState>& peers = pair_messages_[index_of(src)];
   auto it = std::find_if(peers.begin(), peers.end(), [dst](const PairState& ps) { return ps.peer == dst; });
   if (it == peers.end()) {
-    peers.push_back(PairState{dst, 0, {}, false});
+    peers.push_back(PairState{dst, 0, {}, 0, false});
     it = peers.end() - 1;
   }
   const auto ordinal = static_cast<uint64_t>(it->count++);
-  if (it->single_path) return it->route;
+  if (it->single_path) return Routed{it->route, it->route_latency_s};
   bool only_path = false;
   SharedRoute route = ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal, &only_path);
+  const double latency_s = ctx_.topology.route_latency_s(route);
   // A pair with one shortest path gets it for every ordinal: compute it once (also in a full run).
   if (only_path || (ctx_.options.symmetry_reduction && single_shortest_path(src, dst))) {
     it->route = route;
+    it->route_latency_s = latency_s;
     it->single_path = true;
   }
-  return route;
+  return Routed{std::move(route), latency_s};
 }
 
 bool MessageTransport::single_shortest_path(int64_t src, int64_t dst) const {
@@ -68,18 +70,18 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
   const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
   const int32_t slot = acquire_slot(images);
-  SharedRoute route = next_route(src, dst);
-  const double route_latency_s = ctx_.topology.route_latency_s(route);
+  Routed routed = next_route(src, dst);
+  const double route_latency_s = routed.latency_s;
   const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
-  add_record(slot, FlowRecord{src, dst, bytes, phase, -1, -1, std::move(route), ops.send, ops.recv});
+  add_record(slot, FlowRecord{src, dst, bytes, phase, -1, -1, std::move(routed.route), ops.send, ops.recv});
   for (int64_t a = 1; a <= images; ++a) {
     const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
     count_message(isrc, phase, link_level(ctx_.node(isrc), ctx_.node(idst)), bytes);
-    SharedRoute iroute = next_route(isrc, idst);
-    if (ctx_.topology.route_latency_s(iroute) != route_latency_s)
+    Routed image = next_route(isrc, idst);
+    if (image.latency_s != route_latency_s)
       shadow_.not_exact(
           fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
-    add_record(slot, FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(iroute), ops.send, ops.recv});
+    add_record(slot, FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(image.route), ops.send, ops.recv});
   }
   launch(slot, seconds_to_ps(ctx_.cluster.message_latency_s), route_latency_ps, std::move(delivered));
 }

@@ -69,7 +69,13 @@ class MessageTransport {
     int64_t peer = -1;
     int64_t count = 0;
     SharedRoute route;
+    double route_latency_s = 0;  ///< Topology::route_latency_s(route), with single_path
     bool single_path = false;
+  };
+  /// A message's route and its latency (Topology::route_latency_s).
+  struct Routed {
+    SharedRoute route;
+    double latency_s = 0;
   };
 
   /// The route of the next message from src to dst: Topology::route with flow id = the message's ordinal among
@@ -77,8 +83,9 @@ class MessageTransport {
   /// rail-optimised one with a NIC per GPU (symmetry_reduction_blocker), where a pair inside one node, or on one
   /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
   /// route of every image message made the reduced run spend a quarter of its time in Topology::route). In any
-  /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it.
-  SharedRoute next_route(int64_t src, int64_t dst);
+  /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it,
+  /// and its latency.
+  Routed next_route(int64_t src, int64_t dst);
   /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
   /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit
   /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.

@@ -30,6 +30,10 @@ ShadowLinks::ShadowLinks(const Topology& topology, bool enabled) : topology_(top
   image_count_.assign(links, 0);
   busy_since_.assign(links, 0);
   usage_.resize(links);
+  for (const TopologyLink& l : topology.links()) {
+    capacity_.push_back(l.bandwidth_bytes_per_s);
+    nvlink_.push_back(l.link_class == LinkClass::nvlink ? 1 : 0);
+  }
 }
 
 void ShadowLinks::not_exact(const std::string& why) {
@@ -39,7 +43,7 @@ void ShadowLinks::not_exact(const std::string& why) {
 
 double ShadowLinks::min_capacity(const std::vector<int64_t>& route) const {
   double c = std::numeric_limits<double>::infinity();
-  for (int64_t l : route) c = std::min(c, topology_.links()[link_index(l)].bandwidth_bytes_per_s);
+  for (int64_t l : route) c = std::min(c, capacity_[link_index(l)]);
   return c;
 }
 
@@ -52,8 +56,8 @@ void ShadowLinks::start(FlowRecord* flows, int64_t images, TimePs now_ps) {
       const size_t li = link_index(l);
       ++count_[li];
       mincap_sum_[li] += mincap;
-      const double cap = topology_.links()[li].bandwidth_bytes_per_s;
-      if (topology_.links()[li].link_class == LinkClass::nvlink)
+      const double cap = capacity_[li];
+      if (nvlink_[li] != 0)
         not_exact(fmt::format("ring message {}→{} crosses NVLink link {}", rec.src_cp_rank, rec.dst_cp_rank, l));
       if (count_[li] > 1 && !(mincap_sum_[li] < cap * (1 - kShadowMargin)))
         not_exact(fmt::format("link {} carries {} concurrent ring messages without headroom at t = {} ps", l,

@@ -78,6 +78,10 @@ class ShadowLinks {
   std::vector<int64_t> image_count_;
   std::vector<TimePs> busy_since_;
   std::vector<LinkUsage> usage_;
+  // Per link, dense (read for every link of every image route at its start and drain): capacity in bytes/s and
+  // whether it is NVLink.
+  std::vector<double> capacity_;
+  std::vector<char> nvlink_;
   bool exact_ = true;
   std::string note_;
 };
