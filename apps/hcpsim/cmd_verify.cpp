@@ -201,8 +201,10 @@ void VerifyRunner::verify(CpCommType t) {
                     cost.seconds);
   opt.progress = progress_callback(&progress);
   const LoadedReference& loaded = setup_.reference;
-  if (loaded.loaded)
+  if (loaded.loaded) {
     check_reference(loaded.dump, args_.reference_path, sel.shape, dtype, s.oracle.seed, s.oracle.input_distribution);
+    check_reference_inputs(loaded.dump.inputs, args_.reference_path, sel.shape, opt, dtype);
+  }
   print_run_header(t, layout, sel);
   if (fault == FaultKind::bf16_accumulation) {
     const Dtype acc = (dtype == Dtype::bf16 || dtype == Dtype::fp16) ? dtype : Dtype::bf16;

@@ -1,6 +1,8 @@
 #include "verify_setup.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include <fmt/core.h>
@@ -8,7 +10,9 @@
 #include "admission.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/gpu/host_replay.hpp"
+#include "hcpsim/oracles/inputs.hpp"
 #include "hcpsim/oracles/isolated_read.hpp"
+#include "hcpsim/oracles/precision.hpp"
 #include "hcpsim/oracles/verify.hpp"
 
 namespace hcpsim::app {
@@ -140,6 +144,31 @@ void check_reference(const DumpContents& d, const std::string& path, const Atten
     fail(std::string("the dump's packed sequences (/meta/cu_seqlens, cu_seqlens_padded) differ from the scenario's") +
              (shape.packing.thd() ? "" : " (the scenario has none)"),
          "use a dump made with the same packed sequences");
+}
+
+void check_reference_inputs(const AttentionInputs& dumped, const std::string& path, const AttentionShape& shape,
+                            const VerifyOptions& options, Dtype dtype) {
+  AttentionInputs mine = make_attention_inputs(options.seed, shape, options.input_distribution, options.q_heads,
+                                               options.kv_heads, options.full_heads_q, options.full_heads_kv,
+                                               options.threads);
+  const std::pair<const char*, std::pair<HostTensor*, const HostTensor*>> tensors[] = {
+      {"q", {&mine.q, &dumped.q}}, {"k", {&mine.k, &dumped.k}}, {"v", {&mine.v, &dumped.v}},
+      {"dout", {&mine.dout, &dumped.dout}}};
+  for (const auto& [name, pair] : tensors) {
+    HostTensor& a = *pair.first;
+    const HostTensor& b = *pair.second;
+    round_tensor(a, dtype);
+    const bool same = a.shape() == b.shape() &&
+                      std::equal(a.data(), a.data() + a.elements(), b.data(), [](double x, double y) {
+                        return std::memcmp(&x, &y, sizeof x) == 0;
+                      });
+    if (!same)
+      throw InputError(SourceLoc{path, 0, 0, ""}, "--reference",
+                       std::string("the dump's /inputs/") + name +
+                           " is not what this scenario generates (same shape, other values: another oracle.heads, "
+                           "hierarchical_context_parallel_sizes or head counts selects other global heads)",
+                       "use a dump of this scenario with the same overrides, or run without --reference");
+  }
 }
 
 std::string injector_list() {

@@ -57,6 +57,14 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args);
 void check_reference(const DumpContents& d, const std::string& path, const AttentionShape& shape, Dtype dtype,
                      uint64_t seed, const std::string& input_distribution);
 
+/// Checks that a reference dump's /inputs are bit for bit the inputs this run generates (options: seed,
+/// distribution and head selection; rounded to `dtype` as the run rounds them). A dump of another oracle.heads,
+/// hierarchical split or model shape can pass check_reference's shape test with other heads' data: its reference
+/// would then be judged against another problem, and a new --dump would record a scenario that does not
+/// reproduce it. @throws InputError (--reference) naming the first tensor that differs and the fix.
+void check_reference_inputs(const AttentionInputs& dumped, const std::string& path, const AttentionShape& shape,
+                            const VerifyOptions& options, Dtype dtype);
+
 /// One line per fault injector: name and description.
 std::string injector_list();
 

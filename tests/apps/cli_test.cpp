@@ -172,6 +172,19 @@ TEST_CASE("apps: verify --reference reuses a dump's inputs and reference, and re
                                "oracle.input_distribution=uniform --reference " + dump);
   REQUIRE(dist.exit_code == 2);
   REQUIRE(dist.output.find("the dump's inputs are clamped_normal") != std::string::npos);
+  // Same shapes, other global heads: [2, 2] with oracle.heads 8 checks q heads 0-7 and 16-23, [4, 1] with
+  // oracle.heads 4 heads 0-3, 8-11, 16-19, 24-27 (16 of 32 either way). It was accepted, and a --dump of it
+  // recorded a scenario that does not reproduce its inputs.
+  const std::string dump8 = (dir / "heads8.h5").string();
+  REQUIRE(run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 oracle.heads=8 --dump " +
+                     dump8).exit_code == 0);
+  const auto heads = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 "
+                                "\"parallel.hierarchical_context_parallel_sizes=[4,1]\" oracle.heads=4 --reference " +
+                                dump8);
+  INFO(heads.output);
+  REQUIRE(heads.exit_code == 2);
+  REQUIRE(heads.output.find("--reference: the dump's /inputs/q is not what this scenario generates") !=
+          std::string::npos);
   // compare: tolerances must be finite and >= 0.
   for (const char* tol : {"--rtol -1", "--atol -5", "--rtol nan"}) {
     const auto bad = run_hcpsim("compare " + dump + " " + dump + " " + tol);
