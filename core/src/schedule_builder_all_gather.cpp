@@ -107,11 +107,13 @@ Grads ag_backward(AgRank& r, const AgForward& f) {
   const int64_t c = r.c;
   auto [kb, vb, bready] = gather_kv(rb, r.group, B, r.k, r.v, ".bwd", {f.done}, r.seq_half_rows());
   Grads grads;
-  grads.dq = rb.alloc("dq", r.s_f, r.H, r.dk, r.dt, B, Stream::compute);
+  // The backward's buffers exist once the forward is done (the compute stream reaches them while the forward's
+  // second chunk may still run on the cp stream).
+  grads.dq = rb.alloc("dq", r.s_f, r.H, r.dk, r.dt, B, Stream::compute, {f.done});
   const BufferId dkf = rb.declare("dk.ag", r.S, r.Hkv, r.dk, r.dt);  // [b, S, Hkv, dk], zeroed (TE torch.zeros)
   const BufferId dvf = rb.declare("dv.ag", r.S, r.Hkv, r.dv, r.dt);
-  rb.add(AllocOp{dkf, true}, B, Stream::compute, {}, "alloc dk.ag (zeros)");
-  rb.add(AllocOp{dvf, true}, B, Stream::compute, {}, "alloc dv.ag (zeros)");
+  rb.add(AllocOp{dkf, true}, B, Stream::compute, {f.done}, "alloc dk.ag (zeros)");
+  rb.add(AllocOp{dvf, true}, B, Stream::compute, {f.done}, "alloc dv.ag (zeros)");
   std::vector<OpIndex> bwd_tail;
   for (int64_t half = 0; half < 2; ++half) {
     // Both chunks accumulate into dk.ag/dv.ag: one stream keeps the adds ordered.

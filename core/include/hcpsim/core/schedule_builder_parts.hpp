@@ -58,11 +58,11 @@ class RankBuilder {
     return prog_.append(std::move(payload), phase, stream, std::move(deps), std::move(label), ring_step, flops, bytes);
   }
 
-  /// Declares a buffer and emits its AllocOp on `stream`.
+  /// Declares a buffer and emits its AllocOp on `stream` after `deps`.
   BufferId alloc(const std::string& name, int64_t rows, int64_t heads, int64_t width, Dtype dtype, Phase phase,
-                 Stream stream) {
+                 Stream stream, std::vector<OpIndex> deps = {}) {
     BufferId id = declare(name, rows, heads, width, dtype);
-    add(AllocOp{id}, phase, stream, {}, prefixed_label("alloc ", name));
+    add(AllocOp{id}, phase, stream, std::move(deps), prefixed_label("alloc ", name));
     return id;
   }
 
