@@ -162,8 +162,9 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
                                s.cluster.gpu.peak_fp8_flops_per_s / 1e12)
                  : std::string());
   if (s.model.qkv_format == QkvFormat::thd)
-    fmt::print("  {:<34} model FLOPs count the real tokens and each packed sequence's own attention (sum of L_s^2); "
-               "Megatron's formula counts the padded packed length\n", "packed sequences (thd)");
+    fmt::print("  {:<34} tokens per second and model FLOPs count the real tokens (sum of L_s, no padding) and each "
+               "packed sequence's own attention (sum of L_s^2); Megatron's formula counts the padded packed length\n",
+               "packed sequences (thd)");
   fmt::print("  accuracy: optimistic against every published run it is validated on (docs/validation.md); read the "
              "throughput as an upper bound\n");
   fmt::print("  memory per GPU: {} of {} -> {} (headroom {})\n", gb(mb.total_bytes), gb(mb.capacity_bytes),

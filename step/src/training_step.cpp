@@ -8,6 +8,7 @@
 
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/config/thd_packing.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/step/layer_builder.hpp"
@@ -237,7 +238,13 @@ void set_data_parallel_and_step_time(const Scenario& s, const ParallelSizes& siz
 // Throughput, model FLOPs (both conventions), MFU and the FLOPs one GPU executes per iteration.
 void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
   const double step_s = static_cast<double>(r.step_ps) * 1e-12;
-  r.tokens_per_s = static_cast<double>(r.global_batch_size) * static_cast<double>(s.model.seq_length) / step_s;
+  // Packed sequences (thd): the real tokens Σ L_s of a micro-batch, not its padded length (as the model FLOPs).
+  double tokens = static_cast<double>(s.model.seq_length);
+  if (s.model.qkv_format == QkvFormat::thd) {
+    tokens = 0;
+    for (int64_t len : packed_actual_lengths(s.model)) tokens += static_cast<double>(len);
+  }
+  r.tokens_per_s = static_cast<double>(r.global_batch_size) * tokens / step_s;
   r.model_flops = megatron_model_flops(s, r.global_batch_size, FlopsConvention::megatron_causal);
   r.model_flops_full_attention = megatron_model_flops(s, r.global_batch_size, FlopsConvention::megatron_full_attention);
   const double world = static_cast<double>(r.world_size);

@@ -1,4 +1,9 @@
 // Packed-sequence (qkv_format thd) scenarios through the real hcpsim binary: validate --schedule, simulate, plan.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "catch_compat.hpp"
@@ -72,4 +77,24 @@ TEST_CASE("apps: a thd verify over --max-memory names the packed lengths, not se
   REQUIRE(r.output.find("use fewer or shorter packed sequences (model.packed_sequence_lengths: about ") !=
           std::string::npos);
   REQUIRE(r.output.find("model.seq_length=") == std::string::npos);
+}
+
+TEST_CASE("apps: simulate's tokens per second of packed sequences counts the real tokens, not the padding",
+          "[apps][thd]") {
+  // Three sequences of 4001 tokens, padded to 4032 (multiples of 2*cp = 32): 12003 real tokens per micro-batch of a
+  // 12096-token packed length. tokens_per_s counted the padded length (0.8% more here; 88% more for 17-token
+  // sequences) while the model FLOPs counted the real tokens.
+  const auto json = std::filesystem::temp_directory_path() / ("hcpsim_thd_tokens_" + std::to_string(::getpid()) + ".json");
+  const auto r = run_hcpsim("simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml model.qkv_format=thd "
+                            "\"model.packed_sequence_lengths=[4001,4001,4001]\" model.seq_length=null --summary " +
+                            json.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("padded to multiples of 2*cp [4032, 4032, 4032]") != std::string::npos);
+  std::ifstream in(json);
+  const auto step = nlohmann::json::parse(in)["step"];
+  const double step_s = step["step_time_ps"].get<double>() * 1e-12;
+  const double gbs = step["global_batch_size"].get<double>();
+  CHECK(step["tokens_per_s"].get<double>() == Approx(gbs * 12003 / step_s).epsilon(1e-12));
+  std::filesystem::remove(json);
 }
