@@ -80,6 +80,13 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
                        "use one of the names printed by 'hcpsim verify --inject list'");
   }
   v.report = validate_scenario(s, ValidationScope::attention);
+  // The schedules and the reference compute full causal or unmasked attention: a PASS would not check the window.
+  if (s.model.has_sliding_window())
+    throw InputError(s.loc("model.window_size"), "model.window_size",
+                     "verify does not model sliding windows: its schedules and its float64 reference compute full " +
+                         std::string(s.model.attn_mask_type == AttnMaskType::causal ? "causal" : "unmasked") +
+                         " attention, so a PASS would not check the window",
+                     "verify with window_size: [-1, 0] (causal) or [-1, -1] (no mask)");
   admit_verify(s, dtype, args.threads, max_memory);  // before any tensor or dump is read
   v.on_gpu = args.backend == "gpu";
   const bool on_gpu = v.on_gpu;

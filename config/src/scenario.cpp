@@ -7,8 +7,8 @@
 namespace hcpsim {
 
 bool ModelConfig::has_sliding_window() const {
-  if (!window_size) return false;
-  return std::any_of(window_size->begin(), window_size->end(), [](int64_t w) { return w >= 0; });
+  // TE's check_set_window_size: (-1, 0) (causal) and (-1, -1) (no mask) are no window; every window has left >= 0.
+  return window_size && window_size->size() == 2 && (*window_size)[0] >= 0;
 }
 
 int64_t ModelConfig::hidden() const { return hidden_size ? *hidden_size : num_attention_heads * kv_channels; }

@@ -12,6 +12,7 @@
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "validation_thd.hpp"
+#include "validation_window.hpp"
 
 namespace hcpsim {
 
@@ -103,6 +104,7 @@ class Validator {
   void check_model() {
     const ModelConfig& m = s_.model;
     check_thd_model(s_);  // first: with thd, seq_length follows from the packed sequences
+    check_window_size(s_, report_.warnings);
     positive("model.num_attention_heads", m.num_attention_heads);
     positive("model.num_query_groups", m.num_query_groups);
     positive("model.kv_channels", m.kv_channels);

@@ -381,3 +381,19 @@ TEST_CASE("apps: simulate names the pipeline stage that needs the most memory by
                       "one that needs the most\n") != std::string::npos);
   CHECK(r.output.find("x 1 micro-batch in flight") != std::string::npos);  // 1F1B: the last stage holds PP - 1 = 1
 }
+
+TEST_CASE("apps: verify refuses a sliding window it would not check, and takes TE's no-window pairs", "[apps]") {
+  // a2a with window [64, 0] printed PASS against a full causal reference: neither the schedules nor the reference
+  // apply a window.
+  const auto window = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 "
+                                 "parallel.cp_comm_type=a2a parallel.hierarchical_context_parallel_sizes=null "
+                                 "\"model.window_size=[64,0]\"");
+  INFO(window.output);
+  REQUIRE(window.exit_code == 2);
+  REQUIRE(window.output.find("model.window_size: verify does not model sliding windows") != std::string::npos);
+  // [-1, 0] is TE's plain causal: a2a+p2p takes it (it was refused as a sliding window).
+  const auto causal = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 "
+                                 "\"model.window_size=[-1,0]\"");
+  INFO(causal.output);
+  REQUIRE(causal.exit_code == 0);
+}

@@ -175,3 +175,33 @@ TEST_CASE("core: parse_version", "[core][validation]") {
   REQUIRE(parse_version("1.11") < parse_version("1.12"));
   REQUIRE(parse_version("1.9") < parse_version("1.12"));
 }
+
+TEST_CASE("validation: window_size follows TE's check_set_window_size, and a real window is warned about",
+          "[config][validation]") {
+  // [-1, 0] is plain causal in TE (and [-1, -1] no window): not a sliding window, so a2a+p2p takes it. Counting any
+  // non-negative entry as a window refused [-1, 0] with p2p and a2a+p2p.
+  CHECK(error_of({"model.window_size=[-1,0]"}).empty());
+  CHECK(error_of({"model.window_size=[-1,-1]"}).empty());
+  CHECK(error_of({"model.window_size=[-1,0]", "model.attn_mask_type=no_mask"}).empty());
+  // What TE asserts on.
+  require_error({"model.window_size=[-1,5]"}, "model.window_size",
+                "window_size [-1, 5] with attn_mask_type causal is refused by Transformer Engine",
+                "use [-1, 0] (no window) or [left >= 0, 0]");
+  require_error({"model.window_size=[64,-1]", "model.attn_mask_type=no_mask", "parallel.cp_comm_type=a2a",
+                 "parallel.hierarchical_context_parallel_sizes=null"},
+                "model.window_size", "window_size [64, -1] with attn_mask_type no_mask is refused",
+                "use [-1, -1] (no window) or [left >= 0, right >= 0]");
+  require_error({"model.window_size=[-2,0]"}, "model.window_size", "is refused by Transformer Engine", "use [-1, 0]");
+  // A real window with a2a: legal in TE, not modelled here (warned); TE runs a causal [64, 3] as [64, 0].
+  const auto warnings = [](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all{"parallel.cp_comm_type=a2a", "parallel.hierarchical_context_parallel_sizes=null"};
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    return validate_scenario(load_scenario_text(kBase, "base.yaml", all), ValidationScope::placement).warnings;
+  };
+  auto w = warnings({"model.window_size=[64,3]"});
+  REQUIRE(w.size() == 2);
+  CHECK(w[0] == "model.window_size [64, 3] with a causal mask: TE uses [64, 0], with a warning");
+  CHECK(w[1].find("model.window_size [64, 3]: sliding windows are not modelled: hcpsim's schedules, simulator and "
+                  "oracle compute full causal attention") == 0);
+  CHECK(warnings({"model.window_size=[-1,0]"}).empty());
+}

@@ -58,14 +58,15 @@ struct ModelConfig {
   /// TE's pad_between_seqs: true, false, or std::nullopt = auto (true when some sequence is padded, as TE's
   /// auto-detection does when padded cu_seqlens are supplied). false with a padded sequence is rejected.
   std::optional<bool> pad_between_seqs;
-  std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent or [-1,-1] = none
+  std::optional<std::vector<int64_t>> window_size;  ///< sliding window [left, right]; absent, [-1, 0] or [-1, -1] = none
   bool attention_bias = false;       ///< TE core-attention bias (attn_bias_type != no_bias)
   Dtype params_dtype = Dtype::bf16;
   /// Megatron-Core --attention-backend: which TE attention kernel may run (resolve_attention_kernel picks it with
   /// the GPU and parallel.te_version); the preset GPU's efficiency tables are that kernel's.
   AttentionBackend attention_backend = AttentionBackend::auto_select;
 
-  /// True when a sliding window is actually set (not absent and not [-1, -1]).
+  /// True when a sliding window is actually set: left >= 0 (TE's check_set_window_size: absent, [-1, 0] and
+  /// [-1, -1] are no window; validation refuses the other negative pairs).
   [[nodiscard]] bool has_sliding_window() const;
   /// hidden_size, or num_attention_heads·kv_channels when absent.
   [[nodiscard]] int64_t hidden() const;
