@@ -22,6 +22,7 @@
 #include "huge_pages.hpp"
 #include "commands.hpp"
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/oracles/dump.hpp"
 
 namespace {
 
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   // and std::cout, synchronised with stdio, both write through this FILE). A terminal is line-buffered already.
   if (isatty(STDOUT_FILENO) != 1) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::atexit(exit_guard);
+  hcpsim::skip_hdf5_shutdown_at_exit();  // before any HDF5 call
   keep_freed_memory();
   const int code = run_main(argc, argv);
   main_returned = true;

@@ -112,7 +112,7 @@ void read_attributes(hid_t file, const std::string& path, DumpContents& c) {
   hdf5::QuietErrors quiet;
   Handle meta(H5Gopen2(file, "/meta", H5P_DEFAULT), H5Gclose);
   uint64_t seed = 0;
-  if (meta.ok() && hdf5::read_u64_attribute(meta.get(), "seed", seed)) c.seed = seed;
+  if (meta.ok() && hdf5::read_u64_attribute(meta.get(), "seed", seed, path)) c.seed = seed;
 }
 
 /// A 1-D integer dataset `name` (absolute) if present, else empty.
@@ -211,7 +211,7 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
     TensorError e;
     e.tensor = m;
     Handle grp(H5Gopen2(file.get(), g.c_str(), H5P_DEFAULT), H5Gclose);
-    auto get = [&](const char* an, double& v) { hdf5::read_number_attribute(grp.get(), an, v); };
+    auto get = [&](const char* an, double& v) { hdf5::read_number_attribute(grp.get(), an, v, path); };
     double pass = 0;
     get("max_abs_err", e.max_abs_err);
     get("max_rel_err", e.max_rel_err);
@@ -278,5 +278,7 @@ DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, doubl
                      "nothing");
   return r;
 }
+
+void skip_hdf5_shutdown_at_exit() { H5dont_atexit(); }
 
 }  // namespace hcpsim

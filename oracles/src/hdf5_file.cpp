@@ -70,13 +70,21 @@ hid_t open_file(const std::string& path, const std::string& what, const std::str
   return file;
 }
 
+void corrupt_object(const std::string& path, const std::string& object) {
+  io_fail(path, "cannot read " + object + " (a damaged object header or attribute)",
+          "the file is corrupt; make it again with the command that wrote it");
+}
+
 bool has_dataset(hid_t file, const std::string& path, const std::string& name) {
   // Component by component: H5Lexists on "/a/b" would already follow a soft or external link at "/a".
   for (size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
     const std::string prefix = name.substr(0, slash);
-    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    // < 0 is HDF5 failing to read the group that would hold the link (a damaged object header), not absence.
+    const htri_t exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
+    if (exists < 0) corrupt_object(path, prefix);
+    if (exists == 0) return false;
     H5L_info_t info{};
-    if (H5Lget_info(file, prefix.c_str(), &info, H5P_DEFAULT) < 0) return false;
+    if (H5Lget_info(file, prefix.c_str(), &info, H5P_DEFAULT) < 0) corrupt_object(path, prefix);
     if (info.type != H5L_TYPE_HARD)
       io_fail(path, std::string(info.type == H5L_TYPE_EXTERNAL ? "external" : "soft") + " link " + prefix +
                         ": hcpsim follows only hard links, so that nothing outside the file is read",
@@ -188,9 +196,13 @@ constexpr size_t kMaxAttributeBytes = size_t{16} << 20;
 
 namespace {
 
-/// Whether attribute `name` of `obj` exists, opened (by name, never by index) into `out`.
-bool open_attribute(hid_t obj, const char* name, hid_t& out) {
-  out = H5Aexists(obj, name) > 0 ? H5Aopen(obj, name, H5P_DEFAULT) : hid_t{-1};
+/// Whether attribute `name` of `obj` exists, opened (by name, never by index) into `out`. @throws InputError
+/// naming `path` when HDF5 cannot tell (a damaged attribute storage) or cannot open an attribute it lists.
+bool open_attribute(hid_t obj, const char* name, hid_t& out, const std::string& path) {
+  const htri_t exists = H5Aexists(obj, name);
+  if (exists < 0) corrupt_object(path, std::string("attribute ") + name);
+  out = exists > 0 ? H5Aopen(obj, name, H5P_DEFAULT) : hid_t{-1};
+  if (exists > 0 && out < 0) corrupt_object(path, std::string("attribute ") + name);
   return out >= 0;
 }
 
@@ -207,9 +219,10 @@ namespace {
 /// Opens attribute `name` of `obj` when it is a scalar (one element) number of at most 8 bytes of a class in
 /// `classes`, and hands `read(attribute, type)` the open handles; false when absent, of another kind, or unread.
 template <typename Read>
-bool read_scalar_number(hid_t obj, const char* name, std::initializer_list<H5T_class_t> classes, Read read) {
+bool read_scalar_number(hid_t obj, const char* name, const std::string& path,
+                        std::initializer_list<H5T_class_t> classes, Read read) {
   hid_t id = -1;
-  if (!open_attribute(obj, name, id)) return false;
+  if (!open_attribute(obj, name, id, path)) return false;
   Handle a(id, H5Aclose);
   Handle type(H5Aget_type(a.get()), H5Tclose);
   if (!type.ok() || !single_element(a.get())) return false;
@@ -221,8 +234,8 @@ bool read_scalar_number(hid_t obj, const char* name, std::initializer_list<H5T_c
 
 }  // namespace
 
-bool read_number_attribute(hid_t obj, const char* name, double& value) {
-  return read_scalar_number(obj, name, {H5T_FLOAT, H5T_INTEGER}, [&](hid_t a, hid_t) {
+bool read_number_attribute(hid_t obj, const char* name, double& value, const std::string& path) {
+  return read_scalar_number(obj, name, path, {H5T_FLOAT, H5T_INTEGER}, [&](hid_t a, hid_t) {
     double v = 0;
     if (H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0) return false;
     value = v;
@@ -230,8 +243,8 @@ bool read_number_attribute(hid_t obj, const char* name, double& value) {
   });
 }
 
-bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value) {
-  return read_scalar_number(obj, name, {H5T_INTEGER}, [&](hid_t a, hid_t type) {
+bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value, const std::string& path) {
+  return read_scalar_number(obj, name, path, {H5T_INTEGER}, [&](hid_t a, hid_t type) {
     if (H5Tget_sign(type) == H5T_SGN_2) {  // signed: read as int64, refuse a negative value
       int64_t v = 0;
       if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0 || v < 0) return false;
@@ -250,11 +263,11 @@ void read_meta(hid_t file, const std::string& path, std::span<const char* const>
                std::map<std::string, double>& numbers) {
   if (!has_dataset(file, path, "/meta")) return;
   Handle meta(H5Gopen2(file, "/meta", H5P_DEFAULT), H5Gclose);
-  if (!meta.ok()) return;
+  if (!meta.ok()) corrupt_object(path, "/meta");
   const hsize_t bytes = file_bytes(path);
   for (const char* name : text_names) {
     hid_t id = -1;
-    if (!open_attribute(meta.get(), name, id)) continue;
+    if (!open_attribute(meta.get(), name, id, path)) continue;
     Handle a(id, H5Aclose);
     Handle type(H5Aget_type(a.get()), H5Tclose);
     if (!type.ok() || H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0 ||
@@ -275,7 +288,7 @@ void read_meta(hid_t file, const std::string& path, std::span<const char* const>
   }
   for (const char* name : number_names) {
     double v = 0;
-    if (read_number_attribute(meta.get(), name, v)) numbers[name] = v;
+    if (read_number_attribute(meta.get(), name, v, path)) numbers[name] = v;
   }
 }
 

@@ -226,12 +226,17 @@ void read_meta(hid_t file, const std::string& path, std::span<const char* const>
                std::map<std::string, double>& numbers);
 
 /// Reads the scalar numeric attribute `name` of object `obj` into `value`; false (value untouched) when it is
-/// absent or not one integer or float of at most 8 bytes.
-bool read_number_attribute(hid_t obj, const char* name, double& value);
+/// absent or not one integer or float of at most 8 bytes. @throws InputError naming `path` (the file) when HDF5
+/// cannot read the attribute storage (a corrupt file): that is not absence.
+bool read_number_attribute(hid_t obj, const char* name, double& value, const std::string& path);
 
 /// Reads the scalar integer attribute `name` of `obj` exactly as a uint64 (a non-negative integer of at most 8
-/// bytes); false (value untouched) when it is absent, not an integer, negative or not scalar.
-bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value);
+/// bytes); false (value untouched) when it is absent, not an integer, negative or not scalar. @throws InputError
+/// naming `path` when the attribute storage cannot be read.
+bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value, const std::string& path);
+
+/// Throws the InputError of a file whose `object` (a group, link or attribute) HDF5 cannot read: corrupt.
+[[noreturn]] void corrupt_object(const std::string& path, const std::string& object);
 
 /// Reads dataset `name` (absolute) as doubles with its dims, after checking that its data lies in the file itself
 /// and is all stored: no external storage, no virtual layout, no filter pipeline (hcpsim writes none), an integer or

@@ -283,3 +283,26 @@ TEST_CASE("apps: gather refuses a rank file whose output is an external link", "
   REQUIRE(r.output.find("external link /outputs/out") != std::string::npos);
   REQUIRE_FALSE(fs::exists(work_dir() / "gathered.h5"));
 }
+
+TEST_CASE("apps: a dump whose /meta header or attributes are damaged is corrupt (exit 2), not a PASS", "[apps][hdf5]") {
+  // 64 bytes of 0xff over the /meta group's header (offset 200) or its attribute storage (400): the attributes
+  // were read as absent (compare printed PASS with every provenance field "(absent)", verify --reference called
+  // the fp32 dump fp64) and HDF5 printed "infinite loop closing library" at exit.
+  for (const long offset : {200L, 400L}) {
+    const std::string path = (work_dir() / ("meta_damaged_" + std::to_string(offset) + ".h5")).string();
+    fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(offset);
+      const std::string junk(64, '\xff');
+      f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    }
+    const auto r = run_hcpsim("compare " + good_dump() + " " + path);
+    INFO(offset << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(path + ": cannot read ") != std::string::npos);
+    CHECK(r.output.find("the file is corrupt") != std::string::npos);
+    CHECK(r.output.find("PASS") == std::string::npos);
+    CHECK(r.output.find("infinite loop closing library") == std::string::npos);
+  }
+}

@@ -102,4 +102,10 @@ DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, doubl
                              const std::string& a_path, const std::string& b_path,
                              const std::vector<std::string>& tensors = {});
 
+/// Tells the HDF5 library not to shut itself down at process exit (H5dont_atexit; call before any other HDF5
+/// use). After reading a corrupt file, HDF5's exit handler cannot release the damaged object it cached and
+/// prints "HDF5: infinite loop closing library" after hcpsim's own error. Nothing is lost: every file hcpsim
+/// opens is closed by its handle (H5Fclose flushes it) before the command returns.
+void skip_hdf5_shutdown_at_exit();
+
 }  // namespace hcpsim
