@@ -98,6 +98,7 @@ CLI::App* add_diff_command(CLI::App& app, int& exit_code) {
   cmd->add_option("B_or_overrides", a->rest,
                   "scenario B, or overrides applied to A to make B (a B file followed by overrides: they apply to B)");
   add_max_memory_option(cmd, a->max_memory);
+  add_quiet_flag(cmd);
   cmd->add_option("--json", a->json, "also write both sides and every compared quantity (SI units) as JSON");
   cmd->callback([&exit_code, a] { exit_code = cmd_diff(*a); });
   return cmd;

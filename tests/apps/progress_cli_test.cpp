@@ -110,3 +110,13 @@ TEST_CASE("apps: a malformed HCPSIM_PROGRESS_INTERVAL_S is an input error naming
   REQUIRE(r.err.find("HCPSIM_PROGRESS_INTERVAL_S") != std::string::npos);
   REQUIRE(r.out.empty());
 }
+
+TEST_CASE("apps: diff takes --quiet after the command, as simulate and plan do", "[apps]") {
+  // It was "The following argument was not expected: --quiet" (only `hcpsim --quiet diff` worked).
+  const SplitRun r = run_split("HCPSIM_PROGRESS_INTERVAL_S=0",
+                               "diff scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=4096 --quiet");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.err.empty());
+  REQUIRE(r.out.find("seq_length") != std::string::npos);
+}
