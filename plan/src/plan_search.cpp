@@ -219,6 +219,8 @@ std::vector<int64_t> vp_values(const Scenario& s, const SearchSpace& space, int6
 }  // namespace
 
 std::string describe_label(CpCommType t, int64_t a, int64_t p, int64_t tp) {
+  // context_parallel_size 1: no context parallelism, whatever cp_comm_type the option carries (Megatron's p2p).
+  if (a * p == 1) return fmt::format("no CP TP{}", tp);
   if (cp_variant(t).takes_hierarchical_sizes) return fmt::format("{} [{},{}] TP{}", to_string(t), a, p, tp);
   return fmt::format("{} TP{}", to_string(t), tp);
 }

@@ -40,7 +40,8 @@ struct LegalOptions {
 /// @throws InputError (--gpus) when --gpus fits no TP·PP of the lists.
 LegalOptions enumerate_options(const Scenario& scenario, const SearchSpace& space, PlanResult& result);
 
-/// "a2a+p2p [A,P] TPn" or "p2p TPn": the comm part of an option's label (describe's label).
+/// "a2a+p2p [A,P] TPn", "p2p TPn", or "no CP TPn" when A·P = 1: the comm part of an option's label (describe's
+/// label).
 std::string describe_label(CpCommType t, int64_t a, int64_t p, int64_t tp);
 
 /// Labels, layout and placement facts of option `t` of a validated scenario (no simulation); the label is the

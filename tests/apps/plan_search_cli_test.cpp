@@ -152,3 +152,12 @@ TEST_CASE("apps: plan --gpus larger than the cluster says that it plans on a lar
   CHECK(fits.exit_code == 0);
   CHECK(fits.output.find("note: --gpus") == std::string::npos);
 }
+
+TEST_CASE("apps: plan labels an option without context parallelism 'no CP', not by a cp_comm_type", "[apps][plan]") {
+  // TP 4 on the scenario's 4 GPUs leaves CP 1, where cp_comm_type does nothing: "p2p TP4 ..." read as a p2p ring.
+  const auto r = run_hcpsim("plan scenarios/llama32_1b_cp4_a2a_p2p.yaml --tp 4 --fixed pp,vp,recompute,micro_batch --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("   1  no CP TP4 PP1 none mbs1 ") != std::string::npos);
+  CHECK(r.output.find("p2p TP4") == std::string::npos);
+}
