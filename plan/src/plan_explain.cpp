@@ -81,6 +81,10 @@ std::string what_would_fit(const SearchSpace& space) {
     ways.push_back(fmt::format("more GPUs per model replica (e.g. --gpus {}: weights, gradients and optimizer "
                                "shard over more ranks)",
                                2 * space.model_gpus));
+  else if (space.cp)  // --cp (or --fixed cp) excludes --gpus: TP·CP·PP grows with the cluster's nodes
+    ways.push_back(fmt::format("more nodes (cluster.nodes=N: with CP {} held, TP x PP can grow to the GPUs the "
+                               "cluster has)",
+                               *space.cp));
   else
     ways.push_back("more GPUs per model replica (--gpus N, so PP can grow)");
   std::string out;

@@ -161,3 +161,12 @@ TEST_CASE("apps: plan labels an option without context parallelism 'no CP', not 
   CHECK(r.output.find("   1  no CP TP4 PP1 none mbs1 ") != std::string::npos);
   CHECK(r.output.find("p2p TP4") == std::string::npos);
 }
+
+TEST_CASE("apps: plan --cp that fits nothing suggests more nodes, not --gpus (which --cp excludes)", "[apps][plan]") {
+  // It suggested "--gpus N, so PP can grow"; adding it gave "error: --cp excludes --gpus".
+  const auto r = run_hcpsim("plan scenarios/llama3_70b_256k_tp4_cp16_8xdgx_h100.yaml --cp 64 --tp 1 --quiet");
+  INFO(r.output);
+  CHECK(r.output.find("the search could not use: more nodes (cluster.nodes=N: with CP 64 held, TP x PP can grow "
+                      "to the GPUs the cluster has)") != std::string::npos);
+  CHECK(r.output.find("--gpus N") == std::string::npos);
+}
