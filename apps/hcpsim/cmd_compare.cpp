@@ -62,7 +62,7 @@ void print_provenance_difference(const DumpContents& a, const DumpContents& b) {
 int cmd_compare(const CompareArgs& args) {
   const std::vector<std::string> tensors = selected_tensors(args.tensors);
   const DumpContents a = read_dump_isolated(args.a_path, tensors);
-  const DumpContents b = read_dump_isolated(args.b_path, tensors);
+  const DumpContents b = read_dump_isolated(args.b_path, tensors, false);  // judged against A's reference
   for (const auto& [value, given, option] :
        {std::tuple{args.rtol, args.rtol_given, "--rtol"}, std::tuple{args.atol, args.atol_given, "--atol"}}) {
     if (given && !(value >= 0 && std::isfinite(value)))

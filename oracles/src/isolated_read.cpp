@@ -99,9 +99,10 @@ void probe_in_child(const std::string& path, const std::function<void()>& probe,
                      "the file is corrupt: rewrite it (hcpsim verify --dump, or the README's h5py recipe)");
 }
 
-DumpContents read_dump_isolated(const std::string& path, const std::vector<std::string>& tensors) {
-  probe_in_child(path, [&] { (void)read_dump(path, tensors); });
-  return read_dump(path, tensors);
+DumpContents read_dump_isolated(const std::string& path, const std::vector<std::string>& tensors,
+                                bool with_reference) {
+  probe_in_child(path, [&] { (void)read_dump(path, tensors, with_reference); });
+  return read_dump(path, tensors, with_reference);
 }
 
 RankFile read_rank_file_isolated(const std::string& path) {

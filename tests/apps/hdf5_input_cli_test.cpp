@@ -306,3 +306,25 @@ TEST_CASE("apps: a dump whose /meta header or attributes are damaged is corrupt 
     CHECK(r.output.find("infinite loop closing library") == std::string::npos);
   }
 }
+
+TEST_CASE("apps: compare judges B against A's reference, so B needs no /reference", "[apps][hdf5]") {
+  // A framework's own dump holds /inputs and /hcp only. compare asked for B's /reference/<tensor> one tensor at a
+  // time, and its fix (compare without that tensor) led to the next missing one.
+  const std::string path = (work_dir() / "no_reference.h5").string();
+  fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
+  {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(file >= 0);
+    REQUIRE(H5Ldelete(file, "/reference", H5P_DEFAULT) >= 0);
+    REQUIRE(H5Fclose(file) >= 0);
+  }
+  auto r = run_hcpsim("compare " + good_dump() + " " + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("result: PASS") != std::string::npos);
+  // A, the reference, still needs its /reference.
+  r = run_hcpsim("compare " + path + " " + good_dump());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find("missing dataset /reference/out") != std::string::npos);
+}

@@ -74,10 +74,12 @@ const std::vector<std::string>& dump_tensor_names();
 
 /// Reads a dump. /metrics and /meta attributes are optional (a user's own file may lack them); every
 /// dataset of /inputs is required, and of /reference and /hcp those of `tensors` (names of dump_tensor_names; empty:
-/// all five), all with a consistent shape. Tensors not selected are left empty.
+/// all five), all with a consistent shape. Tensors not selected are left empty. with_reference = false: /reference
+/// is neither required nor read (compare's file under test, judged against the other file's reference).
 /// @throws InputError (located at the file path, empty key) for a file that is not HDF5, is truncated, lacks a dataset, or has
 ///   a dataset of the wrong rank or shape, naming the dataset and the fix.
-DumpContents read_dump(const std::string& path, const std::vector<std::string>& tensors = {});
+DumpContents read_dump(const std::string& path, const std::vector<std::string>& tensors = {},
+                       bool with_reference = true);
 
 /// Result of comparing dump `b` against dump `a`.
 struct DumpComparison {

@@ -32,9 +32,10 @@ inline constexpr double kIsolatedReadBaseTimeout_s = 60.0;
 /// valid large dump is never cut off.
 inline constexpr double kIsolatedReadSlowestBytesPerS = 20e6;
 
-/// read_dump(path, tensors) after a probe of the same read in a child process (probe_in_child).
+/// read_dump(path, tensors, with_reference) after a probe of the same read in a child process (probe_in_child).
 /// @throws InputError as read_dump does, or when the read crashes the child.
-DumpContents read_dump_isolated(const std::string& path, const std::vector<std::string>& tensors = {});
+DumpContents read_dump_isolated(const std::string& path, const std::vector<std::string>& tensors = {},
+                                bool with_reference = true);
 
 /// read_rank_file(path) after a probe of the same read in a child process (probe_in_child).
 /// @throws InputError as read_rank_file does, or when the read crashes the child.
