@@ -116,7 +116,7 @@ TEST_CASE("apps: compare --tensors compares a subset, so a file without softmax_
   hcpsim::write_dump(nolse, hcpsim::read_dump(a), {"/hcp/lse", "/reference/lse"});
   r = run_hcpsim("compare " + a + " " + nolse);
   REQUIRE(r.exit_code == 2);
-  REQUIRE(r.output.find(nolse + ": missing dataset /reference/lse; fix: write it (the README's 'HDF5 dump layout', e.g. "
+  REQUIRE(r.output.find(nolse + ": missing dataset /hcp/lse; fix: write it (the README's 'HDF5 dump layout', e.g. "
                         "with h5py; a rank file of 'hcpsim shard' goes through 'hcpsim gather' first), or compare "
                         "without 'softmax_lse' (--tensors out,dq,dk,dv)") !=
           std::string::npos);
