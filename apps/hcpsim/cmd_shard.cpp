@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "app_common.hpp"
@@ -178,6 +179,27 @@ int cmd_shard(const ShardArgs& a) {
   return kExitOk;
 }
 
+/// The rank file at `path` was cut from the dump at `dump_path`: its seed and scenario digest (written by shard
+/// from the dump's /meta) equal the dump's where both are recorded. Rank files of another dump put another
+/// problem's results into this one, which compare then reports as a mismatch of the schedule.
+/// @throws InputError at `path`
+void check_same_source(const RankFile& f, const DumpContents& d, const std::string& path, const std::string& dump_path) {
+  const auto digest = f.meta_text.find("scenario_digest");
+  const auto dump_digest = d.meta_text.find("scenario_digest");
+  std::string differs;
+  if (digest != f.meta_text.end() && dump_digest != d.meta_text.end() && digest->second != dump_digest->second)
+    differs = fmt::format("scenario_digest {} against the dump's {}", digest->second, dump_digest->second);
+  const auto seed = f.meta_number.find("seed");
+  std::optional<double> dump_seed;
+  if (d.seed) dump_seed = static_cast<double>(*d.seed);
+  else if (const auto it = d.meta_number.find("seed"); it != d.meta_number.end()) dump_seed = it->second;
+  if (differs.empty() && seed != f.meta_number.end() && dump_seed && seed->second != *dump_seed)
+    differs = fmt::format("seed {} against the dump's {}", seed->second, *dump_seed);
+  if (!differs.empty())
+    throw InputError(SourceLoc{path, 0, 0, {}}, "", "this rank file was cut from another dump (" + differs + ")",
+                     "gather the rank files of 'hcpsim shard " + dump_path + "', or give the dump they came from");
+}
+
 int cmd_gather(const GatherArgs& a) {
   const DumpContents d = read_dump_isolated(a.dump);
   const Schedule s = dump_schedule(d, a.dump);
@@ -206,6 +228,7 @@ int cmd_gather(const GatherArgs& a) {
       throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("/meta cp_rank {} is outside the dump's {} CP ranks "
                                                                   "or given twice", cp_rank, s.ranks.size()),
                        "pass each rank file of 'hcpsim shard --cp-rank g' once");
+    check_same_source(f, d, path, a.dump);
     const RankProgram& prog = s.ranks[static_cast<size_t>(cp_rank)];
     for (const IoBinding& b : prog.outputs) {
       const std::string name = dataset_name(b.tensor);
@@ -220,12 +243,19 @@ int cmd_gather(const GatherArgs& a) {
       const BufferDecl& buf = prog.buffers[static_cast<size_t>(b.buffer)];
       const std::vector<int64_t> want = {buf.batch, static_cast<int64_t>(b.tokens.size()), buf.heads, buf.width};
       const HostTensor& v = it->values;
-      if (std::vector<int64_t>{v.batch(), v.rows(), v.heads(), v.width()} != want)
-        throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("/outputs/{} is {} but cp_rank {} holds {}", name,
-                                                                    join({v.batch(), v.rows(), v.heads(), v.width()}),
-                                                                    cp_rank, join(want)),
-                         name == "lse" ? "store softmax_lse as [b, h_local, s_local]"
+      if (std::vector<int64_t>{v.batch(), v.rows(), v.heads(), v.width()} != want) {
+        // Shapes as the file stores them: softmax_lse [b, h, s] (TE's layout), the others [b, s, h, d].
+        auto shown = [&](int64_t bb, int64_t rows, int64_t heads, int64_t width) {
+          return name == "lse" ? join({bb, heads, rows}) : join({bb, rows, heads, width});
+        };
+        throw InputError(SourceLoc{path, 0, 0, {}}, "",
+                         fmt::format("/outputs/{} is {} but cp_rank {} holds {}", name,
+                                     shown(v.batch(), v.rows(), v.heads(), v.width()), cp_rank,
+                                     shown(want[0], want[1], want[2], want[3])),
+                         name == "lse" ? "store softmax_lse as [b, h_local, s_local]: the rank's heads and tokens "
+                                         "after the a2a (the shapes 'hcpsim shard --outputs' prints)"
                                        : "store it as [b, s_local, h_local, d] like /inputs");
+      }
       HostTensor& t = *targets.at(name);
       for (int64_t bb = 0; bb < v.batch(); ++bb)
         for (int64_t r = 0; r < v.rows(); ++r)

@@ -1,14 +1,17 @@
 // compare, shard and gather as a user runs them, and the provenance every output carries: the built binary on dumps
 // the tests make themselves.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "catch_compat.hpp"
 #include "hcpsim/io/provenance.hpp"
 #include "hcpsim/oracles/dump.hpp"
+#include "hcpsim/oracles/rank_file.hpp"
 #include "run_command.hpp"
 
 namespace {
@@ -253,6 +256,38 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
   r = run_hcpsim("shard " + dump + " --cp-rank 4 -o " + inputs_only);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);
+  // softmax_lse of the wrong shape is named in the file's own layout, [b, h, s], not the internal [b, s, h, 1].
+  {
+    hcpsim::RankFile f = hcpsim::read_rank_file((dir / "rank0.h5").string());
+    auto lse = std::find_if(f.outputs.begin(), f.outputs.end(), [](const auto& t) { return t.name == "lse"; });
+    REQUIRE(lse != f.outputs.end());
+    const int64_t rows = lse->values.rows(), heads = lse->values.heads();
+    lse->values = hcpsim::HostTensor(1, rows / 2, heads * 2, 1, 0.0);  // [1, 2h, s/2] in the file
+    lse->tokens.resize(static_cast<size_t>(rows / 2));
+    const std::string bad_lse = (dir / "bad_lse0.h5").string();
+    hcpsim::write_rank_file(bad_lse, f);
+    std::string mixed = " " + bad_lse;
+    for (int g = 1; g < 4; ++g) mixed += " " + (dir / ("rank" + std::to_string(g) + ".h5")).string();
+    r = run_hcpsim("gather " + dump + mixed + " -o " + (dir / "x.h5").string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.output.find(fmt::format("/outputs/lse is [1, {}, {}] but cp_rank 0 holds [1, {}, {}]", heads * 2,
+                                      rows / 2, heads, rows)) != std::string::npos);
+  }
+  // Rank files of another dump (another seed): named, not gathered into a FAIL that looks like an HCP bug.
+  const std::string other = (dir / "seed99.h5").string();
+  r = run_hcpsim("verify scenarios/ci/all_gather_cp4_causal.yaml model.seq_length=64 oracle.seed=99 --dump " + other);
+  REQUIRE(r.exit_code == 0);
+  std::string other_ranks;
+  for (int g = 0; g < 4; ++g) {
+    const std::string rank = (dir / ("other" + std::to_string(g) + ".h5")).string();
+    REQUIRE(run_hcpsim("shard " + other + " --cp-rank " + std::to_string(g) + " --outputs -o " + rank).exit_code == 0);
+    other_ranks += " " + rank;
+  }
+  r = run_hcpsim("gather " + dump + other_ranks + " -o " + (dir / "x.h5").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("other0.h5: this rank file was cut from another dump (") != std::string::npos);
   fs::remove_all(dir);
 }
 
