@@ -50,13 +50,13 @@ std::string describe(FaultKind kind) {
     case FaultKind::cp_silently_disabled:
       return "each rank attends only its own two chunks (a2a+p2p without hierarchical sizes, Bridge #2667)";
     case FaultKind::strided_a2a_groups:
-      return "a2a groups strided instead of contiguous blocks of A CP ranks (docs/algorithm.md §2.4; no-op for A=1)";
+      return "a2a groups strided instead of contiguous blocks of A CP ranks (docs/algorithm.md §2.4; needs A >= 2 and P >= 2)";
     case FaultKind::dropped_lse_merge:
       return "LSE merge and output correction overwrite instead of merging: only the last ring step survives";
     case FaultKind::naive_lse_merge:
       return "fp32 log(exp(a)+exp(b)) LSE merge (TE before #716); overflows with input_distribution: adversarial";
     case FaultKind::swapped_causal_sections:
-      return "forward lower- and upper-triangle sections exchanged (no-op without a causal mask)";
+      return "forward lower- and upper-triangle sections exchanged (needs a causal mask and a ring)";
     case FaultKind::stale_kv_backward:
       return "the step-0 KV buffer reused in every backward ring step";
     case FaultKind::missing_dkv_hop:
@@ -234,6 +234,29 @@ void check_packing_fault(const Schedule& schedule, FaultKind kind) {
                      "use a packing whose last sequence alone is not a multiple of 2*cp, or inject floor_cu_seqlens");
 }
 
+/// Refuses a ring fault on a schedule without a ring (P = 1: pure a2a, or CP 1), swapped_causal_sections without
+/// a causal mask and strided_a2a_groups with one a2a group or A = 1: each would leave the schedule as it is, and a
+/// PASS would read as the bug being caught or absent.
+void check_fault_applies(const Schedule& schedule, FaultKind kind) {
+  const int64_t ring = schedule.p2p_size;  // P: the ring's length (CP for plain p2p, 1 for pure a2a)
+  const bool needs_ring = kind == FaultKind::swapped_causal_sections || kind == FaultKind::stale_kv_backward ||
+                          kind == FaultKind::dropped_lse_merge || kind == FaultKind::missing_dkv_hop;
+  if (needs_ring && ring < 2)
+    throw InputError(SourceLoc{}, "oracle.inject",
+                     "fault injector " + to_string(kind) + " changes nothing without a p2p ring (cp_comm_type " +
+                         to_string(schedule.cp_comm_type) + " with P = " + std::to_string(ring) + ")",
+                     "inject it into a p2p or a2a+p2p schedule with P >= 2");
+  if (kind == FaultKind::swapped_causal_sections && !schedule.shape.causal)
+    throw InputError(SourceLoc{}, "oracle.inject",
+                     "fault injector swapped_causal_sections changes nothing without a causal mask (no sections)",
+                     "set model.attn_mask_type: causal, or pick another injector");
+  if (kind == FaultKind::strided_a2a_groups && (schedule.a2a_size < 2 || ring < 2))
+    throw InputError(SourceLoc{}, "oracle.inject",
+                     "fault injector strided_a2a_groups changes nothing with " +
+                         std::string(schedule.a2a_size < 2 ? "A = 1" : "a single a2a group (P = 1)"),
+                     "inject it into an a2a+p2p schedule with A >= 2 and P >= 2");
+}
+
 }  // namespace
 
 Schedule inject_fault(const Schedule& schedule, FaultKind kind) {
@@ -241,6 +264,7 @@ Schedule inject_fault(const Schedule& schedule, FaultKind kind) {
     throw InputError(SourceLoc{}, "oracle.inject", "fault injectors apply to p2p, a2a and a2a+p2p schedules only",
                      "use parallel.cp_comm_type a2a+p2p (or p2p, a2a) with --inject");
   if (fault_needs_packing(kind)) check_packing_fault(schedule, kind);
+  check_fault_applies(schedule, kind);
   Schedule s;
   switch (kind) {
     case FaultKind::cp_silently_disabled: s = silently_disabled(schedule); break;

@@ -85,7 +85,14 @@ TEST_CASE("hazards: every fault injector keeps the schedule hazard-free", "[core
     for (FaultKind k : all_fault_kinds()) {
       if (fault_needs_packing(k)) continue;  // bshd schedules; THD below
       INFO("A=" << A << " P=" << P << " fault " << to_string(k));
-      REQUIRE(first_hazard(inject_fault(base, k)).empty());
+      Schedule faulted;
+      try {
+        faulted = inject_fault(base, k);
+      } catch (const InputError& e) {  // a fault this layout has no place for (a ring fault with P = 1, ...)
+        REQUIRE(std::string(e.what()).find("changes nothing") != std::string::npos);
+        continue;
+      }
+      REQUIRE(first_hazard(faulted).empty());
     }
     // The packed-sequence faults on a packing padded at the tail only (all three apply).
     AttentionShape thd = test::attention_shape(1, 0, 2 * A, A, 8, 8, true);
