@@ -245,7 +245,11 @@ TimePs attention_block_ps(OpKind kind, double flops, int64_t hbm_bytes, Dtype dt
   require_positive(gpu.hbm_bandwidth_bytes_per_s, "gpu.hbm_bandwidth_bytes_per_s");
   const double compute_s = flops / (gpu.peak_bf16_flops_per_s * peak_fraction(dtype) * efficiency);
   const double memory_s = static_cast<double>(hbm_bytes) / gpu.hbm_bandwidth_bytes_per_s;
-  return seconds_to_ps(std::max(compute_s, memory_s));
+  // No launched kernel ends sooner than its launch overhead (the copies and merges pay it too). The tables are
+  // end-to-end measurements at >= 512 rows, where a block takes several times the overhead, so only the tiny
+  // blocks of short packed sequences or tiny CP chunks reach the floor; an empty block (no pair) is no launch.
+  const double launch_s = flops > 0 ? std::max(0.0, gpu.kernel_launch_overhead_s) : 0.0;
+  return seconds_to_ps(std::max({compute_s, memory_s, launch_s}));
 }
 
 TimePs elementwise_ps(int64_t bytes, const GpuSpec& gpu) {
