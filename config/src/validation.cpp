@@ -152,6 +152,20 @@ class Validator {
     return "";
   }
 
+  /// The scenario with context_parallel_size `cp` (and its hierarchical sizes) validates: a fix that suggests it
+  /// must hold (seq_length divisible by 2·cp, the heads split, the cluster large enough, ...).
+  bool cp_validates(int64_t cp) const {
+    if (!suggest_) return false;
+    Scenario t = s_;
+    t.parallel.context_parallel_size = cp;
+    try {
+      (void)Validator(t, scope_, false).run();
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  }
+
   /// The scenario with hierarchical sizes [a, p] (cp_comm_type a2a+p2p where it named another type) validates.
   bool sizes_validate(int64_t a, int64_t p) const {
     Scenario t = s_;
@@ -245,8 +259,8 @@ class Validator {
     if (prod != cp)
       fail_between(sizes_key, {sizes_key, "parallel.context_parallel_size"},
            str((*sizes)[0]) + "*" + str((*sizes)[1]) + " = " + str(prod) + " != context_parallel_size " + str(cp),
-           "choose [A, P] with A*P = " + str(cp) + suggest_sizes() + ", or change context_parallel_size to " +
-               str(prod));
+           "choose [A, P] with A*P = " + str(cp) + suggest_sizes() +
+               (cp_validates(prod) ? ", or change context_parallel_size to " + str(prod) : std::string()));
     if (p.use_decentralized_pg)
       fail("parallel.use_decentralized_pg",
            "decentralized process groups do not support hierarchical_context_parallel_sizes (Megatron-Bridge raises "

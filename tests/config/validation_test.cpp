@@ -205,3 +205,14 @@ TEST_CASE("validation: window_size follows TE's check_set_window_size, and a rea
                   "oracle compute full causal attention") == 0);
   CHECK(warnings({"model.window_size=[-1,0]"}).empty());
 }
+
+TEST_CASE("validation: a sizes-product fix suggests a context_parallel_size only where it validates", "[config][validation]") {
+  // [3, 2] = 6: CP 6 does not divide 2*6 into seq_length 8192 or split 32 heads by 3; the fix offered it anyway.
+  const std::string three = error_of({"parallel.hierarchical_context_parallel_sizes=[3,2]"});
+  CHECK(three.find("3*2 = 6 != context_parallel_size 4") != std::string::npos);
+  CHECK(three.find("change context_parallel_size") == std::string::npos);
+  CHECK(three.find("e.g. [2, 2]") != std::string::npos);
+  const std::string four = error_of({"parallel.hierarchical_context_parallel_sizes=[4,2]"});
+  CHECK(four.find("or change context_parallel_size to 8") != std::string::npos);
+  CHECK(error_of({"parallel.hierarchical_context_parallel_sizes=[4,2]", "parallel.context_parallel_size=8"}).empty());
+}
