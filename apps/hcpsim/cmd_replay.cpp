@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 struct Outcome {
   std::string path;
-  std::string status = "pass";       ///< pass | FAIL | skipped
+  std::string status = "pass";       ///< pass | FAIL | skipped (no expect: block)
   std::vector<std::string> failures;  ///< "field: golden X, actual Y"
   std::string digest;                 ///< of everything the scenario produced
   double seconds = 0.0;               ///< steady-clock time of every run of the file (JUnit time only)
@@ -123,6 +123,11 @@ Outcome replay_one(const std::string& path, int threads) {
       o.validate_error.find(without_directories(*expect.validate_error, file_name)) == std::string::npos)
     fail(fmt::format("expect.validate.error: golden \"{}\" not in actual \"{}\"", *expect.validate_error,
                      o.validate_error));
+  if (!expect.present && o.status == "pass") {
+    // Nothing but "it validates" was checked: not a pass a CI report should count.
+    o.status = "skipped";
+    o.failures.push_back("no expect: block, so only validation was checked ('hcpsim replay --update' writes one)");
+  }
   if (!valid) return o;
   if (expect.verify_result || !expect.verify_max_rel_l2.empty()) {
     o.ran_verify = true;
@@ -347,8 +352,10 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
     run.seconds = elapsed(run_start);
     write_junit(junit, cases, run);
   }
-  fmt::print("replay: {} scenario{}, {} passed, {} failed{}\n", outcomes.size(), outcomes.size() == 1 ? "" : "s",
-             outcomes.size() - static_cast<size_t>(n_fail), n_fail,
+  const auto n_skipped = std::count_if(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.status == "skipped"; });
+  fmt::print("replay: {} scenario{}, {} passed, {} failed{}{}\n", outcomes.size(), outcomes.size() == 1 ? "" : "s",
+             outcomes.size() - static_cast<size_t>(n_fail) - static_cast<size_t>(n_skipped), n_fail,
+             n_skipped > 0 ? fmt::format(", {} skipped (no expect: block)", n_skipped) : "",
              update ? fmt::format(", {} updated", n_updated) : "");
   return n_fail == 0 ? kExitOk : kExitFailed;
 }

@@ -248,3 +248,26 @@ TEST_CASE("apps: an error golden written by --update holds no path or position, 
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: replay reports a scenario without an expect block as skipped, and --update gives it one",
+          "[apps][replay]") {
+  // It printed "pass" and JUnit skipped="0" though only validation was checked.
+  const auto dir = scratch("no_expect");
+  const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  const fs::path file = dir / "no_expect.yaml", junit = dir / "j.xml";
+  std::ofstream(file, std::ios::binary) << text.substr(0, text.find("\nexpect:") + 1);
+  REQUIRE(slurp(file).find("expect:") == std::string::npos);
+  auto r = hcpsim::test::run_hcpsim("replay " + file.string() + " --junit " + junit.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("skipped " + file.string()) != std::string::npos);
+  CHECK(r.output.find("replay: 1 scenario, 0 passed, 0 failed, 1 skipped (no expect: block)") != std::string::npos);
+  CHECK(slurp(junit).find("skipped=\"1\"") != std::string::npos);
+  CHECK(slurp(junit).find("<skipped/>") != std::string::npos);
+  r = hcpsim::test::run_hcpsim("replay --update " + file.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp(file).find("expect:\n  validate: {exit_code: 0}") != std::string::npos);
+  CHECK(hcpsim::test::run_hcpsim("replay " + file.string()).output.find("pass    ") != std::string::npos);
+  fs::remove_all(dir);
+}
