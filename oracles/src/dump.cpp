@@ -162,6 +162,11 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
   const std::vector<size_t> selected = tensor_indices(tensors);
   hdf5::QuietErrors quiet;
   Handle file(hdf5::open_file(path, "dump", "pass a dump written by 'hcpsim verify --dump' or the README recipe"), H5Fclose);
+  // A rank file of 'hcpsim shard' (it has /tokens) fails on its missing /reference with advice for dumps.
+  if (hdf5::has_dataset(file.get(), path, "/tokens"))
+    io_fail(path, "this is a rank file of 'hcpsim shard' (one CP rank's /inputs, /tokens and /outputs), not a dump",
+            "give the dump it was cut from ('hcpsim verify --dump'), or put rank files back into a dump with "
+            "'hcpsim gather DUMP RANK.h5... -o OUT.h5'");
   DumpContents c;
   read_attributes(file.get(), path, c);
   c.thd = read_thd_layout(file.get(), path);

@@ -253,6 +253,14 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
   r = run_hcpsim("gather " + dump + " " + (dir / "rank0.h5").string() + " -o " + (dir / "x.h5").string());
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("1 of the dump's 4 CP ranks given") != std::string::npos);
+  // A rank file where a dump belongs is named as such (shard and compare gave compare's --tensors advice).
+  for (const std::string& cmd : {"shard " + inputs_only + " --cp-rank 0 -o " + (dir / "y.h5").string(),
+                                 "compare " + dump + " " + inputs_only}) {
+    r = run_hcpsim(cmd);
+    INFO(cmd << "\n" << r.output);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.output.find(inputs_only + ": this is a rank file of 'hcpsim shard'") != std::string::npos);
+  }
   r = run_hcpsim("shard " + dump + " --cp-rank 4 -o " + inputs_only);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);
