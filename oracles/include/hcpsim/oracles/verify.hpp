@@ -82,7 +82,7 @@ std::string to_string(VerifyVerdict v);
 /// Error of one tensor against its reference.
 struct TensorError {
   std::string tensor;          ///< "out", "softmax_lse", "dq", "dk", "dv"
-  std::vector<int64_t> shape;  ///< reference shape [B, S, heads, width]
+  std::vector<int64_t> shape;  ///< reference shape [B, S, heads, width]; softmax_lse [B, heads, S] (TE's layout)
   double max_abs_err = 0;      ///< max |x − ref| over compared (finite) entries
   /// max |x − ref| / max(|ref|, 1e-3·rms(ref)) over compared entries (the floor keeps near-zero reference
   /// entries from dominating)
