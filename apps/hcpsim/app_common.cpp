@@ -248,7 +248,7 @@ void print_schedule(const Schedule& s) {
         extra.push_back(' ');  // (not `" " + text`: GCC 12's -Wrestrict misfires on it at -O3)
         extra.append(human_bytes(static_cast<double>(op.bytes)));
       }
-      fmt::print("    {:>3} {:<8} {:<7} {}{}{}\n", i, to_string(op.phase), to_string(op.stream),
+      fmt::print("    {:>3} {:<8} {:<9} {}{}{}\n", i, to_string(op.phase), to_string(op.stream),  // cp_stream: 9
                  describe(s, r, op), extra, deps);
     }
   }

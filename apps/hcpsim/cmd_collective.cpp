@@ -102,7 +102,7 @@ int cmd_collective(const CollectiveArgs& a) {
   const auto ranks = static_cast<int64_t>(gpus.size());
   // NCCL runs a one-rank collective as a local copy (or nothing, in place): no communication to model.
   if (ranks < 2)
-    throw InputError(SourceLoc{}, a.nodes > 1 ? "--gpus-per-node" : "--nodes",
+    throw InputError(SourceLoc{}, a.gpus_per_node > 0 ? "--gpus-per-node" : "--nodes",  // the count given
                      "a group of 1 rank communicates nothing (NCCL only copies the buffer on the GPU)",
                      "give at least 2 ranks: --gpus-per-node 2 or more, or --nodes 2 or more");
   const bool reduces = op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::reduce_scatter;

@@ -18,6 +18,7 @@
 #include "hcpsim/sim/simulator.hpp"
 #include "hcpsim/sim/trace_writer.hpp"
 #include "replay.hpp"
+#include "verify_setup.hpp"
 
 namespace hcpsim::app {
 namespace {
@@ -34,6 +35,7 @@ uint64_t hash_tensor(const HostTensor& t, uint64_t h) {
 
 ReplayVerify replay_verify(const Scenario& s, int threads) {
   validate_scenario(s, ValidationScope::attention);
+  check_verifiable(s);
   const CpCommType t = buildable_types(s).front();
   const auto full_shape = attention_shape(s);
   const auto layout = cp_layout_for(s, t);

@@ -80,13 +80,7 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
                        "use one of the names printed by 'hcpsim verify --inject list'");
   }
   v.report = validate_scenario(s, ValidationScope::attention);
-  // The schedules and the reference compute full causal or unmasked attention: a PASS would not check the window.
-  if (s.model.has_sliding_window())
-    throw InputError(s.loc("model.window_size"), "model.window_size",
-                     "verify does not model sliding windows: its schedules and its float64 reference compute full " +
-                         std::string(s.model.attn_mask_type == AttnMaskType::causal ? "causal" : "unmasked") +
-                         " attention, so a PASS would not check the window",
-                     "verify with window_size: [-1, 0] (causal) or [-1, -1] (no mask)");
+  check_verifiable(s);
   admit_verify(s, dtype, args.threads, max_memory);  // before any tensor or dump is read
   v.on_gpu = args.backend == "gpu";
   const bool on_gpu = v.on_gpu;
@@ -116,12 +110,16 @@ void check_reference(const DumpContents& d, const std::string& path, const Atten
              to_string(d.dtype));
   const auto& q = d.inputs.q.shape();
   const auto& k = d.inputs.k.shape();
+  const auto& v = d.inputs.v.shape();
   if (q[0] != shape.batch || q[1] != shape.seq_length || q[2] != shape.heads_q || q[3] != shape.head_dim_qk ||
       k[2] != shape.heads_kv)
     fail(fmt::format("the dump's q is [{}, {}, {}, {}] with {} kv heads, the scenario needs [{}, {}, {}, {}] with {}",
                      q[0], q[1], q[2], q[3], k[2], shape.batch, shape.seq_length, shape.heads_q, shape.head_dim_qk,
                      shape.heads_kv),
          "use a dump of the same scenario, overrides and oracle.heads");
+  if (v[3] != shape.head_dim_v)  // read_dump checked k, v and do against q; the value width is v's own
+    fail(fmt::format("the dump's v has head dim {}, the scenario's kv_channels_v is {}", v[3], shape.head_dim_v),
+         "use a dump of the same scenario and overrides");
   // Exact when the dump stores an integer seed; a float64 one (earlier dumps) is compared as the double it holds.
   const auto it = d.meta_number.find("seed");
   std::optional<uint64_t> dumped = d.seed;
@@ -176,6 +174,16 @@ void check_reference_inputs(const AttentionInputs& dumped, const std::string& pa
                            "hierarchical_context_parallel_sizes or head counts selects other global heads)",
                        "use a dump of this scenario with the same overrides, or run without --reference");
   }
+}
+
+void check_verifiable(const Scenario& s) {
+  // The schedules and the reference compute full causal or unmasked attention: a PASS would not check the window.
+  if (s.model.has_sliding_window())
+    throw InputError(s.loc("model.window_size"), "model.window_size",
+                     "verify does not model sliding windows: its schedules and its float64 reference compute full " +
+                         std::string(s.model.attn_mask_type == AttnMaskType::causal ? "causal" : "unmasked") +
+                         " attention, so a PASS would not check the window",
+                     "verify with window_size: [-1, 0] (causal) or [-1, -1] (no mask)");
 }
 
 std::string injector_list() {

@@ -52,6 +52,11 @@ struct VerifySetup {
 /// when the GPU backend has no device.
 VerifySetup prepare_verify(const Common& c, const VerifyArgs& args);
 
+/// What the oracle cannot check is refused before any work, for verify and replay alike: a sliding window
+/// (model.window_size with left >= 0), which neither the schedules nor the reference apply.
+/// @throws InputError at model.window_size
+void check_verifiable(const Scenario& scenario);
+
 /// Checks that a reference dump matches the problem the scenario defines: dtype, seed, input distribution, mask,
 /// softmax scale and tensor shapes (the reference is a function of exactly these).
 void check_reference(const DumpContents& d, const std::string& path, const AttentionShape& shape, Dtype dtype,

@@ -75,6 +75,13 @@ void corrupt_object(const std::string& path, const std::string& object) {
           "the file is corrupt; make it again with the command that wrote it");
 }
 
+bool is_group(hid_t file, const std::string& name, const std::string& path) {
+  Handle obj(H5Oopen(file, name.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!obj.ok()) corrupt_object(path, name);  // it exists (a hard link to it): an object that cannot open is damaged
+  return H5Iget_type(obj.get()) == H5I_GROUP;
+}
+
+
 bool has_dataset(hid_t file, const std::string& path, const std::string& name) {
   // Component by component: H5Lexists on "/a/b" would already follow a soft or external link at "/a".
   for (size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
@@ -90,6 +97,10 @@ bool has_dataset(hid_t file, const std::string& path, const std::string& name) {
                         ": hcpsim follows only hard links, so that nothing outside the file is read",
               "store the object itself in the file (h5py: copy it in instead of linking)");
     if (slash == std::string::npos) return true;
+    // A component with more below it must be a group: H5Lexists of "/hcp/out" fails (< 0) when /hcp is a dataset.
+    if (!is_group(file, prefix, path))
+      io_fail(path, prefix + " is not a group, so it holds no " + name,
+              "write " + prefix + " as a group (the README's 'HDF5 dump layout')");
   }
 }
 
@@ -262,6 +273,9 @@ void read_meta(hid_t file, const std::string& path, std::span<const char* const>
                std::span<const char* const> number_names, std::map<std::string, std::string>& text,
                std::map<std::string, double>& numbers) {
   if (!has_dataset(file, path, "/meta")) return;
+  if (!is_group(file, "/meta", path))
+    io_fail(path, "/meta is not a group (its attributes hold the dump's provenance)",
+            "write /meta as a group with attributes (the README's 'HDF5 dump layout'), or leave it out");
   Handle meta(H5Gopen2(file, "/meta", H5P_DEFAULT), H5Gclose);
   if (!meta.ok()) corrupt_object(path, "/meta");
   const hsize_t bytes = file_bytes(path);

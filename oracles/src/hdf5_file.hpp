@@ -235,6 +235,10 @@ bool read_number_attribute(hid_t obj, const char* name, double& value, const std
 /// naming `path` when the attribute storage cannot be read.
 bool read_u64_attribute(hid_t obj, const char* name, uint64_t& value, const std::string& path);
 
+/// Whether the object at absolute path `name` (which must exist) is a group. @throws InputError naming `path`
+/// (corrupt) when it cannot be opened.
+bool is_group(hid_t file, const std::string& name, const std::string& path);
+
 /// Throws the InputError of a file whose `object` (a group, link or attribute) HDF5 cannot read: corrupt.
 [[noreturn]] void corrupt_object(const std::string& path, const std::string& object);
 

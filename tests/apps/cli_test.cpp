@@ -306,8 +306,9 @@ TEST_CASE("apps: validate --schedule lists every rank's ops with sections and me
   for (const char* rank : {"cp_rank 0 (", "cp_rank 1 (", "cp_rank 2 (", "cp_rank 3 ("})
     REQUIRE(r.output.find(rank) != std::string::npos);
   // Index, phase (whole word: "backward", not "bac"), stream, op.
-  REQUIRE(r.output.find("      0 forward  comm    alloc q.a2a [1,8,2,64] bf16") != std::string::npos);
-  REQUIRE(r.output.find(" backward comm    alloc dout.a2a ") != std::string::npos);
+  REQUIRE(r.output.find("      0 forward  comm      alloc q.a2a [1,8,2,64] bf16") != std::string::npos);
+  REQUIRE(r.output.find(" backward comm      alloc dout.a2a ") != std::string::npos);
+  REQUIRE(r.output.find(" forward  cp_stream attn_fwd_block ") != std::string::npos);  // same column
   // p2p rank 0 (cp rank 0), forward step 1: KV of origin 1 in the upper section: second Q half × all KV rows.
   REQUIRE(r.output.find("attn_fwd_block upper q[4,8) x kv[0,8) of kv_ring1.k/kv_ring1.v mask=none") !=
           std::string::npos);

@@ -80,7 +80,7 @@ TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations wi
         std::pair{"--min-bytes 1G --max-bytes 999999999999G", "--max-bytes: '999999999999G' is more than 1 PiB"},
         std::pair{"--nodes 100000000", "--nodes: 100000000 is outside 1..100000"},
         // One rank: NCCL copies locally; rows of 0 us and 0 GB/s (printed before) say nothing.
-        std::pair{"--gpus-per-node 1", "--nodes: a group of 1 rank communicates nothing"}}) {
+        std::pair{"--gpus-per-node 1", "--gpus-per-node: a group of 1 rank communicates nothing"}}) {
     const auto bad = run_hcpsim(std::string("collective all_reduce --cluster dgx-h100 ") + args);
     INFO(args << "\n" << bad.output);
     CHECK(bad.exit_code == 2);

@@ -328,3 +328,26 @@ TEST_CASE("apps: compare judges B against A's reference, so B needs no /referenc
   REQUIRE(r.exit_code == 2);
   CHECK(r.output.find("missing dataset /reference/out") != std::string::npos);
 }
+
+TEST_CASE("apps: a dump whose /hcp or /meta is a dataset, not a group, is named as such", "[apps][hdf5]") {
+  // HDF5 fails to look below a dataset (H5Lexists < 0) as it fails on a damaged header: the file was called corrupt.
+  for (const char* group : {"/hcp", "/meta"}) {
+    const std::string path = (work_dir() / (std::string("not_group_") + (group + 1) + ".h5")).string();
+    fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
+    {
+      const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      REQUIRE(file >= 0);
+      REQUIRE(H5Ldelete(file, group, H5P_DEFAULT) >= 0);
+      const hsize_t dims[1] = {4};
+      const hid_t space = H5Screate_simple(1, dims, nullptr);
+      const hid_t ds = H5Dcreate2(file, group, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      REQUIRE(ds >= 0);
+      const double v[4] = {0, 0, 0, 0};
+      REQUIRE(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+      H5Dclose(ds);
+      H5Sclose(space);
+      REQUIRE(H5Fclose(file) >= 0);
+    }
+    require_refused(path, std::string(group) + " is not a group");
+  }
+}

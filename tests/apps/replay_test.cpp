@@ -238,6 +238,14 @@ TEST_CASE("apps: an error golden written by --update holds no path or position, 
   CHECK(updated.find(dir.string()) == std::string::npos);
   fs::copy_file(copy, dir / "renamed.yaml");
   CHECK(hcpsim::test::run_hcpsim("replay " + (dir / "renamed.yaml").string()).exit_code == 0);
+  // No golden at all: the new one has no position either (it kept "file:line:col: " when nothing was there).
+  const fs::path bare = dir / "bare.yaml";
+  std::ofstream(bare, std::ios::binary) << text.substr(0, text.find("\nexpect:") + 1);
+  REQUIRE(slurp(bare).find("expect:") == std::string::npos);
+  REQUIRE(hcpsim::test::run_hcpsim("replay --update " + bare.string()).exit_code == 0);
+  CHECK(slurp(bare).find("error: \"parallel.") != std::string::npos);
+  fs::copy_file(bare, dir / "bare_copy.yaml");
+  CHECK(hcpsim::test::run_hcpsim("replay " + (dir / "bare_copy.yaml").string()).exit_code == 0);
   // The same file through other spellings of its folder, and from another working directory.
   for (const std::string& cmd : {"cd " + dir.parent_path().string() + " && " + std::string(HCPSIM_BINARY) +
                                      " replay " + dir.filename().string() + "/./sizes_product_mismatch.yaml",
@@ -269,5 +277,19 @@ TEST_CASE("apps: replay reports a scenario without an expect block as skipped, a
   REQUIRE(r.exit_code == 0);
   CHECK(slurp(file).find("expect:\n  validate: {exit_code: 0}") != std::string::npos);
   CHECK(hcpsim::test::run_hcpsim("replay " + file.string()).output.find("pass    ") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: replay refuses to verify a sliding window, as verify does", "[apps][replay]") {
+  // replay's verify ran the window scenario against a full-causal reference and printed pass.
+  const auto dir = scratch("window");
+  std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/a2a_cp4_causal_gqa.yaml");
+  text.replace(text.find("model:\n"), 7, "model:\n  window_size: [16, 0]\n");
+  const fs::path file = dir / "window.yaml";
+  std::ofstream(file, std::ios::binary) << text;
+  const auto r = hcpsim::test::run_hcpsim("replay " + file.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("model.window_size: verify does not model sliding windows") != std::string::npos);
   fs::remove_all(dir);
 }

@@ -216,3 +216,15 @@ TEST_CASE("validation: a sizes-product fix suggests a context_parallel_size only
   CHECK(four.find("or change context_parallel_size to 8") != std::string::npos);
   CHECK(error_of({"parallel.hierarchical_context_parallel_sizes=[4,2]", "parallel.context_parallel_size=8"}).empty());
 }
+
+TEST_CASE("validation: a causal window with any right side is TE's [left, 0], warned, not refused", "[config][validation]") {
+  // check_set_window_size: causal and left >= 0 with right != 0 -> (left, 0) with a warning, right = -2 included.
+  const auto w = validate_scenario(load_scenario_text(kBase, "base.yaml",
+                                                      {"parallel.cp_comm_type=a2a",
+                                                       "parallel.hierarchical_context_parallel_sizes=null",
+                                                       "model.window_size=[64,-2]"}),
+                                   ValidationScope::placement)
+                     .warnings;
+  REQUIRE_FALSE(w.empty());
+  CHECK(w[0] == "model.window_size [64, -2] with a causal mask: TE uses [64, 0], with a warning");
+}
