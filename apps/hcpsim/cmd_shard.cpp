@@ -174,8 +174,9 @@ int cmd_shard(const ShardArgs& a) {
   for (const auto* group : {&f.inputs, &f.outputs})
     for (const RankTensor& t : *group)
       fmt::print("  {:<8} {:<8} {:<18} heads {}-{}  tokens {}\n", group == &f.inputs ? "/inputs" : "/outputs", t.name,
-                 join({t.values.batch(), t.values.rows(), t.values.heads(), t.values.width()}), t.head_begin,
-                 t.head_begin + t.values.heads() - 1, token_ranges(t.tokens));
+                 t.name == "lse" ? join({t.values.batch(), t.values.heads(), t.values.rows()})  // as stored: [b, h, s]
+                                 : join({t.values.batch(), t.values.rows(), t.values.heads(), t.values.width()}),
+                 t.head_begin, t.head_begin + t.values.heads() - 1, token_ranges(t.tokens));
   return kExitOk;
 }
 

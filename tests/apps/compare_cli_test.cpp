@@ -231,6 +231,13 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
       INFO(r.output);
       REQUIRE(r.exit_code == 0);
       if (g == 0) REQUIRE(r.output.find(c.first_tokens) != std::string::npos);
+      // /outputs/lse printed as it is stored, [b, h, s] (it printed the internal [b, s, h, 1]).
+      if (g == 0) {
+        const size_t at = r.output.find("/outputs lse      [1, ");
+        REQUIRE(at != std::string::npos);
+        const std::string shape = r.output.substr(at + 17, r.output.find(']', at) - at - 16);
+        CHECK(std::count(shape.begin(), shape.end(), ',') == 2);  // [b, h, s], not [b, s, h, 1]
+      }
       ranks += " " + rank;
     }
     r = run_hcpsim("gather " + dump + ranks + " -o " + gathered);
