@@ -140,6 +140,7 @@ void fill_rank_meta(RankFile& f, const DumpContents& d, const Schedule& s, int64
     if (const auto it = d.meta_text.find(k); it != d.meta_text.end()) f.meta_text[k] = it->second;
   for (const char* k : {"a2a_size", "p2p_size", "causal", "softmax_scale", "seed"})
     if (const auto it = d.meta_number.find(k); it != d.meta_number.end()) f.meta_number[k] = it->second;
+  f.seed = d.seed;  // exact (meta_number's copy is a double)
   f.meta_number["cp_rank"] = static_cast<double>(cp_rank);
   f.meta_number["cp_size"] = static_cast<double>(s.ranks.size());
 }
@@ -190,12 +191,14 @@ void check_same_source(const RankFile& f, const DumpContents& d, const std::stri
   std::string differs;
   if (digest != f.meta_text.end() && dump_digest != d.meta_text.end() && digest->second != dump_digest->second)
     differs = fmt::format("scenario_digest {} against the dump's {}", digest->second, dump_digest->second);
-  const auto seed = f.meta_number.find("seed");
-  std::optional<double> dump_seed;
-  if (d.seed) dump_seed = static_cast<double>(*d.seed);
-  else if (const auto it = d.meta_number.find("seed"); it != d.meta_number.end()) dump_seed = it->second;
-  if (differs.empty() && seed != f.meta_number.end() && dump_seed && seed->second != *dump_seed)
-    differs = fmt::format("seed {} against the dump's {}", seed->second, *dump_seed);
+  if (differs.empty() && f.seed && d.seed && *f.seed != *d.seed) {
+    differs = fmt::format("seed {} against the dump's {}", *f.seed, *d.seed);
+  } else if (differs.empty() && !(f.seed && d.seed)) {  // files of earlier versions: the seeds as doubles
+    const auto seed = f.meta_number.find("seed");
+    const auto dump_seed = d.meta_number.find("seed");
+    if (seed != f.meta_number.end() && dump_seed != d.meta_number.end() && seed->second != dump_seed->second)
+      differs = fmt::format("seed {} against the dump's {}", seed->second, dump_seed->second);
+  }
   if (!differs.empty())
     throw InputError(SourceLoc{path, 0, 0, {}}, "", "this rank file was cut from another dump (" + differs + ")",
                      "gather the rank files of 'hcpsim shard " + dump_path + "', or give the dump they came from");

@@ -19,7 +19,9 @@ void write_rank_file(const std::string& path, const RankFile& f) {
   hdf5::write_file(path, "rank file", "-o", [&](hdf5::Writer& w) {
     const hid_t meta = w.group("/meta");
     for (const auto& [k, v] : f.meta_text) w.attr(meta, k, v);
-    for (const auto& [k, v] : f.meta_number) w.attr(meta, k, v);
+    for (const auto& [k, v] : f.meta_number)
+      if (!(f.seed && k == "seed")) w.attr(meta, k, v);
+    if (f.seed) w.attr_u64(meta, "seed", *f.seed);
     const hid_t tokens = w.group("/tokens");
     for (const auto* group : {&f.inputs, &f.outputs}) {
       if (group->empty()) continue;
@@ -41,6 +43,11 @@ RankFile read_rank_file(const std::string& path) {
                     H5Fclose);
   RankFile f;
   hdf5::read_meta(file.get(), path, kRankTextNames, kRankNumberNames, f.meta_text, f.meta_number);
+  {
+    hdf5::Handle meta(H5Gopen2(file.get(), "/meta", H5P_DEFAULT), H5Gclose);
+    uint64_t seed = 0;
+    if (meta.ok() && hdf5::read_u64_attribute(meta.get(), "seed", seed, path)) f.seed = seed;
+  }
   if (!f.meta_number.count("cp_rank"))
     hdf5::io_fail(path, "no /meta attribute cp_rank", "start from the file 'hcpsim shard --cp-rank g' wrote");
   for (const char* name : kOutputNames) {

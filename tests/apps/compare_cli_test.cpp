@@ -324,3 +324,26 @@ TEST_CASE("apps: a dump stores an effective scenario larger than an HDF5 compact
   REQUIRE(slurp(a) == slurp(b));  // still byte-identical run to run
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: a rank file keeps the dump's seed exactly, above 2^53 too", "[apps]") {
+  // The seed went through a double: 2^53 + 1 was written as 2^53.
+  const fs::path dir = fresh_dir("hcpsim_rank_seed");
+  const std::string dump = (dir / "d.h5").string(), rank = (dir / "r0.h5").string();
+  auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 oracle.seed=9007199254740993 "
+                      "--dump " + dump);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_hcpsim("shard " + dump + " --cp-rank 0 --outputs -o " + rank);
+  REQUIRE(r.exit_code == 0);
+  const hcpsim::RankFile f = hcpsim::read_rank_file(rank);
+  REQUIRE(f.seed.has_value());
+  CHECK(*f.seed == 9007199254740993ULL);
+  std::string ranks;
+  for (int g = 0; g < 4; ++g) {
+    const std::string p = (dir / fmt::format("r{}.h5", g)).string();  // not "r" + ...: GCC 12 -Wrestrict
+    if (g > 0) REQUIRE(run_hcpsim("shard " + dump + " --cp-rank " + std::to_string(g) + " --outputs -o " + p).exit_code == 0);
+    ranks += " " + p;
+  }
+  CHECK(run_hcpsim("gather " + dump + ranks + " -o " + (dir / "g.h5").string()).exit_code == 0);
+  fs::remove_all(dir);
+}

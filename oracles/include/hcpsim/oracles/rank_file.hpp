@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct RankTensor {
 struct RankFile {
   std::map<std::string, std::string> meta_text;  ///< string attributes of /meta
   std::map<std::string, double> meta_number;     ///< numeric attributes of /meta (cp_rank, sizes, scale, causal)
+  /// The source dump's oracle.seed, exactly (written as uint64 /meta/seed instead of meta_number["seed"], which a
+  /// double holds exactly only up to 2^53); read back when the file stores an integer seed.
+  std::optional<uint64_t> seed;
   bool float64 = false;                          ///< float64 datasets (fp64 runs), else float32
   std::vector<RankTensor> inputs;
   std::vector<RankTensor> outputs;
