@@ -152,12 +152,11 @@ class Validator {
     return "";
   }
 
-  /// The scenario with context_parallel_size `cp` (and its hierarchical sizes) validates: a fix that suggests it
-  /// must hold (seq_length divisible by 2·cp, the heads split, the cluster large enough, ...).
-  bool cp_validates(int64_t cp) const {
-    if (!suggest_) return false;
+  /// Whether the scenario with `change` applied validates (checked without suggestions of its own).
+  template <typename Change>
+  bool validates_with(Change change) const {
     Scenario t = s_;
-    t.parallel.context_parallel_size = cp;
+    change(t.parallel);
     try {
       (void)Validator(t, scope_, false).run();
       return true;
@@ -166,16 +165,15 @@ class Validator {
     }
   }
 
+  /// The scenario with context_parallel_size `cp` (and its hierarchical sizes) validates: a fix that suggests it
+  /// must hold (seq_length divisible by 2·cp, the heads split, the cluster large enough, ...).
+  bool cp_validates(int64_t cp) const {
+    return suggest_ && validates_with([cp](ParallelConfig& p) { p.context_parallel_size = cp; });
+  }
+
   /// The scenario with hierarchical sizes [a, p] (cp_comm_type a2a+p2p where it named another type) validates.
   bool sizes_validate(int64_t a, int64_t p) const {
-    Scenario t = s_;
-    t.parallel.hierarchical_context_parallel_sizes = std::vector<int64_t>{a, p};
-    try {
-      (void)Validator(t, scope_, false).run();
-      return true;
-    } catch (const InputError&) {
-      return false;
-    }
+    return validates_with([a, p](ParallelConfig& c) { c.hierarchical_context_parallel_sizes = std::vector<int64_t>{a, p}; });
   }
 
   /// The parallel-config rules, in the order their errors are reported.
