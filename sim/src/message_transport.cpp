@@ -28,25 +28,69 @@ MessageTransport::MessageTransport(SimContext& ctx)
       sent_(ctx.schedule.ranks.size()),
       pair_messages_(ctx.schedule.ranks.size()) {}
 
+const MessageTransport::Routed& MessageTransport::RouteTree::route(const Topology& topology, int64_t src_gpu,
+                                                                    int64_t dst_gpu, uint64_t flow_id,
+                                                                    bool& only_path) {
+  only_path = true;
+  if (nodes_.empty()) {
+    const int64_t src = topology.gpu_vertex(src_gpu);
+    if (src == topology.gpu_vertex(dst_gpu)) {  // a message that stays on its GPU: no links, no latency
+      if (leaves_.empty()) leaves_.push_back(Routed{});
+      return leaves_.front();
+    }
+    std::vector<int64_t> links = topology.next_hops(src, dst_gpu);
+    const size_t n = links.size();
+    nodes_.push_back(Node{std::move(links), std::vector<int32_t>(n, kUnbuilt)});
+  }
+  thread_local std::vector<int64_t> path;  // the links taken so far (kept for a new leaf)
+  path.clear();
+  const uint64_t key = ecmp_pair_key(src_gpu, dst_gpu);
+  size_t node = 0;
+  for (uint64_t hop = 0;; ++hop) {
+    const size_t choices = nodes_[node].links.size();
+    if (choices > 1) only_path = false;
+    const size_t i = choices == 1 ? 0 : static_cast<size_t>(ecmp_hash(key, flow_id, hop) % choices);
+    const int64_t link = nodes_[node].links[i];
+    path.push_back(link);
+    int32_t next = nodes_[node].next[i];
+    if (next == kUnbuilt) {
+      const int64_t v = topology.links()[index_of(link)].to;
+      if (v == topology.gpu_vertex(dst_gpu)) {
+        leaves_.push_back(Routed{SharedRoute(path), topology.route_latency_s(path)});
+        next = ~static_cast<int32_t>(leaves_.size() - 1);
+      } else {
+        std::vector<int64_t> links = topology.next_hops(v, dst_gpu);
+        const size_t n = links.size();
+        nodes_.push_back(Node{std::move(links), std::vector<int32_t>(n, kUnbuilt)});
+        next = static_cast<int32_t>(nodes_.size() - 1);
+      }
+      nodes_[node].next[i] = next;
+    }
+    if (next < 0) return leaves_[index_of(~next)];
+    node = static_cast<size_t>(next);
+  }
+}
+
 MessageTransport::Routed MessageTransport::next_route(int64_t src, int64_t dst) {
   std::vector<PairState>& peers = pair_messages_[index_of(src)];
   auto it = std::find_if(peers.begin(), peers.end(), [dst](const PairState& ps) { return ps.peer == dst; });
   if (it == peers.end()) {
-    peers.push_back(PairState{dst, 0, {}, 0, false});
+    peers.push_back(PairState{dst, 0, {}, {}, false});
     it = peers.end() - 1;
   }
   const auto ordinal = static_cast<uint64_t>(it->count++);
-  if (it->single_path) return Routed{it->route, it->route_latency_s};
+  if (it->single_path) return it->single;
   bool only_path = false;
-  SharedRoute route = ctx_.topology.route(ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal, &only_path);
-  const double latency_s = ctx_.topology.route_latency_s(route);
-  // A pair with one shortest path gets it for every ordinal: compute it once (also in a full run).
+  const Routed& routed = it->routes.route(ctx_.topology, ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal,
+                                          only_path);
+  // A pair with one shortest path gets it for every ordinal: reuse it without a walk (also in a full run).
   if (only_path || (ctx_.options.symmetry_reduction && single_shortest_path(src, dst))) {
-    it->route = route;
-    it->route_latency_s = latency_s;
+    it->single = routed;
     it->single_path = true;
+    it->routes = RouteTree{};  // `routed` pointed into it: return the copy
+    return it->single;
   }
-  return Routed{std::move(route), latency_s};
+  return routed;
 }
 
 bool MessageTransport::single_shortest_path(int64_t src, int64_t dst) const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "hcpsim/sim/flow_network.hpp"
@@ -63,19 +64,42 @@ class MessageTransport {
   [[nodiscard]] const ShadowLinks& shadow() const { return shadow_; }
 
  private:
-  /// Messages from one source rank to one destination rank so far (the ECMP flow id of the next one), and the
-  /// pair's route when it has a single shortest path (reduced runs only).
-  struct PairState {
-    int64_t peer = -1;
-    int64_t count = 0;
-    SharedRoute route;
-    double route_latency_s = 0;  ///< Topology::route_latency_s(route), with single_path
-    bool single_path = false;
-  };
   /// A message's route and its latency (Topology::route_latency_s).
   struct Routed {
     SharedRoute route;
     double latency_s = 0;
+  };
+  /// The routes of one (source GPU, destination GPU) pair, built as its messages need them: a tree whose nodes are
+  /// the vertices routes pass, each with its equal-cost next hops (Topology::next_hops) and the node each leads
+  /// to; a leaf holds a whole route, shared by every message that takes it, and its latency. A walk takes, hop by
+  /// hop, the link Topology::route takes for the same flow id (same choices, same hash), so it gives the same
+  /// route, without a graph search or an allocation once the pair's routes are known. A ring sends P messages
+  /// between a pair over a handful of distinct routes (one per equal-cost spine).
+  class RouteTree {
+   public:
+    /// The route of flow `flow_id` from src_gpu to dst_gpu (the pair this tree serves, always the same).
+    /// `only_path` is set to true when no hop of this route had a choice (Topology::route's only_path).
+    const Routed& route(const Topology& topology, int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id,
+                        bool& only_path);
+
+   private:
+    /// Child of a node not built yet.
+    static constexpr int32_t kUnbuilt = std::numeric_limits<int32_t>::max();
+    struct Node {
+      std::vector<int64_t> links;  ///< equal-cost next hops, ascending link id
+      std::vector<int32_t> next;   ///< per link: node index, ~leaf index (< 0), or kUnbuilt
+    };
+    std::vector<Node> nodes_;    ///< nodes_[0]: the source GPU's vertex
+    std::vector<Routed> leaves_;
+  };
+  /// Messages from one source rank to one destination rank so far (the ECMP flow id of the next one), the routes
+  /// they took, and whether the pair has a single route (then `single` is it).
+  struct PairState {
+    int64_t peer = -1;
+    int64_t count = 0;
+    RouteTree routes;
+    Routed single;
+    bool single_path = false;
   };
 
   /// The route of the next message from src to dst: Topology::route with flow id = the message's ordinal among

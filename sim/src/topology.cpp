@@ -44,6 +44,10 @@ std::string to_string(LinkClass c) {
   return "?";
 }
 
+uint64_t ecmp_pair_key(int64_t src_gpu, int64_t dst_gpu) {
+  return static_cast<uint64_t>(src_gpu) * 0x100000000ULL + static_cast<uint64_t>(dst_gpu);
+}
+
 uint64_t ecmp_hash(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t x = 0;
   for (uint64_t v : {a, b, c}) {
@@ -110,6 +114,18 @@ struct Topology::Impl {
     boost::breadth_first_search(graph, boost::vertex(idx(dst), graph), boost::visitor(boost::make_bfs_visitor(rec)));
     return distance_to.emplace(dst, std::move(dist)).first->second;
   }
+
+  /// The links out of v on a shortest path to vertex dst (v != dst, dst reachable), ascending by link id, into out.
+  void next_hops(int64_t v, int64_t dst, std::vector<int64_t>& out) const {
+    const auto& dist = distances(dst);
+    out.clear();
+    for (auto [e, end] = boost::out_edges(idx(v), graph); e != end; ++e) {
+      const auto t = boost::target(*e, graph);
+      if (dist[t] + 1 == dist[idx(v)]) out.push_back(boost::get(boost::edge_index, graph, *e));
+    }
+    HCPSIM_ASSERT(!out.empty(), "no next hop on a shortest path");
+    std::sort(out.begin(), out.end());
+  }
 };
 
 Topology::Topology() : impl_(std::make_unique<Impl>()) {}
@@ -156,21 +172,24 @@ std::vector<int64_t> Topology::route(int64_t src_gpu, int64_t dst_gpu, uint64_t 
   // Reused across calls (a route per message): no allocation once it has grown to the largest out-degree.
   thread_local std::vector<int64_t> candidates;
   for (uint64_t hop = 0; v != dst; ++hop) {
-    candidates.clear();
-    for (auto [e, end] = boost::out_edges(idx(v), impl_->graph); e != end; ++e) {
-      const auto t = boost::target(*e, impl_->graph);
-      if (dist[t] + 1 == dist[idx(v)]) candidates.push_back(boost::get(boost::edge_index, impl_->graph, *e));
-    }
-    HCPSIM_ASSERT(!candidates.empty(), "no next hop on a shortest path");
+    impl_->next_hops(v, dst, candidates);
     if (only_path != nullptr && candidates.size() > 1) *only_path = false;
-    std::sort(candidates.begin(), candidates.end());
-    const uint64_t h = ecmp_hash(static_cast<uint64_t>(src_gpu) * 0x100000000ULL + static_cast<uint64_t>(dst_gpu),
-                                 flow_id, hop);
+    const uint64_t h = ecmp_hash(ecmp_pair_key(src_gpu, dst_gpu), flow_id, hop);
     const int64_t link = candidates[static_cast<size_t>(h % candidates.size())];
     path.push_back(link);
     v = impl_->links[idx(link)].to;
   }
   return path;
+}
+
+std::vector<int64_t> Topology::next_hops(int64_t vertex, int64_t dst_gpu) const {
+  HCPSIM_ASSERT(vertex >= 0 && vertex < static_cast<int64_t>(impl_->vertices.size()), "vertex index out of range");
+  const int64_t dst = gpu_vertex(dst_gpu);
+  std::vector<int64_t> out;
+  if (vertex == dst) return out;
+  HCPSIM_ASSERT(impl_->distances(dst)[idx(vertex)] != std::numeric_limits<int32_t>::max(), "GPU unreachable");
+  impl_->next_hops(vertex, dst, out);
+  return out;
 }
 
 double Topology::route_latency_s(const std::vector<int64_t>& route) const {

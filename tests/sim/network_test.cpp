@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "catch_compat.hpp"
+#include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/sim/topology.hpp"
@@ -279,6 +282,53 @@ TEST_CASE("net: messages over a pair's single route share one route record", "[s
   REQUIRE(&r.flows[0].route.links() == &r.flows[1].route.links());
   REQUIRE(SharedRoute(std::vector<int64_t>{}).empty());
   REQUIRE(SharedRoute{}.links().empty());
+}
+
+TEST_CASE("net: messages over equal-cost routes take Topology::route's path for their ordinal", "[sim][net]") {
+  // GPU 0 of node 0 and GPU 9 (node 1, rail 1) of two DGX H100 nodes: different rails, so every route has
+  // equal-cost choices (a spine, or NVLink to the node's rail-1 GPU first), taken by ECMP from (src, dst, ordinal). 24 messages one after the other: message i must
+  // take t.route(0, 9, i), and messages taking the same spine share one route record.
+  constexpr int64_t kMessages = 24;
+  Schedule s = empty_schedule(1, 2);
+  {
+    ProgramWriter w(s.ranks[0]);
+    for (int64_t i = 0; i < kMessages; ++i)
+      w.add(SendRecvOp{1, -1, {w.input(fmt::format("x{}", i), 8, 1, 64)}, {}, i, 0}, Stream::comm, {},
+            fmt::format("send {}", i));
+  }
+  {
+    ProgramWriter w(s.ranks[1]);
+    for (int64_t i = 0; i < kMessages; ++i)
+      w.add(SendRecvOp{-1, 0, {}, {w.input(fmt::format("y{}", i), 8, 1, 64)}, 0, i}, Stream::comm, {},
+            fmt::format("recv {}", i));
+  }
+  const auto cluster = cluster_preset("dgx-h100", 2);
+  REQUIRE(cluster.has_value());
+  const Topology t = Topology::from_cluster(*cluster);
+  const SimResult r = simulate(s, *cluster, t, {0, 9});
+  REQUIRE(r.flows.size() == static_cast<size_t>(kMessages));
+  std::vector<const std::vector<int64_t>*> records;
+  std::vector<std::vector<int64_t>> routes;
+  for (int64_t i = 0; i < kMessages; ++i) {
+    const FlowRecord& f = r.flows[static_cast<size_t>(i)];
+    const std::vector<int64_t> expected = t.route(0, 9, static_cast<uint64_t>(i));
+    REQUIRE(f.route.links() == expected);
+    REQUIRE(f.route.size() == 6);
+    records.push_back(&f.route.links());
+    routes.push_back(expected);
+  }
+  std::sort(records.begin(), records.end());
+  std::sort(routes.begin(), routes.end());
+  const auto distinct_records = std::unique(records.begin(), records.end()) - records.begin();
+  const auto distinct_routes = std::unique(routes.begin(), routes.end()) - routes.begin();
+  REQUIRE(distinct_routes > 1);
+  REQUIRE(distinct_records == distinct_routes);
+  // next_hops lists the equal-cost choices in link id order. Out of GPU 0 there are two 6-hop ways: its own NIC
+  // (then a spine) and NVLink to GPU 1 of its node, whose NIC is on GPU 9's rail (the PXN way, no spine).
+  const std::vector<int64_t> first = t.next_hops(t.gpu_vertex(0), 9);
+  REQUIRE(first.size() == 2);
+  REQUIRE(first[0] < first[1]);
+  REQUIRE(t.next_hops(t.gpu_vertex(9), 9).empty());
 }
 
 TEST_CASE("net: two ranks of a node sharing one NIC get half the rate each", "[sim][net]") {

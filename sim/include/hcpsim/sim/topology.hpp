@@ -101,6 +101,12 @@ class Topology {
   [[nodiscard]] std::vector<int64_t> route(int64_t src_gpu, int64_t dst_gpu, uint64_t flow_id,
                                            bool* only_path = nullptr) const;
 
+  /// The links leaving vertex `vertex` on a shortest path to GPU `dst_gpu`, in ascending link id order: the
+  /// equal-cost next hops route() chooses among at that vertex (it takes the one at
+  /// ecmp_hash(ecmp_pair_key(src, dst), flow_id, hop) mod count). Empty when `vertex` is dst_gpu's vertex.
+  /// HCPSIM_ASSERT on a bad vertex or GPU index, or when dst_gpu cannot be reached from `vertex`.
+  [[nodiscard]] std::vector<int64_t> next_hops(int64_t vertex, int64_t dst_gpu) const;
+
   /// Sum of the latencies of `route`'s links, in seconds.
   [[nodiscard]] double route_latency_s(const std::vector<int64_t>& route) const;
 
@@ -114,5 +120,8 @@ class Topology {
 /// 64-bit mix of three values (splitmix64 finaliser over a running combination); deterministic.
 /// Source: Steele, Lea, Flood, "Fast splittable pseudorandom number generators" (OOPSLA 2014), mix constants.
 uint64_t ecmp_hash(uint64_t a, uint64_t b, uint64_t c);
+
+/// The first ecmp_hash argument of Topology::route for a message from GPU src_gpu to GPU dst_gpu: src · 2³² + dst.
+uint64_t ecmp_pair_key(int64_t src_gpu, int64_t dst_gpu);
 
 }  // namespace hcpsim
