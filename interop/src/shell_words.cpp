@@ -253,6 +253,11 @@ class ShellInterpreter {
   std::vector<Field> expand(const Word& w, bool no_split = false) {
     std::vector<Field> out;
     if (!w.array_name.empty()) return out;
+    // The word's parts that hold something: `"${A[@]}"` is an empty quoted literal (what makes `""` a word)
+    // followed by the expansion, and is still a word that is one expansion.
+    const auto parts = std::count_if(w.segments.begin(), w.segments.end(),
+                                     [](const Segment& s) { return s.expansion || !s.text.empty(); });
+    const bool whole = parts == 1;  // the word is this one expansion (or one literal)
     std::string cur;
     bool have = false;
     for (const Segment& s : w.segments) {
@@ -273,7 +278,7 @@ class ShellInterpreter {
       if (expanded_bytes_ > kMaxExpandedBytes)
         fail_at(w.line, "the script's expansions produce more than " + std::to_string(kMaxExpandedBytes >> 20) + " MiB of text",
                 "pass the launch line itself, or a script without generated or recursive expansions");
-      if (!elems.empty() && (s.quoted || !no_split) && w.segments.size() == 1) {
+      if (!elems.empty() && (s.quoted || !no_split) && whole) {
         for (const auto& e : elems) out.push_back(e);
         return out;
       }
@@ -289,7 +294,7 @@ class ShellInterpreter {
       const bool lead_blank = !v->empty() && std::isspace(static_cast<unsigned char>(v->front()));
       const bool trail_blank = !v->empty() && std::isspace(static_cast<unsigned char>(v->back()));
       // A word that comes whole from a variable gets the line that set the variable (the flag's own line).
-      const int piece_line = w.segments.size() == 1 && def_line > 0 ? def_line : w.line;
+      const int piece_line = whole && def_line > 0 ? def_line : w.line;
       const int piece_column = piece_line == w.line ? w.column : 0;
       for (size_t i = 0; i < pieces.size(); ++i) {
         if (i > 0 || lead_blank) {
@@ -300,7 +305,7 @@ class ShellInterpreter {
         cur += pieces[i];
         have = true;
       }
-      if (w.segments.size() == 1 && have) {
+      if (whole && have) {
         out.push_back({cur, piece_line, piece_column});
         cur.clear();
         have = false;

@@ -83,6 +83,26 @@ TEST_CASE("import: shell variables, defaults, arithmetic, arrays and continuatio
   REQUIRE(c.params_dtype == "fp32");      // neither --bf16 nor --fp16
 }
 
+TEST_CASE("import: a quoted array expansion \"${ARGS[@]}\" gives one argument per element", "[import]") {
+  // The usual way to pass a bash array (quoted, so that no element is split); it was read as one word, and the
+  // whole array landed in "ignored" with CP switched off.
+  const std::string script =
+      "P=(--context-parallel-size 4 --cp-comm-type a2a+p2p\n"           // 1
+      "   --hierarchical-context-parallel-sizes 2 2 --seq-length \"8 192\")\n"  // 2
+      "torchrun --nproc_per_node 8 pretrain_gpt.py \"${P[@]}\" --num-layers 2\n";  // 3
+  const auto args = split_megatron_command_line(script, "launch.sh");
+  REQUIRE(arg(args, "context_parallel_size").values == std::vector<std::string>{"4"});
+  REQUIRE(arg(args, "context_parallel_size").line == 1);
+  REQUIRE(arg(args, "cp_comm_type").values == std::vector<std::string>{"a2a+p2p"});
+  REQUIRE(arg(args, "hierarchical_context_parallel_sizes").values == std::vector<std::string>{"2", "2"});
+  REQUIRE(arg(args, "hierarchical_context_parallel_sizes").line == 2);
+  REQUIRE(arg(args, "seq_length").values == std::vector<std::string>{"8 192"});  // an element keeps its blank
+  REQUIRE(arg(args, "num_layers").values == std::vector<std::string>{"2"});
+  // A quoted plain variable stays one word, blanks and all.
+  const auto one = split_megatron_command_line("X='--num-layers 4'\npretrain_gpt.py \"$X\"\n", "launch.sh");
+  REQUIRE(std::none_of(one.begin(), one.end(), [](const MegatronArg& a) { return a.name == "num_layers"; }));
+}
+
 TEST_CASE("import: the fixture launch script round-trips to the hand-written scenario", "[import]") {
   std::vector<std::string> unresolved;
   const auto args = split_megatron_command_line(read_fixture("llama3_8b_128k_launch.sh"),
