@@ -158,21 +158,30 @@ void check_reference_inputs(const AttentionInputs& dumped, const std::string& pa
                                                options.threads);
   const std::pair<const char*, std::pair<HostTensor*, const HostTensor*>> tensors[] = {
       {"q", {&mine.q, &dumped.q}}, {"k", {&mine.k, &dumped.k}}, {"v", {&mine.v, &dumped.v}},
-      {"dout", {&mine.dout, &dumped.dout}}};
+      {"do", {&mine.dout, &dumped.dout}}};
   for (const auto& [name, pair] : tensors) {
     HostTensor& a = *pair.first;
     const HostTensor& b = *pair.second;
     round_tensor(a, dtype);
-    const bool same = a.shape() == b.shape() &&
-                      std::equal(a.data(), a.data() + a.elements(), b.data(), [](double x, double y) {
-                        return std::memcmp(&x, &y, sizeof x) == 0;
-                      });
-    if (!same)
-      throw InputError(SourceLoc{path, 0, 0, ""}, "--reference",
-                       std::string("the dump's /inputs/") + name +
-                           " is not what this scenario generates (same shape, other values: another oracle.heads, "
-                           "hierarchical_context_parallel_sizes or head counts selects other global heads)",
-                       "use a dump of this scenario with the same overrides, or run without --reference");
+    if (a.shape() != b.shape()) continue;  // check_reference names shape differences
+    int64_t differ = 0, first = -1;
+    for (int64_t i = 0; i < a.elements(); ++i)
+      if (std::memcmp(a.data() + i, b.data() + i, sizeof(double)) != 0) {
+        if (first < 0) first = i;
+        ++differ;
+      }
+    if (differ == 0) continue;
+    // A few values: the file was edited or damaged; most of them: other heads or another seed.
+    const bool few = differ * 100 < a.elements();
+    throw InputError(SourceLoc{path, 0, 0, ""}, "--reference",
+                     fmt::format("the dump's /inputs/{} is not what this scenario generates: {} of its {} values "
+                                 "differ (the first at flat index {}){}",
+                                 name, differ, a.elements(), first,
+                                 few ? ", so the file was edited or damaged after it was written"
+                                     : " (same shape, other values: another oracle.heads, "
+                                       "hierarchical_context_parallel_sizes or head counts selects other global heads)"),
+                     few ? "write the dump again with 'hcpsim verify --dump', or run without --reference"
+                         : "use a dump of this scenario with the same overrides, or run without --reference");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/fnv_hash.hpp"
 #include "hcpsim/core/thd_layout.hpp"
 #include "hdf5_file.hpp"
 
@@ -32,6 +33,34 @@ const HostTensor* output_slot(const AttentionOutputs& o, size_t i) {
 }
 
 std::string rank_name(size_t g) { return "rank" + std::to_string(g); }
+
+/// fnv1a64 of a tensor's shape [b, s, h, w] and its values' bytes (the same bits give the same digest).
+uint64_t tensor_digest(const HostTensor& t) {
+  const int64_t shape[] = {t.batch(), t.rows(), t.heads(), t.width()};
+  uint64_t h = fnv1a64(reinterpret_cast<const unsigned char*>(shape), sizeof shape);
+  return fnv1a64(reinterpret_cast<const unsigned char*>(t.data()), static_cast<size_t>(t.elements()) * sizeof(double),
+                 h);
+}
+
+/// /meta/reference_digest: "out=<16 hex> lse=<16 hex> dq=… dk=… dv=…", the tensor_digest of each /reference
+/// tensor as written (lse in its in-memory [b, s, h, 1] form).
+std::string reference_digest_text(const AttentionOutputs& r) {
+  std::string text;
+  for (size_t i = 0; i < 5; ++i) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tensor_digest(*output_slot(r, i))));
+    text += std::string(text.empty() ? "" : " ") + kTensorNames[i] + "=" + hex;
+  }
+  return text;
+}
+
+/// The recorded digest of /reference tensor `name` in a reference_digest text, or "" if it has none.
+std::string recorded_digest(const std::string& text, const std::string& name) {
+  const std::string key = name + "=";
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1))
+    if (at == 0 || text[at - 1] == ' ') return text.substr(at + key.size(), 16);
+  return "";
+}
 
 /// The ThdDumpLayout datasets under /meta (nothing for a layout without packed sequences).
 void write_thd_layout(hdf5::Writer& w, hid_t meta, const ThdDumpLayout& thd) {
@@ -65,7 +94,9 @@ void write_dump(const std::string& path, const DumpContents& c, const std::vecto
     w.omit = omit;
     const bool f64 = c.dtype == Dtype::fp64;
     const hid_t meta = w.group("/meta");
-    for (const auto& [k, v] : c.meta_text) w.attr(meta, k, v);
+    for (const auto& [k, v] : c.meta_text)
+      if (k != "reference_digest") w.attr(meta, k, v);
+    w.attr(meta, "reference_digest", reference_digest_text(c.reference));  // of what is written now
     for (const auto& [k, v] : c.meta_number)
       if (!(c.seed && k == "seed")) w.attr(meta, k, v);
     if (c.seed) w.attr_u64(meta, "seed", *c.seed);
@@ -104,7 +135,8 @@ using hdf5::read_lse;
 constexpr const char* kMetaTextNames[] = {"scenario_yaml",  "scenario_digest", "overrides",      "dtype",
                                           "backend",        "hcpsim_version",  "compiler",       "x86_level",
                                           "cuda",           "attn_mask_type",  "qkv_format",     "cp_comm_type",
-                                          "input_distribution", "inject", "gpu_backend", "device"};
+                                          "input_distribution", "inject", "gpu_backend", "device",
+                                          "reference_digest"};
 constexpr const char* kMetaNumberNames[] = {"seed", "a2a_size", "p2p_size", "causal", "softmax_scale",
                                             "pad_between_seqs"};
 void read_attributes(hid_t file, const std::string& path, DumpContents& c) {
@@ -187,8 +219,21 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
                             "shard' goes through 'hcpsim gather' first), or compare without '") +
                     kMetricNames[i] + "' (--tensors " + others + ")");
       }
-    if (with_reference)
-      *output_slot(c.reference, i) = i == 1 ? read_lse(file.get(), path, r) : read_bshd(file.get(), path, r);
+    if (with_reference) {
+      HostTensor& t = *output_slot(c.reference, i);
+      t = i == 1 ? read_lse(file.get(), path, r) : read_bshd(file.get(), path, r);
+      const auto recorded = c.meta_text.find("reference_digest");
+      if (recorded != c.meta_text.end()) {
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tensor_digest(t)));
+        if (recorded_digest(recorded->second, kTensorNames[i]) != hex)
+          io_fail(path,
+                  r + " is not what was written: its values differ from the digest in /meta/reference_digest (the "
+                      "file was edited or damaged after 'hcpsim verify --dump' wrote it)",
+                  "write the dump again with 'hcpsim verify --dump'; if you replaced /reference on purpose, delete "
+                  "the attribute /meta/reference_digest");
+      }
+    }
     *output_slot(c.hcp, i) = i == 1 ? read_lse(file.get(), path, h) : read_bshd(file.get(), path, h);
   }
   // Shape consistency: every tensor of the same problem.

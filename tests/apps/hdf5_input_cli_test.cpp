@@ -351,3 +351,67 @@ TEST_CASE("apps: a dump whose /hcp or /meta is a dataset, not a group, is named 
     require_refused(path, std::string(group) + " is not a group");
   }
 }
+
+TEST_CASE("apps: a dump whose /reference was edited after it was written is refused, not judged against", "[apps][hdf5]") {
+  // One value of /reference/out changed (0.74 → 99): verify --reference measured its non-CP baseline against the
+  // same wrong reference, the fp32 tolerance (2 × baseline) grew with it, and the run printed PASS.
+  const std::string path = (work_dir() / "edited_reference.h5").string();
+  fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
+  {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(file >= 0);
+    const hid_t ds = H5Dopen2(file, "/reference/out", H5P_DEFAULT);
+    REQUIRE(ds >= 0);
+    const hid_t space = H5Dget_space(ds);
+    std::vector<double> v(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+    REQUIRE(H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+    v[0] = 99.0;
+    REQUIRE(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+    H5Sclose(space);
+    H5Dclose(ds);
+    REQUIRE(H5Fclose(file) >= 0);
+  }
+  const std::string verify = "verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 --reference ";
+  auto r = run_hcpsim(verify + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find("/reference/out is not what was written") != std::string::npos);
+  CHECK(r.output.find("PASS") == std::string::npos);
+  r = run_hcpsim("compare " + path + " " + good_dump());
+  CHECK(r.exit_code == 2);
+  // The untouched dump is accepted; a user who replaces /reference on purpose deletes the digest, as the fix says.
+  r = run_hcpsim(verify + good_dump());
+  CHECK(r.exit_code == 0);
+  {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(file >= 0);
+    REQUIRE(H5Adelete_by_name(file, "/meta", "reference_digest", H5P_DEFAULT) >= 0);
+    REQUIRE(H5Fclose(file) >= 0);
+  }
+  r = run_hcpsim("compare " + path + " " + good_dump());
+  CHECK(r.exit_code != 2);
+}
+
+TEST_CASE("apps: verify --reference names one edited input value as an edit, not as other heads", "[apps][hdf5]") {
+  const std::string path = (work_dir() / "edited_input.h5").string();
+  fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
+  {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(file >= 0);
+    const hid_t ds = H5Dopen2(file, "/inputs/do", H5P_DEFAULT);
+    REQUIRE(ds >= 0);
+    const hid_t space = H5Dget_space(ds);
+    std::vector<double> v(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+    REQUIRE(H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+    v[5] = 0.125;
+    REQUIRE(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0);
+    H5Sclose(space);
+    H5Dclose(ds);
+    REQUIRE(H5Fclose(file) >= 0);
+  }
+  const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 --reference " + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find("/inputs/do is not what this scenario generates: 1 of its") != std::string::npos);
+  CHECK(r.output.find("(the first at flat index 5), so the file was edited or damaged") != std::string::npos);
+}

@@ -5,7 +5,10 @@
 ///   /meta       attributes: scenario_yaml (the effective scenario), scenario_digest, overrides (a JSON array),
 ///               seed, hcpsim_version, compiler, x86_level, cuda (provenance, io/provenance.hpp); dtype, backend,
 ///               attn_mask_type, qkv_format, cp_comm_type, a2a_size, p2p_size, softmax_scale, causal,
-///               input_distribution, inject (the run); dense attribute storage, so any scenario size fits
+///               input_distribution, inject (the run); reference_digest ("out=<16 hex> lse=… dq=… dk=… dv=…",
+///               FNV-1a 64 of each /reference tensor's shape and float64 values, written by write_dump; read_dump
+///               refuses a /reference tensor that no longer matches it); dense attribute storage, so any scenario
+///               size fits
 ///   /inputs     q, k, v, do              [b, s, h, d] (bshd)
 ///   /reference  out, lse, dq, dk, dv     float64; lse is [b, h, s]
 ///   /hcp        out, lse, dq, dk, dv     the run's gathered results, global sequence order
