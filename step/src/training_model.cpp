@@ -135,7 +135,10 @@ RecomputePlan recompute_plan(const Scenario& s, int64_t stage_layers) {
       r.recomputed_layers += n;
       r.saved_inputs += n;
       r.full_layers += c - n;
-      if (n > 0) r.working_layers = 1;
+      // Backward runs the chunk's last layers first and frees their activations before it recomputes the
+      // first checkpointed layer, so that layer rebuilds its activations in memory the whole layers held: it
+      // adds a working layer only where the chunk keeps no layer whole (n = c).
+      if (n > 0 && n == c) r.working_layers = 1;
     } else {
       const int64_t n = std::max<int64_t>(1, t.recompute_num_layers.value_or(1));
       r.recomputed_layers += c;

@@ -49,16 +49,22 @@ TEST_CASE("step: partial recompute memory equals the closed form per method and 
         2 * kInput + 2 * kFull);
   CHECK(memory_per_gpu(small({full, "training.recompute_num_layers=4"}), 4, 1, 0).activations_bytes ==
         1 * kInput + 4 * kFull);
-  // block N = 1: the first layer checkpointed, the other three keep everything; one layer rebuilt at a time.
+  // block N = 1: the first layer checkpointed, the other three keep everything. Backward frees those three before
+  // it recomputes the first layer, whose rebuilt activations then take their place: no extra working layer (it
+  // was counted once more, so that N = 15 of 16 layers needed more memory than N = 16).
   const std::string block = "training.recompute_method=block";
   CHECK(memory_per_gpu(small({full, block, "training.recompute_num_layers=1"}), 4, 1, 0).activations_bytes ==
-        1 * kInput + 3 * kFull + 1 * kFull);
+        1 * kInput + 3 * kFull);
   CHECK(memory_per_gpu(small({full, block, "training.recompute_num_layers=3"}), 4, 1, 0).activations_bytes ==
-        3 * kInput + 1 * kFull + 1 * kFull);
+        3 * kInput + 1 * kFull);
+  // block N = L: every layer checkpointed, nothing whole to free: one layer rebuilt at a time on top of the inputs.
+  CHECK(memory_per_gpu(small({full, block, "training.recompute_num_layers=4"}), 4, 1, 0).activations_bytes ==
+        4 * kInput + 1 * kFull);
   // block N = 0 recomputes nothing: the memory of no recompute.
   CHECK(memory_per_gpu(small({full, block, "training.recompute_num_layers=0"}), 4, 1, 0).activations_bytes ==
         4 * kFull);
-  // recompute_plan per chunk: PP 2 × V 2 over 8 layers = 2 chunks of 2 layers per stage; block N = 1 → 2 layers.
+  // recompute_plan per chunk: PP 2 × V 2 over 8 layers = 2 chunks of 2 layers per stage; block N = 1 → 2 layers,
+  // each chunk keeping one whole (no working layer); N = 2 checkpoints whole chunks (one working layer).
   const Scenario v2 = small({full, block, "training.recompute_num_layers=1", "model.num_layers=8",
                              "parallel.pipeline_model_parallel_size=2", "parallel.virtual_pipeline_model_parallel_size=2",
                              "parallel.context_parallel_size=1"});
@@ -66,7 +72,15 @@ TEST_CASE("step: partial recompute memory equals the closed form per method and 
   CHECK(p.recomputed_layers == 2);
   CHECK(p.saved_inputs == 2);
   CHECK(p.full_layers == 2);
-  CHECK(p.working_layers == 1);
+  CHECK(p.working_layers == 0);
+  const RecomputePlan p2 = recompute_plan(small({full, block, "training.recompute_num_layers=2", "model.num_layers=8",
+                                                 "parallel.pipeline_model_parallel_size=2",
+                                                 "parallel.virtual_pipeline_model_parallel_size=2",
+                                                 "parallel.context_parallel_size=1"}),
+                                          4);
+  CHECK(p2.saved_inputs == 4);
+  CHECK(p2.full_layers == 0);
+  CHECK(p2.working_layers == 1);
 }
 
 TEST_CASE("step: block recompute reruns the forward of N layers per stage, uniform of every layer",

@@ -106,12 +106,15 @@ double activation_bytes_per_layer(const Scenario& scenario);
 /// more), per micro-batch. Source: Megatron-LM megatron/core/transformer/transformer_block.py
 /// _checkpointed_forward: uniform = each chunk's layers in groups of N = recompute_num_layers, the group input
 /// saved and the whole group rerun in backward (its N layers' activations live at once); block = the first N
-/// layers of each chunk checkpointed one by one, the others keep their activations.
+/// layers of each chunk checkpointed one by one, the others keep their activations (backward frees those before it
+/// recomputes the first checkpointed layer, so a recomputed layer is a working layer only in a chunk that keeps
+/// no layer whole).
 struct RecomputePlan {
   int64_t recomputed_layers = 0;  ///< layers whose forward runs again in backward
   int64_t saved_inputs = 0;       ///< checkpoint inputs kept (t·h·e each, /TP with SP)
   int64_t full_layers = 0;        ///< layers keeping all their activations
-  int64_t working_layers = 0;     ///< layers whose full activations are rebuilt at once during backward
+  int64_t working_layers = 0;     ///< layers whose full activations are rebuilt at once during backward, beyond
+                                  ///< what the micro-batch's stored activations already held
 };
 /// none / selective: nothing recomputed (full_layers = stage_layers).
 RecomputePlan recompute_plan(const Scenario& scenario, int64_t stage_layers);
