@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/core/fnv_hash.hpp"
 #include "hcpsim/core/thd_layout.hpp"
@@ -296,6 +299,33 @@ DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, doubl
                      "its /inputs differ from those of '" + a_path + "' (not the same problem)",
                      "dump both runs from the same scenario, seed, dtype and oracle.heads, or copy /inputs of the "
                      "first file into your own");
+  // Equal inputs do not make the same problem: the mask, the scale and the packed sequences decide the outputs
+  // too. Compared where both files record them (a framework's own dump may record none).
+  auto differs = [&](const std::string& what, const std::string& av, const std::string& bv) {
+    throw InputError(SourceLoc{b_path, 0, 0, {}}, "",
+                     fmt::format("its {} is {}, that of '{}' is {} (not the same problem: equal /inputs, other "
+                                 "attention)",
+                                 what, bv, a_path, av),
+                     "dump both runs from the same scenario (mask, kv_channels / softmax scale, packed sequences)");
+  };
+  for (const char* key : {"attn_mask_type", "qkv_format"}) {
+    const auto x = a.meta_text.find(key), y = b.meta_text.find(key);
+    if (x != a.meta_text.end() && y != b.meta_text.end() && x->second != y->second)
+      differs(std::string("/meta/") + key, x->second, y->second);
+  }
+  for (const char* key : {"causal", "softmax_scale"}) {
+    const auto x = a.meta_number.find(key), y = b.meta_number.find(key);
+    if (x != a.meta_number.end() && y != b.meta_number.end() &&
+        std::abs(x->second - y->second) > 1e-12 * std::max(std::abs(x->second), std::abs(y->second)))
+      differs(std::string("/meta/") + key, fmt::format("{:.17g}", x->second), fmt::format("{:.17g}", y->second));
+  }
+  auto join_ints = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+  if (!a.thd.empty() && !b.thd.empty()) {
+    if (a.thd.cu_seqlens != b.thd.cu_seqlens)
+      differs("/meta/cu_seqlens", join_ints(a.thd.cu_seqlens), join_ints(b.thd.cu_seqlens));
+    if (a.thd.cu_seqlens_padded != b.thd.cu_seqlens_padded)
+      differs("/meta/cu_seqlens_padded", join_ints(a.thd.cu_seqlens_padded), join_ints(b.thd.cu_seqlens_padded));
+  }
   DumpComparison r;
   r.rtol = rtol;
   r.atol = atol;

@@ -415,3 +415,19 @@ TEST_CASE("apps: verify --reference names one edited input value as an edit, not
   CHECK(r.output.find("/inputs/do is not what this scenario generates: 1 of its") != std::string::npos);
   CHECK(r.output.find("(the first at flat index 5), so the file was edited or damaged") != std::string::npos);
 }
+
+TEST_CASE("apps: compare refuses dumps of equal inputs but another mask (exit 2), it does not FAIL them", "[apps][hdf5]") {
+  // Causal against no_mask: the inputs are the same, so compare judged one against the other and printed FAIL
+  // with 10^5 elements outside tolerance (exit 1), where verify --reference refuses the pair.
+  const std::string path = (work_dir() / "no_mask.h5").string();
+  auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=64 model.attn_mask_type=no_mask "
+                      "--dump " + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_hcpsim("compare " + good_dump() + " " + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find("its /meta/attn_mask_type is no_mask, that of '" + good_dump() + "' is causal (not the same "
+                      "problem") != std::string::npos);
+  CHECK(r.output.find("FAIL") == std::string::npos);
+}

@@ -211,3 +211,35 @@ TEST_CASE("oracles: /meta counts, ranks and the seed are integers; a seed above 
   CHECK(o.seed == std::optional<uint64_t>(7));  // an integer attribute now, so exact too
   fs::remove_all(dir);
 }
+
+TEST_CASE("oracles: compare_dumps refuses equal inputs of another problem (packing, scale), naming what differs",
+          "[oracles][dump]") {
+  DumpContents a = small_dump(Dtype::fp64, 1);
+  a.meta_number["softmax_scale"] = 0.35;
+  auto refused = [&](const DumpContents& b) {
+    try {
+      (void)compare_dumps(a, b, 1e-10, 1e-10, "a.h5", "b.h5", {});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  DumpContents b = a;
+  REQUIRE(refused(b).empty());
+  b.meta_number["softmax_scale"] = 0.5;
+  CHECK(refused(b).find("its /meta/softmax_scale is 0.5, that of 'a.h5' is 0.34999999999999998 (not the same "
+                        "problem") != std::string::npos);
+  b = a;
+  DumpContents packed = a;
+  packed.thd.cu_seqlens = {0, 30, 64};
+  packed.thd.cu_seqlens_padded = {0, 32, 64};
+  b.thd.cu_seqlens = {0, 8, 64};
+  b.thd.cu_seqlens_padded = {0, 8, 64};
+  try {
+    (void)compare_dumps(packed, b, 1e-10, 1e-10, "a.h5", "b.h5", {});
+    FAIL("another packing was compared");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("its /meta/cu_seqlens is [0, 8, 64], that of 'a.h5' is [0, 30, 64]") !=
+          std::string::npos);
+  }
+}
