@@ -232,15 +232,24 @@ void check_packing_fault(const Schedule& schedule, FaultKind kind) {
     throw InputError(SourceLoc{}, "oracle.inject",
                      "fault injector tail_padding_blind changes nothing unless only the last sequence is padded",
                      "use a packing whose last sequence alone is not a multiple of 2*cp, or inject floor_cu_seqlens");
+  // Without a padded sequence, cu_seqlens // cp is exact and no row is all padding (a real row always sees its
+  // own key at ring step 0, so no merge of two empty lse rows happens).
+  if ((kind == FaultKind::floor_cu_seqlens || kind == FaultKind::unguarded_empty_merge) && !packing.has_padding())
+    throw InputError(SourceLoc{}, "oracle.inject",
+                     "fault injector " + to_string(kind) +
+                         " changes nothing when no sequence is padded (every length is a multiple of 2*cp)",
+                     "use a packing with a length that is not a multiple of 2*cp, e.g. "
+                     "model.packed_sequence_lengths=[7, 13]");
 }
 
-/// Refuses a ring fault on a schedule without a ring (P = 1: pure a2a, or CP 1), swapped_causal_sections without
+/// Refuses a ring fault (naive_lse_merge included) on a schedule without a ring (P = 1: pure a2a, or CP 1), swapped_causal_sections without
 /// a causal mask and strided_a2a_groups with one a2a group or A = 1: each would leave the schedule as it is, and a
 /// PASS would read as the bug being caught or absent.
 void check_fault_applies(const Schedule& schedule, FaultKind kind) {
   const int64_t ring = schedule.p2p_size;  // P: the ring's length (CP for plain p2p, 1 for pure a2a)
   const bool needs_ring = kind == FaultKind::swapped_causal_sections || kind == FaultKind::stale_kv_backward ||
-                          kind == FaultKind::dropped_lse_merge || kind == FaultKind::missing_dkv_hop;
+                          kind == FaultKind::dropped_lse_merge || kind == FaultKind::missing_dkv_hop ||
+                          kind == FaultKind::naive_lse_merge;  // the ring's steps are what the LSE merges join
   if (needs_ring && ring < 2)
     throw InputError(SourceLoc{}, "oracle.inject",
                      "fault injector " + to_string(kind) + " changes nothing without a p2p ring (cp_comm_type " +

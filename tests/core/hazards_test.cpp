@@ -88,7 +88,8 @@ TEST_CASE("hazards: every fault injector keeps the schedule hazard-free", "[core
       // Refused exactly where the fault has no place: a ring fault without a ring, strided groups with A = 1 or
       // one group (swapped sections also need causal, which these shapes are).
       const bool ring_fault = k == FaultKind::swapped_causal_sections || k == FaultKind::stale_kv_backward ||
-                              k == FaultKind::dropped_lse_merge || k == FaultKind::missing_dkv_hop;
+                              k == FaultKind::dropped_lse_merge || k == FaultKind::missing_dkv_hop ||
+                              k == FaultKind::naive_lse_merge;
       const bool refused = (ring_fault && P < 2) || (k == FaultKind::strided_a2a_groups && (A < 2 || P < 2));
       if (refused) {
         REQUIRE_THROWS_WITH(inject_fault(base, k), Catch::Contains("changes nothing"));

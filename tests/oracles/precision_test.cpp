@@ -186,7 +186,7 @@ TEST_CASE("oracles: injectors that would change nothing are refused; the naive m
   refused(build(2, 2, shape_for(2, 2, false, 4)), FaultKind::swapped_causal_sections,
           "fault injector swapped_causal_sections changes nothing without a causal mask");
   for (FaultKind k : {FaultKind::swapped_causal_sections, FaultKind::stale_kv_backward, FaultKind::dropped_lse_merge,
-                      FaultKind::missing_dkv_hop})
+                      FaultKind::missing_dkv_hop, FaultKind::naive_lse_merge})
     refused(build(4, 1, shape_for(4, 1, true, 4)), k, "changes nothing without a p2p ring");
   // the naive merge only breaks when logits exceed fp32 exp's range: with clamped_normal inputs it passes
   const AttentionShape shape = shape_for(2, 2, true, 4);

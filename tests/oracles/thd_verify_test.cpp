@@ -180,6 +180,19 @@ TEST_CASE("thd: the packed-sequence faults refuse what they cannot break", "[ora
     const Schedule s = build_thd(2, 2, thd_shape(lengths, 2, 2, true, true));
     REQUIRE_THROWS_AS(inject_fault(s, FaultKind::tail_padding_blind), InputError);
   }
+  // No sequence padded at all (every length a multiple of 2·cp = 8): cu_seqlens // cp is exact and no row is empty,
+  // so floor_cu_seqlens and unguarded_empty_merge printed PASS; refused, and accepted once a sequence is padded.
+  const Schedule unpadded = build_thd(2, 2, thd_shape({8, 16}, 2, 2, true, true));
+  const Schedule padded = build_thd(2, 2, thd_shape({5, 16}, 2, 2, true, true));
+  for (FaultKind k : {FaultKind::floor_cu_seqlens, FaultKind::unguarded_empty_merge}) {
+    try {
+      (void)inject_fault(unpadded, k);
+      FAIL("inject_fault accepted " << to_string(k) << " without padding");
+    } catch (const InputError& e) {
+      CHECK(std::string(e.what()).find("changes nothing when no sequence is padded") != std::string::npos);
+    }
+    CHECK_NOTHROW(inject_fault(padded, k));
+  }
   REQUIRE_FALSE(fault_needs_packing(FaultKind::stale_kv_backward));
 }
 
