@@ -89,9 +89,13 @@ class VerifyRunner {
 
   /// No comm type failed (each passed or was precision_limited): exit 0.
   [[nodiscard]] bool all_pass() const { return all_pass_; }
-  /// "fail" if one failed, else "precision_limited" if one was, else "pass".
+  /// "fail" if one failed, else "precision_limited" if one was, else "report" if every run was a measurement
+  /// (bf16_accumulation), else "pass".
   [[nodiscard]] std::string result() const {
-    return !all_pass_ ? "fail" : (any_precision_limited_ ? "precision_limited" : "pass");
+    return !all_pass_               ? "fail"
+           : any_precision_limited_ ? "precision_limited"
+           : any_judged_            ? "pass"
+                                    : "report";
   }
   [[nodiscard]] const nlohmann::json& runs() const { return json_runs_; }
 
@@ -106,6 +110,7 @@ class VerifyRunner {
   std::shared_ptr<GpuRunRecord> gpu_record_;  ///< the measurements of the latest GPU run
   ProgressReporter* progress_ = nullptr;  ///< the display of the comm type being verified (runner_for reads it)
   bool dumped_ = false, measured_written_ = false, all_pass_ = true, any_precision_limited_ = false;
+  bool any_judged_ = false;  ///< some comm type got a verdict (not only a bf16_accumulation report)
   nlohmann::json json_runs_ = nlohmann::json::array();
 };
 
@@ -239,6 +244,7 @@ void VerifyRunner::verify(CpCommType t) {
   }
   write_dump_once(t, layout, sel, run);
   all_pass_ = all_pass_ && v.verdict != VerifyVerdict::fail;
+  any_judged_ = true;
   any_precision_limited_ = any_precision_limited_ || v.verdict == VerifyVerdict::precision_limited;
 }
 
@@ -254,6 +260,14 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
       std::any_of(types.begin(), types.end(), [](CpCommType t) { return !cp_variant(t).takes_faults; }))
     throw InputError(s.loc("parallel.cp_comm_type"), "--inject", "fault injectors need a p2p, a2a or a2a+p2p schedule",
                      "drop --inject or use parallel.cp_comm_type=a2a+p2p");
+  if (setup.fault == FaultKind::bf16_accumulation)
+    for (const auto& [path, option] : {std::pair{args.dump_path, "--dump"}, std::pair{args.trace_path, "--trace"},
+                                       std::pair{args.ops_csv_path, "--ops-csv"}})
+      if (!path.empty())
+        throw InputError(SourceLoc{}, option,
+                         "bf16_accumulation measures how the dQ/dK/dV error grows over P = 1, 2, 4, 8 and runs no "
+                         "single schedule whose results could be written there",
+                         fmt::format("drop {}, or verify without --inject to write a run's {}", option, option));
   check_requested_outputs({{args.json_path, "--json", "JSON summary"},
                            {args.dump_path, "--dump", "dump"},
                            {args.trace_path, "--trace", "trace"},

@@ -1,5 +1,7 @@
 // `hcpsim verify` verdicts as a user sees them: precision_limited (exit 0, with evidence) for inputs that exceed
 // the precision on a correct schedule, exit 1 for every must-fail fault, and non-finite values shown as such.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -171,4 +173,26 @@ TEST_CASE("apps: replay checks expect verify result precision_limited and reject
   REQUIRE(r.exit_code == 1);
   REQUIRE(r.output.find("expect.verify.max_rel_l2.dq: golden .nan (non-finite), actual") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("apps: bf16_accumulation refuses --dump before work and reports result 'report' in JSON", "[apps]") {
+  // It measures error growth over P = 1..8 and runs no single schedule: --dump was dropped without a word and the
+  // JSON said "result": "pass" next to the text's REPORT.
+  const std::string base = kScenario + "model.seq_length=128 --inject bf16_accumulation";
+  auto r = run_hcpsim(base + " --dump /tmp/hcpsim_bf16_accumulation_never_written.h5");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find("--dump: bf16_accumulation measures how the dQ/dK/dV error grows") != std::string::npos);
+  CHECK(r.output.find("REPORT") == std::string::npos);  // refused before the work
+  CHECK_FALSE(std::filesystem::exists("/tmp/hcpsim_bf16_accumulation_never_written.h5"));
+  const std::string json = (std::filesystem::temp_directory_path() /
+                            ("hcpsim_bf16_report_" + std::to_string(::getpid()) + ".json")).string();
+  r = run_hcpsim(base + " --json " + json);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(j.at("result") == "report");
+  CHECK(j.at("pass") == false);
+  std::filesystem::remove(json);
 }
