@@ -147,7 +147,7 @@ void fill_rank_meta(RankFile& f, const DumpContents& d, const Schedule& s, int64
 
 int cmd_shard(const ShardArgs& a) {
   const DumpContents d = read_dump_isolated(a.dump);
-  check_requested_outputs({{a.output, "-o", "rank file"}});
+  check_requested_outputs({{a.output, "-o", "rank file", true}});
   const Schedule s = dump_schedule(d, a.dump);
   const auto cp = static_cast<int64_t>(s.ranks.size());
   if (a.cp_rank < 0 || a.cp_rank >= cp)
@@ -276,8 +276,8 @@ int cmd_gather(const GatherArgs& a) {
   if (with_lse != 0 && !lse)
     throw InputError(SourceLoc{}, "RANKFILES", "only some rank files hold /outputs/lse",
                      "write softmax_lse for every rank, or for none (then compare --tensors out,dq,dk,dv)");
-  check_requested_outputs({{a.output, "-o", "dump"}});
-  write_dump(a.output, g, lse ? std::vector<std::string>{} : std::vector<std::string>{"/hcp/lse"});
+  check_requested_outputs({{a.output, "-o", "dump", true}});
+  write_dump(a.output, g, lse ? std::vector<std::string>{} : std::vector<std::string>{"/hcp/lse"}, "-o");
   fmt::print("gather {} rank files of {} ({} [A={}, P={}]) -> {} (/hcp: out, {}dq, dk, dv)\n", a.ranks.size(), a.dump,
              to_string(s.cp_comm_type), s.a2a_size, s.p2p_size, a.output, lse ? "lse, " : "");
   if (!lse) fmt::print("  no softmax_lse given: compare with --tensors out,dq,dk,dv\n");

@@ -269,7 +269,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
                          "single schedule whose results could be written there",
                          fmt::format("drop {}, or verify without --inject to write a run's {}", option, option));
   check_requested_outputs({{args.json_path, "--json", "JSON summary"},
-                           {args.dump_path, "--dump", "dump"},
+                           {args.dump_path, "--dump", "dump", true},
                            {args.trace_path, "--trace", "trace"},
                            {args.ops_csv_path, "--ops-csv", "per-op CSV"}});
   print_header(s);

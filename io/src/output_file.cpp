@@ -196,8 +196,16 @@ void check_requested_outputs(const std::vector<RequestedOutput>& outputs) {
     const OutputTarget t = classify_output(o.path);
     if (t.kind == OutputKind::refused)
       throw InputError(located_at(o.path), o.option, "will not write " + o.what + " to '" + o.path + "': " + t.reason,
-                       "give the path of a regular file (or /dev/null, /dev/stdout)");
-    if (t.kind == OutputKind::character_device || t.kind == OutputKind::fifo) continue;
+                       o.regular_file_only ? "give the path of a regular file"
+                                           : "give the path of a regular file (or /dev/null, /dev/stdout)");
+    if (t.kind == OutputKind::character_device || t.kind == OutputKind::fifo) {
+      if (o.regular_file_only)
+        throw InputError(located_at(o.path), o.option,
+                         "will not write the " + o.what + " to '" + o.path + "' (" + to_string(t.kind) +
+                             "): an HDF5 " + o.what + " is a regular file, written with seeks",
+                         "give the path of a regular file");
+      continue;
+    }
     refuse_if_input(o.path, o.what, o.option);
     for (const RequestedOutput* other : files) {
       std::error_code e1, e2, e3;

@@ -92,8 +92,9 @@ ThdDumpLayout thd_dump_layout(const PackedSequences& packing, int64_t a2a_size, 
   return thd;
 }
 
-void write_dump(const std::string& path, const DumpContents& c, const std::vector<std::string>& omit) {
-  hdf5::write_file(path, "dump", "--dump", [&](hdf5::Writer& w) {
+void write_dump(const std::string& path, const DumpContents& c, const std::vector<std::string>& omit,
+                const std::string& option) {
+  hdf5::write_file(path, "dump", option, [&](hdf5::Writer& w) {
     w.omit = omit;
     const bool f64 = c.dtype == Dtype::fp64;
     const hid_t meta = w.group("/meta");

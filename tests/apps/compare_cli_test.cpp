@@ -268,6 +268,22 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
     REQUIRE(r.exit_code == 2);
     REQUIRE(r.output.find(inputs_only + ": this is a rank file of 'hcpsim shard'") != std::string::npos);
   }
+  // HDF5 outputs are regular files: a device is refused before any work, by the option that named it (verify ran
+  // the whole check and printed PASS first; gather's message named --dump).
+  const std::string all_ranks = " " + (dir / "rank0.h5").string() + " " + (dir / "rank1.h5").string() + " " +
+                                (dir / "rank2.h5").string() + " " + (dir / "rank3.h5").string();
+  for (const auto& [cmd, option] :
+       {std::pair{std::string("verify scenarios/ci/hcp_2x2_causal_gqa.yaml model.seq_length=64 --dump /dev/null"),
+                  std::string("--dump")},
+        std::pair{"shard " + dump + " --cp-rank 0 -o /dev/null", std::string("-o")},
+        std::pair{"gather " + dump + all_ranks + " -o /dev/null", std::string("-o")}}) {
+    r = run_hcpsim(cmd);
+    INFO(cmd << "\n" << r.output);
+    REQUIRE(r.exit_code == 2);
+    CHECK(r.output.find("/dev/null: " + option + ": will not write the ") != std::string::npos);
+    CHECK(r.output.find("(a character device): an HDF5 ") != std::string::npos);
+    CHECK(r.output.find("result:") == std::string::npos);
+  }
   r = run_hcpsim("shard " + dump + " --cp-rank 4 -o " + inputs_only);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);

@@ -39,13 +39,17 @@ struct RequestedOutput {
   std::string path;
   std::string option;
   std::string what;
+  /// True for outputs that must be regular files (HDF5 files, which are written with seeks): a character device
+  /// or FIFO (/dev/null, /dev/stdout) is then refused here, before the work, not when the file is written.
+  bool regular_file_only = false;
 };
 
 /// The checks a command runs on all its outputs before any work, so that a bad path costs nothing: each
 /// non-empty path's directory exists, the path is not refused (classify_output: a directory, a dangling
 /// symlink, a socket), it is not one of the command's inputs read so far (refuse_if_input), and no two outputs
 /// name the same file (by path, or by device and inode when both exist), which would otherwise leave only the one
-/// written last. Character devices and FIFOs (/dev/null) may be named by several outputs.
+/// written last. Character devices and FIFOs (/dev/null) may be named by several outputs, except by a
+/// regular_file_only output.
 /// @throws InputError located at the offending path, keyed by its option, with a fix.
 void check_requested_outputs(const std::vector<RequestedOutput>& outputs);
 

@@ -68,8 +68,10 @@ struct DumpContents {
 /// Writes `contents` to `path` (temporary name + rename). On any failure the temporary file is removed and
 /// nothing exists under `path` that was not there before.
 /// @param omit  absolute dataset paths to leave out (e.g. "/hcp/dq"): partial files for tests of the reader.
-/// @throws InputError (key "--dump") when the file cannot be created or written.
-void write_dump(const std::string& path, const DumpContents& contents, const std::vector<std::string>& omit = {});
+/// @param option  the command's option that named `path` ("--dump", gather's "-o"), for messages.
+/// @throws InputError (key `option`) when the file cannot be created or written.
+void write_dump(const std::string& path, const DumpContents& contents, const std::vector<std::string>& omit = {},
+                const std::string& option = "--dump");
 
 /// The output tensors of a dump by the names `compare --tensors` takes: out, softmax_lse, dq, dk, dv (the
 /// datasets of softmax_lse are named "lse").
