@@ -1,5 +1,7 @@
 // compare, shard and gather as a user runs them, and the provenance every output carries: the built binary on dumps
 // the tests make themselves.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -268,22 +270,6 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
     REQUIRE(r.exit_code == 2);
     REQUIRE(r.output.find(inputs_only + ": this is a rank file of 'hcpsim shard'") != std::string::npos);
   }
-  // HDF5 outputs are regular files: a device is refused before any work, by the option that named it (verify ran
-  // the whole check and printed PASS first; gather's message named --dump).
-  const std::string all_ranks = " " + (dir / "rank0.h5").string() + " " + (dir / "rank1.h5").string() + " " +
-                                (dir / "rank2.h5").string() + " " + (dir / "rank3.h5").string();
-  for (const auto& [cmd, option] :
-       {std::pair{std::string("verify scenarios/ci/hcp_2x2_causal_gqa.yaml model.seq_length=64 --dump /dev/null"),
-                  std::string("--dump")},
-        std::pair{"shard " + dump + " --cp-rank 0 -o /dev/null", std::string("-o")},
-        std::pair{"gather " + dump + all_ranks + " -o /dev/null", std::string("-o")}}) {
-    r = run_hcpsim(cmd);
-    INFO(cmd << "\n" << r.output);
-    REQUIRE(r.exit_code == 2);
-    CHECK(r.output.find("/dev/null: " + option + ": will not write the ") != std::string::npos);
-    CHECK(r.output.find("(a character device): an HDF5 ") != std::string::npos);
-    CHECK(r.output.find("result:") == std::string::npos);
-  }
   r = run_hcpsim("shard " + dump + " --cp-rank 4 -o " + inputs_only);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);
@@ -361,5 +347,34 @@ TEST_CASE("apps: a rank file keeps the dump's seed exactly, above 2^53 too", "[a
     ranks += " " + p;
   }
   CHECK(run_hcpsim("gather " + dump + ranks + " -o " + (dir / "g.h5").string()).exit_code == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: HDF5 outputs refuse a device before any work, named by their own option", "[apps]") {
+  // verify ran the whole check and printed PASS before refusing /dev/null; gather's message named --dump.
+  const fs::path dir = fs::temp_directory_path() / ("hcpsim_hdf5_device_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string dump = (dir / "dump.h5").string();
+  auto r = run_hcpsim("verify scenarios/ci/hcp_2x2_causal_gqa.yaml model.seq_length=64 --dump " + dump);
+  REQUIRE(r.exit_code == 0);
+  std::string all_ranks;
+  for (int g = 0; g < 4; ++g) {
+    const std::string rank = (dir / ("rank" + std::to_string(g) + ".h5")).string();
+    r = run_hcpsim("shard " + dump + " --cp-rank " + std::to_string(g) + " --outputs -o " + rank);
+    REQUIRE(r.exit_code == 0);
+    all_ranks += " " + rank;
+  }
+  for (const auto& [cmd, option] :
+       {std::pair{std::string("verify scenarios/ci/hcp_2x2_causal_gqa.yaml model.seq_length=64 --dump /dev/null"),
+                  std::string("--dump")},
+        std::pair{"shard " + dump + " --cp-rank 0 -o /dev/null", std::string("-o")},
+        std::pair{"gather " + dump + all_ranks + " -o /dev/null", std::string("-o")}}) {
+    r = run_hcpsim(cmd);
+    INFO(cmd << "\n" << r.output);
+    REQUIRE(r.exit_code == 2);
+    CHECK(r.output.find("/dev/null: " + option + ": will not write the ") != std::string::npos);
+    CHECK(r.output.find("(a character device): an HDF5 ") != std::string::npos);
+    CHECK(r.output.find("result:") == std::string::npos);
+  }
   fs::remove_all(dir);
 }
