@@ -281,6 +281,7 @@ std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
   auto m = [&](const std::string& name, double x, double y) { rows.push_back({"memory", "memory: " + name, "GB", x, y}); };
   m("total", sa.memory.total_bytes, sb.memory.total_bytes);
   m("weights", sa.memory.weights_bytes, sb.memory.weights_bytes);
+  m("FP8 weight copies", sa.memory.fp8_weight_copies_bytes, sb.memory.fp8_weight_copies_bytes);
   m("gradients", sa.memory.gradients_bytes, sb.memory.gradients_bytes);
   m("optimizer", sa.memory.optimizer_bytes, sb.memory.optimizer_bytes);
   m("activations", sa.memory.activations_bytes, sb.memory.activations_bytes);
