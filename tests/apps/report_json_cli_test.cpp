@@ -55,7 +55,7 @@ TEST_CASE("apps: diff --json holds both sides and every compared quantity in SI 
   REQUIRE(j.at("compared") == 30);  // memory rows include FP8 weight copies
   REQUIRE(j.at("changed") == 19);
   const auto& rows = j.at("rows");
-  REQUIRE(rows.size() == 29);
+  REQUIRE(rows.size() == 30);
   // Largest relative change first: the backward intra-node bytes, 4.38 GiB -> 10.38 GiB (+137.1%), in bytes.
   const auto& top = rows.at(0);
   REQUIRE(top.at("quantity") == "layer messages backward intra_node bytes");
