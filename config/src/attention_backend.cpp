@@ -1,6 +1,7 @@
 #include "hcpsim/config/attention_backend.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <utility>
 
 #include "hcpsim/config/scenario.hpp"
@@ -8,6 +9,22 @@
 #include "hcpsim/config/validation.hpp"
 
 namespace hcpsim {
+
+std::vector<int> parse_version(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (part.empty() || part.size() > 6) return {};
+    for (char ch : part)
+      if (ch < '0' || ch > '9') return {};
+    out.push_back(std::stoi(part));
+  }
+  if (out.size() < 2 || out.size() > 3) return {};
+  while (out.size() < 3) out.push_back(0);
+  return out;
+}
+
 namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }

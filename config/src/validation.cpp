@@ -16,21 +16,6 @@
 
 namespace hcpsim {
 
-std::vector<int> parse_version(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, '.')) {
-    if (part.empty() || part.size() > 6) return {};
-    for (char ch : part)
-      if (ch < '0' || ch > '9') return {};
-    out.push_back(std::stoi(part));
-  }
-  if (out.size() < 2 || out.size() > 3) return {};
-  while (out.size() < 3) out.push_back(0);
-  return out;
-}
-
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -155,14 +140,35 @@ class Validator {
   /// Whether the scenario with `change` applied validates (checked without suggestions of its own).
   template <typename Change>
   bool validates_with(Change change) const {
+    return why_not_with(change).empty();
+  }
+  /// Why the scenario with `change` applied does not validate ("key: problem"), or "" when it does.
+  template <typename Change>
+  std::string why_not_with(Change change) const {
     Scenario t = s_;
     change(t.parallel);
     try {
       (void)Validator(t, scope_, false).run();
-      return true;
-    } catch (const InputError&) {
-      return false;
+      return "";
+    } catch (const InputError& e) {
+      return e.key() + ": " + e.problem();
     }
+  }
+
+  /// When no [A, P] validates (suggest_sizes is empty): the first A in suggest_sizes' order that splits the heads
+  /// and what else stops it, so that the heads are not blamed for a limit they do not set; "" when no A splits them.
+  std::string sizes_blocked_elsewhere(int64_t h_tp, int64_t hkv_tp) const {
+    const int64_t cp = s_.parallel.context_parallel_size, tp = s_.parallel.tensor_model_parallel_size;
+    for (const bool in_node : {true, false})
+      for (int64_t a = cp - 1; a >= 2; --a) {
+        if (cp % a != 0 || (tp * a <= s_.cluster.gpus_per_node) != in_node || h_tp % a != 0 || hkv_tp % a != 0)
+          continue;
+        const int64_t p = cp / a;
+        const std::string why =
+            why_not_with([a, p](ParallelConfig& c) { c.hierarchical_context_parallel_sizes = std::vector<int64_t>{a, p}; });
+        return "[" + str(a) + ", " + str(p) + "] splits these heads but does not validate either (" + why + ")";
+      }
+    return "";
   }
 
   /// The scenario with context_parallel_size `cp` (and its hierarchical sizes) validates: a fix that suggests it
@@ -309,8 +315,10 @@ class Validator {
     std::string fix = row.head_split_fix(h_tp, hkv_tp);
     if (row.a2a_size_key == "parallel.hierarchical_context_parallel_sizes" && suggest_) {
       const std::string sizes = suggest_sizes();
-      const std::string note = sizes.empty() ? " (no [A, P] with A*P = " + str(cp) + " validates with these heads)"
-                                             : " (" + sizes.substr(2) + ")";
+      const std::string elsewhere = sizes.empty() ? sizes_blocked_elsewhere(h_tp, hkv_tp) : "";
+      const std::string note = !sizes.empty()     ? " (" + sizes.substr(2) + ")"
+                               : elsewhere.empty() ? " (no [A, P] with A*P = " + str(cp) + " validates with these heads)"
+                                                   : " (" + elsewhere + ")";
       // The sizes illustrate the A to choose: they go before the alternative ", or use p2p".
       const auto alt = fix.rfind(", or use ");
       fix.insert(alt == std::string::npos ? fix.size() : alt, note);

@@ -148,9 +148,20 @@ TEST_CASE("config: head-divisibility errors blame the head count that does not d
   CHECK(error_of(kOdd, {"model.num_attention_heads=12", "model.num_query_groups=3", "parallel.context_parallel_size=4",
                         "parallel.hierarchical_context_parallel_sizes=[2,2]"})
             .rfind("override 'model.num_query_groups=3': model.num_query_groups: heads per TP rank", 0) == 0);
-  // A = 3 would leave 3 KV heads per rank, odd for TE's FusedAttention, in sbhd: no split validates.
-  CHECK(msg.find("; fix: choose A dividing 3 (and 12) (no [A, P] with A*P = 6 validates with these heads), or use "
-                 "p2p") != std::string::npos);
+  // A = 3 would leave 3 KV heads per rank, odd for TE's FusedAttention, in sbhd: no split validates, and the fix
+  // says what stops the one that splits the heads.
+  CHECK(msg.find("; fix: choose A dividing 3 (and 12) ([3, 2] splits these heads but does not validate either "
+                 "(model.num_query_groups: no Transformer Engine attention backend can run cp_comm_type a2a+p2p") !=
+        std::string::npos);
+  CHECK(msg.find("), or use p2p") != std::string::npos);
+  // The helper's case: [2, 8] splits 8 q / 2 KV heads per TP rank; the cluster, not the heads, stops it.
+  const std::string nodes = error_of(kOdd, {"model.num_attention_heads=32", "model.num_query_groups=8",
+                                            "model.seq_length=128", "parallel.tensor_model_parallel_size=4",
+                                            "parallel.context_parallel_size=16",
+                                            "parallel.hierarchical_context_parallel_sizes=[4,4]", "cluster.nodes=4"});
+  INFO(nodes);
+  CHECK(nodes.find("([2, 8] splits these heads but does not validate either (parallel.data_parallel_size: "
+                   "TP*CP*DP*PP = 64 GPUs, but the cluster has 4 x 8 = 32)), or use p2p") != std::string::npos);
   // 24 q / 6 KV heads at [4, 2]: 6 KV heads do not split over 4; the fix names [2, 4], which validates.
   const std::vector<std::string> o = {"model.num_attention_heads=24", "model.num_query_groups=6",
                                       "model.seq_length=128", "parallel.context_parallel_size=8",

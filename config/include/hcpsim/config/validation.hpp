@@ -29,7 +29,8 @@ struct ValidationReport {
 /// @throws InputError naming the file:line:col of the key (or the override), the key and the fix.
 ValidationReport validate_scenario(const Scenario& scenario, ValidationScope scope);
 
-/// Parses "major.minor[.patch]" into a comparable triple; std::nullopt if malformed.
+/// Parses "major.minor[.patch]" into a comparable triple {major, minor, patch}; empty if malformed (a part not
+/// 1-6 digits, fewer than two or more than three parts). Defined with the attention-backend rules that use it.
 std::vector<int> parse_version(const std::string& text);
 
 }  // namespace hcpsim
