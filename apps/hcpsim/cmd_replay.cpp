@@ -52,7 +52,11 @@ std::vector<std::string> collect(const std::vector<std::string>& paths) {
     } else {
       SourceLoc l;
       l.file = p;
-      throw InputError(l, "", "no such file or directory", "give scenario files or folders that hold them");
+      const bool exists = fs::exists(fs::symlink_status(p, ec)) && !ec;
+      throw InputError(l, "",
+                       exists ? "not a regular file or a folder (a device, FIFO or socket is not a scenario)"
+                              : "no such file or directory",
+                       "give scenario files (.yaml) or folders that hold them");
     }
   }
   std::sort(files.begin(), files.end());
@@ -95,7 +99,10 @@ std::string without_location(const std::string& message, const std::string& name
   return message.compare(at, 2, ": ") == 0 ? message.substr(at + 2) : message;
 }
 
-Outcome replay_one(const std::string& path, int threads) {
+/// Replays one scenario file against its expect: block. With `record_all` (replay --update) a file without an
+/// expect: block also runs verify and simulate (each where the scenario can run it), so that the block --update
+/// writes holds every golden, not only validation's.
+Outcome replay_one(const std::string& path, int threads, bool record_all = false) {
   Outcome o;
   o.path = path;
   const std::string file_name = std::filesystem::path(path).filename().string();
@@ -129,6 +136,25 @@ Outcome replay_one(const std::string& path, int threads) {
     o.failures.push_back("no expect: block, so only validation was checked ('hcpsim replay --update' writes one)");
   }
   if (!valid) return o;
+  const bool all = record_all && !expect.present;
+  if (all) {
+    // A new golden block: each run the scenario allows (an oracle the scenario cannot run writes no verify golden).
+    try {
+      o.verify = replay_verify(s, threads);
+      o.ran_verify = true;
+      o.digest += "|verify:" + o.verify.digest;
+    } catch (const InputError& e) {
+      o.failures.push_back(fmt::format("no verify golden: {}", e.what()));
+    }
+    try {
+      o.simulate = replay_simulate(s);
+      o.ran_simulate = true;
+      o.digest += "|simulate:" + o.simulate.digest;
+    } catch (const InputError& e) {
+      o.failures.push_back(fmt::format("no simulate golden: {}", e.what()));
+    }
+    return o;
+  }
   if (expect.verify_result || !expect.verify_max_rel_l2.empty()) {
     o.ran_verify = true;
     o.verify = replay_verify(s, threads);
@@ -186,7 +212,7 @@ std::string expect_block(const Outcome& o, const ExpectSpec& old) {
   b += "  validate: {exit_code: 0}\n";
   if (o.ran_verify) {
     b += fmt::format("  verify: {{result: {}", o.verify.result);
-    if (!old.verify_max_rel_l2.empty()) {
+    if (!old.verify_max_rel_l2.empty() || !old.present) {  // a new block bounds every tensor
       b += ", max_rel_l2: {";
       bool first = true;
       for (const char* t : {"out", "lse", "dq", "dk", "dv"}) {
@@ -210,7 +236,7 @@ std::string expect_block(const Outcome& o, const ExpectSpec& old) {
   if (o.ran_simulate) {
     b += "  simulate:\n";
     for (const auto& [name, value] : o.simulate.values)
-      if (old.simulate.count(name)) b += fmt::format("    {}: {}\n", name, value);
+      if (old.simulate.count(name) || !old.present) b += fmt::format("    {}: {}\n", name, value);
   }
   return b;
 }
@@ -324,10 +350,10 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
       fmt::format("{} scenario{}{}", files.size(), files.size() == 1 ? "" : "s", twice ? ", each run twice" : ""), 0);
   for (const auto& f : files) {
     const auto case_start = Clock::now();
-    Outcome o = replay_one(f, threads);
+    Outcome o = replay_one(f, threads, update);
     if (twice) {
       // Second run with a different thread count: every output digest must be identical.
-      const Outcome again = replay_one(f, threads == 1 ? 2 : 1);
+      const Outcome again = replay_one(f, threads == 1 ? 2 : 1, update);
       if (again.digest != o.digest) {
         o.status = "FAIL";
         o.failures.push_back("determinism: the second run (other thread count) produced different outputs");
@@ -335,7 +361,10 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
     }
     if (update && update_file(o)) {
       ++n_updated;
-      fmt::print("updated {}\n", f);
+      fmt::print("updated {}{}\n", f,
+                 o.validate_exit_code != 0
+                     ? fmt::format(" (it does not validate: the golden records the error, exit {})", o.validate_exit_code)
+                     : "");
       o = replay_one(f, threads);
     }
     o.seconds = elapsed(case_start);

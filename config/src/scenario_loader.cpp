@@ -32,6 +32,36 @@ int edit_distance(const std::string& a, const std::string& b) {
 
 namespace {
 
+/// Refuses text that is not a YAML document: a NUL byte means a binary file (an HDF5 dump, an archive), which
+/// yaml-cpp would report as a syntax error quoting the raw byte (a NUL cut the message short).
+/// @throws InputError naming the file and the byte offset of the first NUL.
+void require_text(const std::string& text, const std::string& display_name) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string::npos) return;
+  SourceLoc l;
+  l.file = display_name;
+  throw InputError(l, "",
+                   "not a scenario: a binary file (a NUL byte at offset " + std::to_string(nul) +
+                       "; an HDF5 dump or another binary file?)",
+                   "give the scenario's YAML file (dumps are read by 'hcpsim compare' and 'hcpsim gather')");
+}
+
+/// yaml-cpp's message with control bytes and non-ASCII bytes written as \xNN, so that it prints whole.
+std::string printable(const std::string& msg) {
+  std::string out;
+  for (const unsigned char ch : msg) {
+    if (ch >= 0x20 && ch < 0x7f) {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(hex[ch >> 4]);
+      out.push_back(hex[ch & 15]);
+    }
+  }
+  return out;
+}
+
 /// Reads one scenario tree (overrides already applied) into `sc`, section by section.
 void read_scenario(YamlReader& r, const YAML::Node& root, Scenario& sc) {
   r.check_map(root, "", {"schema_version", "name", "model", "parallel", "cluster", "training", "oracle", "expect"});
@@ -82,7 +112,7 @@ Scenario load_from_node(YAML::Node root, const std::string& display_name, const 
     l.file = display_name;
     l.line = e.mark.line + 1;
     l.column = e.mark.column + 1;
-    throw InputError(l, "", "malformed YAML value (" + e.msg + ")", "check the syntax at that position");
+    throw InputError(l, "", "malformed YAML value (" + printable(e.msg) + ")", "check the syntax at that position");
   }
   if (sc.name.empty()) sc.name = std::filesystem::path(display_name).stem().string();
   return sc;
@@ -92,6 +122,7 @@ Scenario load_from_node(YAML::Node root, const std::string& display_name, const 
 
 Scenario load_scenario_text(const std::string& text, const std::string& display_name,
                             const std::vector<std::string>& overrides) {
+  require_text(text, display_name);
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -100,7 +131,7 @@ Scenario load_scenario_text(const std::string& text, const std::string& display_
     l.file = display_name;
     l.line = e.mark.line + 1;
     l.column = e.mark.column + 1;
-    throw InputError(l, "", "not valid YAML (" + e.msg + ")", "fix the syntax at that position");
+    throw InputError(l, "", "not valid YAML (" + printable(e.msg) + ")", "fix the syntax at that position");
   }
   check_unique_keys(root, display_name);
   return load_from_node(root, display_name, overrides);
@@ -110,6 +141,7 @@ ExpectSpec load_expect(const std::string& path) {
   const std::string text = read_input_file({path, "scenario file", kMaxScenarioBytes, false, "check the path"});
   SourceLoc l;
   l.file = path;
+  require_text(text, path);
   Scenario sc;
   sc.source_path = path;
   try {
@@ -119,7 +151,8 @@ ExpectSpec load_expect(const std::string& path) {
   } catch (const YAML::Exception& e) {
     l.line = e.mark.line + 1;
     l.column = e.mark.column + 1;
-    throw InputError(l, "expect", "not valid YAML (" + e.msg + ")", "fix the syntax at that position");
+    // The whole file does not parse: a syntax error anywhere, not one of the expect block.
+    throw InputError(l, "", "not valid YAML (" + printable(e.msg) + ")", "fix the syntax at that position");
   }
   return sc.expect;
 }

@@ -261,7 +261,7 @@ TEST_CASE("apps: replay reports a scenario without an expect block as skipped, a
           "[apps][replay]") {
   // It printed "pass" and JUnit skipped="0" though only validation was checked.
   const auto dir = scratch("no_expect");
-  const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/a2a_cp4_causal_gqa.yaml");
   const fs::path file = dir / "no_expect.yaml", junit = dir / "j.xml";
   std::ofstream(file, std::ios::binary) << text.substr(0, text.find("\nexpect:") + 1);
   REQUIRE(slurp(file).find("expect:") == std::string::npos);
@@ -275,7 +275,20 @@ TEST_CASE("apps: replay reports a scenario without an expect block as skipped, a
   r = hcpsim::test::run_hcpsim("replay --update " + file.string());
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(slurp(file).find("expect:\n  validate: {exit_code: 0}") != std::string::npos);
+  // Every golden, not only validation's (it wrote "validate: {exit_code: 0}" alone): the verdict with a bound on
+  // every tensor, and every simulate field with the values of the bundled file's block.
+  const std::string updated = slurp(file);
+  CHECK(updated.find("expect:\n  validate: {exit_code: 0}\n  verify: {result: pass, max_rel_l2: {out: ") !=
+        std::string::npos);
+  for (const char* t : {"lse: ", "dq: ", "dk: ", "dv: "}) CHECK(updated.find(t) != std::string::npos);
+  for (const char* golden : {"    total_ps: ", "    forward_ps: ", "    max_peak_memory_bytes: ",
+                             "    fwd_intra_node_messages: ", "    bwd_inter_node_bytes: 0\n"}) {
+    INFO(golden);
+    CHECK(updated.find(golden) != std::string::npos);
+  }
+  std::smatch bundled;
+  REQUIRE(std::regex_search(text, bundled, std::regex("total_ps: ([0-9]+)")));
+  CHECK(updated.find("    total_ps: " + bundled[1].str() + "\n") != std::string::npos);
   CHECK(hcpsim::test::run_hcpsim("replay " + file.string()).output.find("pass    ") != std::string::npos);
   fs::remove_all(dir);
 }
@@ -291,5 +304,42 @@ TEST_CASE("apps: replay refuses to verify a sliding window, as verify does", "[a
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("model.window_size: verify does not model sliding windows") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: replay names what a path is when it is not a scenario, and --update says a golden is an error",
+          "[apps][replay]") {
+  const auto dir = scratch("not_scenarios");
+  // A device: it said "no such file or directory".
+  auto r = hcpsim::test::run_hcpsim("replay /dev/null");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("error: /dev/null: not a regular file or a folder (a device, FIFO or socket is not a "
+                      "scenario)") != std::string::npos);
+  // A binary file (an HDF5 dump starts with a NUL at byte 0-7): the YAML error stopped at the raw byte, with no fix.
+  const fs::path binary = dir / "dump.yaml";
+  std::ofstream(binary, std::ios::binary) << std::string("\x89HDF\r\n\x1a\n\0\0\0\0", 12) << "\"\\q";
+  for (const std::string cmd : {"replay ", "validate "}) {
+    r = hcpsim::test::run_hcpsim(cmd + binary.string());
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("dump.yaml: not a scenario: a binary file (a NUL byte at offset 8; an HDF5 dump or another "
+                        "binary file?); fix: give the scenario's YAML file") != std::string::npos);
+  }
+  // A syntax error outside the expect block is the file's, not "expect:"'s.
+  const fs::path broken = dir / "broken.yaml";
+  std::ofstream(broken, std::ios::binary) << "schema_version: 1\nmodel:\n  hidden_size: [1\n";
+  r = hcpsim::test::run_hcpsim("replay " + broken.string());
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("broken.yaml:4:1: not valid YAML (end of sequence flow not found); fix: fix the syntax") !=
+        std::string::npos);
+  // --update of a scenario that does not validate records the error, and says so.
+  const fs::path invalid = dir / "invalid.yaml";
+  std::ofstream(invalid, std::ios::binary) << "name: x\nmodel:\n  hidden_size: 8\n";
+  r = hcpsim::test::run_hcpsim("replay --update " + invalid.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("updated " + invalid.string() + " (it does not validate: the golden records the error, exit 2)") !=
+        std::string::npos);
+  CHECK(slurp(invalid).find("validate: {exit_code: 2, error: \"schema_version: missing") != std::string::npos);
   fs::remove_all(dir);
 }
