@@ -105,6 +105,20 @@ int cmd_collective(const CollectiveArgs& a) {
     throw InputError(SourceLoc{}, a.gpus_per_node > 0 ? "--gpus-per-node" : "--nodes",  // the count given
                      "a group of 1 rank communicates nothing (NCCL only copies the buffer on the GPU)",
                      "give at least 2 ranks: --gpus-per-node 2 or more, or --nodes 2 or more");
+  // nccl-tests prints an empty row for a size below one element per rank; a range of only such rows predicts nothing.
+  if (nccl_tests_size(op, hi, ranks).count == 0) {
+    int64_t least = hi;
+    while (nccl_tests_size(op, least, ranks).count == 0) ++least;
+    throw InputError(SourceLoc{}, "--max-bytes",
+                     fmt::format("{} B holds no float element {} (nccl-tests' sizes: {}), so every row would be "
+                                 "empty",
+                                 hi, op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::sendrecv
+                                         ? "(4 B)" : fmt::format("per rank for {} ranks", ranks),
+                                 op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::sendrecv
+                                     ? "size / 4 elements"
+                                     : "(size / 4) / ranks elements per rank, rounded down to a multiple of 4"),
+                     fmt::format("give --max-bytes {} or more", least));
+  }
   const bool reduces = op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::reduce_scatter;
   fmt::print("# hcpsim collective {}: {} ranks on {} {} node(s), {} GPUs each; NCCL's algorithms and cost model "
              "(docs/simulator.md \"Collectives\")\n",

@@ -86,4 +86,21 @@ TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations wi
     CHECK(bad.exit_code == 2);
     CHECK(bad.output.find(message) != std::string::npos);
   }
+  // A range with no row of one element: it printed a 0-element row and exited 0. The fix names the least size.
+  for (const auto& [args, message] :
+       {std::pair{"all_reduce --min-bytes 3 --max-bytes 3", "--max-bytes: 3 B holds no float element (4 B)"},
+        std::pair{"all_gather --nodes 2 --max-bytes 200",
+                  "--max-bytes: 200 B holds no float element per rank for 16 ranks"}}) {
+    const auto bad = run_hcpsim(std::string("collective --cluster dgx-h100 ") + args);
+    INFO(args << "\n" << bad.output);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.output.find(message) != std::string::npos);
+  }
+  CHECK(run_hcpsim("collective all_gather --cluster dgx-h100 --nodes 2 --max-bytes 200").output.find(
+            "fix: give --max-bytes 256 or more") != std::string::npos);
+  // A range that reaches one element keeps nccl-tests' empty rows below it: 128 B = 4 floats per rank over 8.
+  const auto ok = run_hcpsim("collective all_gather --cluster dgx-h100 --min-bytes 64 --max-bytes 128");
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.output.find("           0            0  float   none") != std::string::npos);
+  CHECK(ok.output.find("         128            4  float   none") != std::string::npos);
 }
