@@ -343,9 +343,13 @@ std::vector<std::string> scenario_differences(const Scenario& s, const std::opti
     differ("tensor_model_parallel_size", s.parallel.tensor_model_parallel_size, log.world->tensor_model_parallel_size);
     differ("context_parallel_size", s.parallel.context_parallel_size, log.world->context_parallel_size);
   }
-  if (log.world && s.parallel.data_parallel_size)
-    differ("world size", *s.parallel.data_parallel_size * s.parallel.tensor_model_parallel_size *
-                             s.parallel.context_parallel_size * s.parallel.pipeline_model_parallel_size,
+  // The scenario's world: TP·CP·PP·DP with an explicit DP, else the cluster it fills (validation's default DP).
+  if (log.world)
+    differ("world size",
+           s.parallel.data_parallel_size
+               ? *s.parallel.data_parallel_size * s.parallel.tensor_model_parallel_size *
+                     s.parallel.context_parallel_size * s.parallel.pipeline_model_parallel_size
+               : s.cluster.world_size(),
            log.world->world_size);
   return out;
 }

@@ -6,6 +6,7 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/step_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/collective_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/import_cli_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/check_log_cli_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/plausible_input_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/output_input_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/legality_cli_test.cpp

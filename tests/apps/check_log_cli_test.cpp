@@ -1,0 +1,82 @@
+// `hcpsim check-log` through the real binary: logs of restarted jobs and a --scenario that is not the logged run.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "catch_compat.hpp"
+#include "run_command.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using hcpsim::test::run_hcpsim;
+using hcpsim::test::slurp;
+
+/// A fresh scratch directory for one test case (the caller removes it).
+fs::path scratch(const std::string& name) { return hcpsim::test::scratch_dir("check_log_cli_" + name); }
+
+const std::string kDir = "tests/fixtures/megatron/";
+
+}  // namespace
+
+TEST_CASE("apps: check-log checks every run of a log that a restarted job appended to", "[apps][import][check_log]") {
+  // The healthy run, then a restart with a2a+p2p and no hierarchical sizes (CP silently off): the second run's
+  // finding used to be lost (only the first arguments block was read; result: clean).
+  const std::string healthy = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const std::string off = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_cp_silently_off.txt");
+  const auto dir = scratch("two_runs");
+  const auto log = dir / "log.txt";
+  std::ofstream(log) << healthy << off;
+  const int first_lines = static_cast<int>(std::count(healthy.begin(), healthy.end(), '\n'));
+  // Run 2 starts at its world-size line; the launcher lines before it stay with run 1.
+  const auto world_at = off.find("using world size:");
+  REQUIRE(world_at != std::string::npos);
+  const int second = first_lines + 1 + static_cast<int>(std::count(off.begin(), off.begin() + world_at, '\n'));
+  const auto r = run_hcpsim("check-log '" + log.string() + "' --json '" + (dir / "r.json").string() + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 1);
+  CHECK(r.output.find(": 2 runs in one log (a job restarted and appended to it)") != std::string::npos);
+  CHECK(r.output.find(fmt::format("== run 1 of 2: lines 1-{} ==", second - 1)) != std::string::npos);
+  CHECK(r.output.find(fmt::format("== run 2 of 2: lines {}-", second)) != std::string::npos);
+  // The second run's finding, at its line in the appended file (line 14 of the fixture).
+  CHECK(r.output.find(fmt::format("{}:{}: cp_comm_type a2a+p2p is configured without "
+                                  "hierarchical_context_parallel_sizes",
+                                  log.string(), first_lines + 14)) != std::string::npos);
+  CHECK(r.output.find("result: clean\n== run 2 of 2") != std::string::npos);
+  CHECK(r.output.find("result: 2 findings over 2 runs\n") != std::string::npos);
+  const std::string json = slurp((dir / "r.json").string());
+  CHECK(json.find("\"result\": \"findings\"") != std::string::npos);
+  CHECK(json.find(fmt::format("\"first_line\": {}", second)) != std::string::npos);
+  fs::remove_all(dir);
+}
+
+
+TEST_CASE("apps: check-log warns when --scenario is not the logged configuration", "[apps][import][check_log]") {
+  const std::string log = kDir + "log_healthy.txt";
+  const auto same = run_hcpsim("check-log " + log + " --scenario scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
+  INFO(same.output);
+  CHECK(same.output.find("is not the logged configuration") == std::string::npos);
+  const auto other = run_hcpsim("check-log " + log + " --scenario scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  INFO(other.output);
+  CHECK(other.output.find("warning: --scenario scenarios/llama32_1b_cp4_a2a_p2p.yaml is not the logged configuration: "
+                          "context_parallel_size 4 (log 16), seq_length 8192 (log 131072), num_layers 16 (log 32), world size 8 (log 32); "
+                          "the GPU peak and the model comparison are for the scenario\n") != std::string::npos);
+  // A scenario without data_parallel_size fills its cluster: 8 nodes are 64 GPUs against the log's 32 (the world
+  // size was compared only when the scenario set data_parallel_size).
+  const auto dir = scratch("world_mismatch");
+  std::ifstream in(std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string eight = std::regex_replace(text.str(), std::regex("\n  nodes: 4\n"), "\n  nodes: 8\n");
+  REQUIRE(eight != text.str());
+  std::ofstream(dir / "eight_nodes.yaml") << eight;
+  const auto nodes = run_hcpsim("check-log " + log + " --scenario " + (dir / "eight_nodes.yaml").string());
+  INFO(nodes.output);
+  CHECK(nodes.output.find("is not the logged configuration: world size 64 (log 32);") != std::string::npos);
+  fs::remove_all(dir);
+}
