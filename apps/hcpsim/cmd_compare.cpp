@@ -59,6 +59,37 @@ void print_provenance_difference(const DumpContents& a, const DumpContents& b) {
   }
 }
 
+/// The worst element of a failing tensor: where it is, B's and A's values (compare_tensor's got = B, ref = A),
+/// the |B - A| allowed there, A's fp64 /reference value, and which file is not finite there. "" without an index.
+std::string worst_element_text(const TensorError& w, const DumpContents& a, double atol, double rtol) {
+  if (w.worst_index.size() != 4) return "";
+  const auto& i = w.worst_index;
+  const HostTensor* ref = w.tensor == "out"           ? &a.reference.out
+                          : w.tensor == "softmax_lse" ? &a.reference.softmax_lse
+                          : w.tensor == "dq"          ? &a.reference.dq
+                          : w.tensor == "dk"          ? &a.reference.dk
+                                                      : &a.reference.dv;
+  const bool has_ref = ref->shape().size() == 4 && i[0] < ref->shape()[0] && i[1] < ref->shape()[1] &&
+                       i[2] < ref->shape()[2] && i[3] < ref->shape()[3];
+  auto num = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{:.6g}", v); };
+  std::string text = fmt::format(", element [b={}, s={}, h={}, w={}]: B {}, A {}", i[0], i[1], i[2], i[3],
+                                 num(w.worst_value), num(w.worst_reference));
+  const bool b_finite = std::isfinite(w.worst_value), a_finite = std::isfinite(w.worst_reference);
+  if (b_finite && a_finite) text += fmt::format(" (allowed |B - A| <= {:.3g})", atol + rtol * std::abs(w.worst_reference));
+  if (!has_ref) {
+    if (!a_finite && b_finite) text += "; A, the baseline, is the one not finite there";
+    return text;
+  }
+  const double truth = (*ref)(i[0], i[1], i[2], i[3]);
+  text += ", A's /reference " + num(truth);
+  // A non-finite value is an error unless the reference holds it too (-inf: the softmax_lse of an empty row).
+  const bool a_wrong = !a_finite && w.worst_reference != truth, b_wrong = !b_finite && w.worst_value != truth;
+  if (a_wrong && !b_wrong) text += "; the error is A's: the baseline is not finite where the reference is";
+  if (b_wrong && !a_wrong) text += "; B is not finite where the reference is";
+  if (a_wrong && b_wrong) text += "; both are non-finite where the reference is not";
+  return text;
+}
+
 int cmd_compare(const CompareArgs& args) {
   const std::vector<std::string> tensors = selected_tensors(args.tensors);
   const DumpContents a = read_dump_isolated(args.a_path, tensors);
@@ -97,10 +128,8 @@ int cmd_compare(const CompareArgs& args) {
   for (size_t i = 0; i < r.tensors.size(); ++i)
     if (r.violations[i] > r.violations[worst]) worst = i;
   const TensorError& w = r.tensors[worst];
-  fmt::print("  result: FAIL: worst tensor {} ({} elements outside tolerance), element [b={}, s={}, h={}, w={}]\n",
-             w.tensor, r.violations[worst], w.worst_index.size() == 4 ? w.worst_index[0] : -1,
-             w.worst_index.size() == 4 ? w.worst_index[1] : -1, w.worst_index.size() == 4 ? w.worst_index[2] : -1,
-             w.worst_index.size() == 4 ? w.worst_index[3] : -1);
+  fmt::print("  result: FAIL: worst tensor {} ({} elements outside tolerance){}\n", w.tensor, r.violations[worst],
+             worst_element_text(w, a, atol, rtol));
   return kExitFailed;
 }
 

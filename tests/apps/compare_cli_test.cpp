@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -376,5 +378,50 @@ TEST_CASE("apps: HDF5 outputs refuse a device before any work, named by their ow
     CHECK(r.output.find("(a character device): an HDF5 ") != std::string::npos);
     CHECK(r.output.find("result:") == std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("apps: compare's FAIL line gives both values at the worst element and names the file in error",
+          "[apps]") {
+  // It gave only the index, and a NaN in the baseline A read as B's failure.
+  const fs::path dir = fresh_dir("hcpsim_compare_worst_" + std::to_string(getpid()));
+  auto dumps = [&](const std::string& scenario, const std::string& stem) {
+    const std::string text = slurp(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci" / scenario);
+    const auto at = text.find("  inject: ");
+    REQUIRE(at != std::string::npos);
+    std::ofstream(dir / (stem + "_clean.yaml")) << text.substr(0, at) + text.substr(text.find('\n', at) + 1);
+    for (const std::string& which : {std::string("_clean.yaml"), std::string("_fault.yaml")}) {
+      const fs::path yaml =
+          which == "_clean.yaml" ? dir / (stem + which) : fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci" / scenario;
+      const auto r = run_hcpsim("verify --quiet --dump '" + (dir / (stem + which + ".h5")).string() + "' '" +
+                                yaml.string() + "'");
+      INFO(r.output);
+      CHECK(r.exit_code == (which == "_clean.yaml" ? 0 : 1));  // verify finds the injected fault: exit 1
+      REQUIRE(fs::exists(dir / (stem + which + ".h5")));
+    }
+    return std::pair{(dir / (stem + "_clean.yaml.h5")).string(), (dir / (stem + "_fault.yaml.h5")).string()};
+  };
+  const auto [clean, fault] = dumps("fault_dropped_lse_merge.yaml", "lse");
+  auto r = run_hcpsim("compare '" + clean + "' '" + fault + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  // fp64 dumps: allowed = 1e-10 + 1e-10·|A|; A is the clean run, equal to its fp64 reference at this element.
+  const std::regex line(
+      "result: FAIL: worst tensor out \\(6144 elements outside tolerance\\), element \\[b=0, s=87, h=3, w=1\\]: "
+      "B (-?[0-9.e-]+), A (-?[0-9.e-]+) \\(allowed \\|B - A\\| <= 1\\.03e-10\\), A's /reference (-?[0-9.e-]+)\n");
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m, line));
+  CHECK(m[2].str() == m[3].str());
+  CHECK(std::abs(std::stod(m[1].str()) - std::stod(m[2].str())) > 0.3);  // max_abs_err 3.776e-01
+  // Packed sequences with an unguarded empty merge: NaN softmax_lse where the reference holds -inf (empty rows).
+  const auto [thd_clean, thd_fault] = dumps("thd_fault_unguarded_empty_merge.yaml", "thd");
+  r = run_hcpsim("compare '" + thd_fault + "' '" + thd_clean + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("B -inf, A nan, A's /reference -inf; the error is A's: the baseline is not finite where the "
+                      "reference is\n") != std::string::npos);
+  r = run_hcpsim("compare '" + thd_clean + "' '" + thd_fault + "'");
+  CHECK(r.output.find("B nan, A -inf, A's /reference -inf; B is not finite where the reference is\n") !=
+        std::string::npos);
   fs::remove_all(dir);
 }
