@@ -210,6 +210,15 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
   c.inputs.k = read_bshd(file.get(), path, "/inputs/k");
   c.inputs.v = read_bshd(file.get(), path, "/inputs/v");
   c.inputs.dout = read_bshd(file.get(), path, "/inputs/do");
+  // A whole group missing: leaving tensors out (compare --tensors) cannot help, so say what the file lacks.
+  if (with_reference && !hdf5::has_dataset(file.get(), path, "/reference"))
+    io_fail(path, "missing group /reference (the fp64 truth that a reference dump carries)",
+            "write it (the README's 'HDF5 dump layout'); with 'hcpsim compare', give a dump of 'hcpsim verify "
+            "--dump' first and your own file second (the file under test needs only /inputs and /hcp)");
+  if (!hdf5::has_dataset(file.get(), path, "/hcp"))
+    io_fail(path, "missing group /hcp (the context-parallel outputs: out, lse, dq, dk, dv)",
+            "write them (the README's 'HDF5 dump layout'); a rank file of 'hcpsim shard' goes through 'hcpsim "
+            "gather' first");
   for (size_t i : selected) {
     const std::string r = std::string("/reference/") + kTensorNames[i];
     const std::string h = std::string("/hcp/") + kTensorNames[i];
@@ -220,8 +229,9 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
           if (j != i) others += (others.empty() ? "" : ",") + std::string(kMetricNames[j]);
         io_fail(path, "missing dataset " + name,
                 std::string("write it (the README's 'HDF5 dump layout', e.g. with h5py; a rank file of 'hcpsim "
-                            "shard' goes through 'hcpsim gather' first), or compare without '") +
-                    kMetricNames[i] + "' (--tensors " + others + ")");
+                            "shard' goes through 'hcpsim gather' first); 'hcpsim compare' can leave '") +
+                    kMetricNames[i] + "' out (--tensors " + others +
+                    "), while verify --reference, shard and gather need all five tensors");
       }
     if (with_reference) {
       HostTensor& t = *output_slot(c.reference, i);

@@ -124,8 +124,9 @@ TEST_CASE("apps: compare --tensors compares a subset, so a file without softmax_
   r = run_hcpsim("compare " + a + " " + nolse);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find(nolse + ": missing dataset /hcp/lse; fix: write it (the README's 'HDF5 dump layout', e.g. "
-                        "with h5py; a rank file of 'hcpsim shard' goes through 'hcpsim gather' first), or compare "
-                        "without 'softmax_lse' (--tensors out,dq,dk,dv)") !=
+                        "with h5py; a rank file of 'hcpsim shard' goes through 'hcpsim gather' first); 'hcpsim "
+                        "compare' can leave 'softmax_lse' out (--tensors out,dq,dk,dv), while verify --reference, "
+                        "shard and gather need all five tensors") !=
           std::string::npos);
   r = run_hcpsim("compare " + a + " " + nolse + " --tensors out,dq,dk,dv");
   INFO(r.output);

@@ -87,6 +87,17 @@ void require_refused(const std::string& path, const std::string& problem) {
   REQUIRE(r.output.find(problem) != std::string::npos);
 }
 
+/// A copy of good_dump() named `name` in work_dir() with the link `object` (e.g. "/reference") deleted.
+std::string dump_without(const std::string& name, const char* object) {
+  const std::string path = (work_dir() / name).string();
+  fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  REQUIRE(H5Ldelete(file, object, H5P_DEFAULT) >= 0);
+  REQUIRE(H5Fclose(file) >= 0);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("apps: an HDF5 dataset of 2^31 elements with a fill value and no data is refused before allocating",
@@ -310,14 +321,7 @@ TEST_CASE("apps: a dump whose /meta header or attributes are damaged is corrupt 
 TEST_CASE("apps: compare judges B against A's reference, so B needs no /reference", "[apps][hdf5]") {
   // A framework's own dump holds /inputs and /hcp only. compare asked for B's /reference/<tensor> one tensor at a
   // time, and its fix (compare without that tensor) led to the next missing one.
-  const std::string path = (work_dir() / "no_reference.h5").string();
-  fs::copy_file(good_dump(), path, fs::copy_options::overwrite_existing);
-  {
-    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    REQUIRE(file >= 0);
-    REQUIRE(H5Ldelete(file, "/reference", H5P_DEFAULT) >= 0);
-    REQUIRE(H5Fclose(file) >= 0);
-  }
+  const std::string path = dump_without("no_reference.h5", "/reference");
   auto r = run_hcpsim("compare " + good_dump() + " " + path);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -326,7 +330,18 @@ TEST_CASE("apps: compare judges B against A's reference, so B needs no /referenc
   r = run_hcpsim("compare " + path + " " + good_dump());
   INFO(r.output);
   REQUIRE(r.exit_code == 2);
-  CHECK(r.output.find("missing dataset /reference/out") != std::string::npos);
+  // The whole group is missing: the fix says so (it suggested --tensors without 'out', which cannot help).
+  CHECK(r.output.find("missing group /reference (the fp64 truth that a reference dump carries); fix: write it (the "
+                      "README's 'HDF5 dump layout'); with 'hcpsim compare', give a dump of 'hcpsim verify --dump' "
+                      "first and your own file second") != std::string::npos);
+  CHECK(r.output.find("--tensors") == std::string::npos);
+  // No /hcp at all: named as the group, for A and B alike.
+  const std::string no_hcp = dump_without("no_hcp.h5", "/hcp");
+  r = run_hcpsim("compare " + good_dump() + " " + no_hcp);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find(no_hcp + ": missing group /hcp (the context-parallel outputs: out, lse, dq, dk, dv); fix: "
+                      "write them") != std::string::npos);
 }
 
 TEST_CASE("apps: a dump whose /hcp or /meta is a dataset, not a group, is named as such", "[apps][hdf5]") {
