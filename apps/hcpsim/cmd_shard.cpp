@@ -135,7 +135,8 @@ std::string token_ranges(const std::vector<int64_t>& t) {
 
 /// The /meta of a rank file: the rank, the schedule, and the dump's provenance.
 void fill_rank_meta(RankFile& f, const DumpContents& d, const Schedule& s, int64_t cp_rank) {
-  for (const char* k : {"cp_comm_type", "dtype", "hcpsim_version", "compiler", "x86_level", "cuda",
+  for (const char* k : {"cp_comm_type", "dtype", "hcpsim_version", "compiler", "x86_level", "cuda", "backend",
+                        "inject", "attn_mask_type", "qkv_format", "input_distribution", "scenario_yaml",
                         "scenario_digest", "overrides"})
     if (const auto it = d.meta_text.find(k); it != d.meta_text.end()) f.meta_text[k] = it->second;
   for (const char* k : {"a2a_size", "p2p_size", "causal", "softmax_scale", "seed"})

@@ -7,8 +7,10 @@ namespace hcpsim {
 namespace {
 
 /// The /meta attributes a rank file holds (opened by name, as in dump.cpp).
-constexpr const char* kRankTextNames[] = {"cp_comm_type", "dtype", "hcpsim_version", "compiler", "x86_level",
-                                          "cuda", "scenario_digest", "overrides", "source_dump"};
+constexpr const char* kRankTextNames[] = {"cp_comm_type", "dtype",          "hcpsim_version", "compiler",
+                                          "x86_level",    "cuda",           "backend",        "inject",
+                                          "attn_mask_type", "qkv_format",   "input_distribution", "scenario_yaml",
+                                          "scenario_digest", "overrides",   "source_dump"};
 constexpr const char* kRankNumberNames[] = {"cp_rank", "cp_size", "a2a_size", "p2p_size", "causal", "softmax_scale",
                                             "seed"};
 constexpr const char* kOutputNames[] = {"out", "lse", "dq", "dk", "dv"};

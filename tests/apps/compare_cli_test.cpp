@@ -343,6 +343,17 @@ TEST_CASE("apps: a rank file keeps the dump's seed exactly, above 2^53 too", "[a
   const hcpsim::RankFile f = hcpsim::read_rank_file(rank);
   REQUIRE(f.seed.has_value());
   CHECK(*f.seed == 9007199254740993ULL);
+  // The dump's provenance, whole (the scenario, the backend, the injector, the mask and layout were left out).
+  const hcpsim::DumpContents source = hcpsim::read_dump(dump);
+  for (const char* key : {"backend", "inject", "attn_mask_type", "qkv_format", "input_distribution", "scenario_yaml",
+                          "scenario_digest", "overrides", "dtype", "cp_comm_type"}) {
+    INFO(key);
+    REQUIRE(source.meta_text.count(key) == 1);
+    REQUIRE(f.meta_text.count(key) == 1);
+    CHECK(f.meta_text.at(key) == source.meta_text.at(key));
+  }
+  CHECK(f.meta_text.at("attn_mask_type") == "causal");
+  CHECK(f.meta_text.at("scenario_yaml").find("seed: 9007199254740993") != std::string::npos);
   std::string ranks;
   for (int g = 0; g < 4; ++g) {
     const std::string p = (dir / fmt::format("r{}.h5", g)).string();  // not "r" + ...: GCC 12 -Wrestrict
