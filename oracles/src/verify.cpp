@@ -79,6 +79,9 @@ TensorError compare_tensor(const std::string& name, const HostTensor& got, const
     const double denom = std::max(std::abs(r[i]), floor);
     if (denom > 0) e.max_rel_err = std::max(e.max_rel_err, std::abs(x[i] - r[i]) / denom);
   }
+  // An exactly zero reference (dq and dk of one-token packed sequences) has no relative scale: as rel_l2_err does,
+  // report the absolute error (the inputs are unit-scale), never 0 next to a non-zero max_abs_err.
+  if (ref_sq == 0) e.max_rel_err = e.max_abs_err;
   if (worst >= 0) {
     const auto& dims = ref.shape();
     int64_t rest = worst;

@@ -87,6 +87,9 @@ TEST_CASE("oracles: compare_tensor semantics (-inf matching, NaN, vacuous pass)"
   e = compare_tensor("dq", tiny, zeros, 1e-10);
   REQUIRE(e.rel_l2_err == Approx(1.1102230246251565e-16 / std::sqrt(6.0)));
   REQUIRE(e.pass);
+  // max_rel_err is the absolute error too: it printed 0.000e+00 next to a max_abs_err of 5e-8.
+  REQUIRE(e.max_abs_err == 1.1102230246251565e-16);
+  REQUIRE(e.max_rel_err == 1.1102230246251565e-16);
   tiny(0, 1, 0, 2) = 0.5;
   e = compare_tensor("dq", tiny, zeros, 1e-10);
   REQUIRE_FALSE(e.pass);

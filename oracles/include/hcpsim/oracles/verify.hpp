@@ -85,7 +85,7 @@ struct TensorError {
   std::vector<int64_t> shape;  ///< reference shape [B, S, heads, width]; softmax_lse [B, heads, S] (TE's layout)
   double max_abs_err = 0;      ///< max |x − ref| over compared (finite) entries
   /// max |x − ref| / max(|ref|, 1e-3·rms(ref)) over compared entries (the floor keeps near-zero reference
-  /// entries from dominating)
+  /// entries from dominating); for an exactly zero reference, max_abs_err (as rel_l2_err, below)
   double max_rel_err = 0;
   double baseline_rel_l2_err = 0;  ///< rel L2 error of the same-precision non-CP run (0 for fp64 runs)
   double rounding_rel_l2_err = 0;  ///< rel L2 error of the reference rounded to this tensor's format
