@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "catch_compat.hpp"
 #include "run_command.hpp"
 
@@ -84,6 +86,13 @@ TEST_CASE("apps: plan --json and --csv of a PP and recompute search, identical o
   for (const auto& o : j.at("options")) CHECK(o.at("rank").is_null() != o.at("fits").get<bool>());
   CHECK(j.at("over_memory").at("count").get<size_t>() == j.at("over_memory").at("options").size());
   CHECK(j.at("over_memory").at("count").get<size_t>() > 0);
+  // The closed form is a lower bound (no transient CP attention or TP buffers), and the text says so.
+  CHECK(stdout_text[0].find("\nnot simulated, closed-form memory above the GPU (a lower bound: without the transient "
+                            "CP attention and TP buffers a simulation adds): ") != std::string::npos);
+  const auto& least = j.at("over_memory").at("options").at(0);
+  CHECK(stdout_text[0].find(fmt::format("at least {:.2f} GB of {:.2f} GB\n",
+                                        least.at("memory_per_gpu_bytes").get<double>() / 1e9,
+                                        least.at("memory_capacity_bytes").get<double>() / 1e9)) != std::string::npos);
   CHECK(j.at("dropped").at("count").get<size_t>() > 0);
   CHECK(j.at("dropped").at("by_reason").at(0).at("count").get<size_t>() > 0);
   CHECK(j.at("estimate").at("simulated") == j.at("options").size());
