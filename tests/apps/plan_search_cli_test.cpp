@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using hcpsim::test::run_hcpsim;
 
-const std::string k70b = "scenarios/llama3_70b_256k_tp4_cp16_8xdgx_h100.yaml";
+const std::string k70b = "scenarios/llama3_70b_256k_tp8_cp8_8xdgx_h100.yaml";
 const std::string kNarrow = " --tp 4,8 --pp 1,2 --recompute none,full --micro-batch 1";
 
 std::string slurp_file(const fs::path& p) {
@@ -173,7 +173,7 @@ TEST_CASE("apps: plan labels an option without context parallelism 'no CP', not 
 
 TEST_CASE("apps: plan --cp that fits nothing suggests more nodes, not --gpus (which --cp excludes)", "[apps][plan]") {
   // It suggested "--gpus N, so PP can grow"; adding it gave "error: --cp excludes --gpus".
-  const auto r = run_hcpsim("plan scenarios/llama3_70b_256k_tp4_cp16_8xdgx_h100.yaml --cp 64 --tp 1 --quiet");
+  const auto r = run_hcpsim("plan scenarios/llama3_70b_256k_tp8_cp8_8xdgx_h100.yaml --cp 64 --tp 1 --quiet");
   INFO(r.output);
   CHECK(r.output.find("the search could not use: more nodes (cluster.nodes=N: with CP 64 held, TP x PP can grow "
                       "to the GPUs the cluster has)") != std::string::npos);

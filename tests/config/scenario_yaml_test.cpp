@@ -180,13 +180,13 @@ TEST_CASE("config: to_yaml of every bundled scenario reloads to the same scenari
 }
 
 TEST_CASE("config: to_yaml writes the effective values in the file's units", "[config][to_yaml]") {
-  const std::string path = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_70b_256k_tp4_cp16_8xdgx_h100.yaml";
+  const std::string path = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_70b_256k_tp8_cp8_8xdgx_h100.yaml";
   // The file's original a2a+p2p layout (it now holds p2p, the layout plan found to fit), so a list is written too.
   const Scenario s = load_scenario(path, {"parallel.cp_comm_type=a2a+p2p",
                                           "parallel.hierarchical_context_parallel_sizes=[2,8]"});
   const std::string text = to_yaml(s);
   const Scenario back = round_trip(s);
-  CHECK(back.name == "llama3_70b_256k_tp4_cp16_8xdgx_h100");
+  CHECK(back.name == "llama3_70b_256k_tp8_cp8_8xdgx_h100");
   CHECK(back.model.seq_length == 262144);
   CHECK(*back.parallel.hierarchical_context_parallel_sizes == std::vector<int64_t>{2, 8});
   CHECK(back.cluster.gpu.peak_bf16_flops_per_s == 989.4e12);

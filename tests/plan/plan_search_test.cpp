@@ -15,7 +15,7 @@ using namespace hcpsim::sim;
 
 namespace {
 
-const std::string k70b = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_70b_256k_tp4_cp16_8xdgx_h100.yaml";
+const std::string k70b = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_70b_256k_tp8_cp8_8xdgx_h100.yaml";
 
 // TP 4 and 8, PP 1 and 2, no or full recompute, micro-batch 1: a narrow search that still needs PP or recompute.
 PlanRequest narrow() {
