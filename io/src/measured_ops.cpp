@@ -124,8 +124,21 @@ std::vector<MeasuredOpRow> read_measured_ops_csv(const std::string& path) {
     op.head_dim = integer("head_dim");
     op.q_rows = integer("q_rows");
     op.kv_rows = integer("kv_rows");
+    // An attention row's mask decides which table it calibrates: read it strictly (any other word, an empty cell
+    // or no causal column was read as non-causal, and a causal kernel went into the non-causal table).
     const std::string c = cell("causal");
-    op.causal = c == "1" || c == "true" || c == "True";
+    const bool attention = op.op_kind == "attn_fwd_block" || op.op_kind == "attn_bwd_block";
+    if (c == "1" || c == "true" || c == "True" || c == "TRUE") {
+      op.causal = true;
+    } else if (c == "0" || c == "false" || c == "False" || c == "FALSE") {
+      op.causal = false;
+    } else if (attention) {
+      fail(path, line_no, "causal",
+           c.empty() ? std::string(col.count("causal") ? "is empty" : "has no column in the header") +
+                           " for an attention row"
+                     : "'" + c + "' is not a mask flag",
+           "write 1 (causal) or 0 (no mask), or true / false, in a 'causal' column");
+    }
     op.m = integer("m");
     op.n = integer("n");
     op.k = integer("k");

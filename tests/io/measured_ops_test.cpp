@@ -49,3 +49,36 @@ TEST_CASE("io: the measured per-op CSV reads back what it writes", "[io]") {
   REQUIRE(rows[1].flops == gemm.flops);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("io: an attention row's causal flag is read strictly", "[io]") {
+  // 'yes', an empty cell or no causal column were read as non-causal: a causal kernel calibrated the no-mask table.
+  const auto dir = test::scratch_dir("io_measured_causal");
+  const std::string path = (dir / "ops.csv").string();
+  auto read = [&](const std::string& text) {
+    std::filesystem::remove(path);
+    write_output_file(path, text, "test file");
+    return test::input_error_of([&] { return read_measured_ops_csv(path); });
+  };
+  const std::string header = "op_kind,head_dim,q_rows,kv_rows,causal,flops,measured_s\n";
+  CHECK(read(header + "attn_fwd_block,128,4096,4096,yes,3.44e10,7.0e-5\n")
+            .find(":2: causal: 'yes' is not a mask flag; fix: write 1 (causal) or 0 (no mask)") != std::string::npos);
+  CHECK(read(header + "attn_bwd_block,128,4096,4096,,3.44e10,7.0e-5\n")
+            .find(":2: causal: is empty for an attention row") != std::string::npos);
+  CHECK(read("op_kind,head_dim,q_rows,kv_rows,flops,measured_s\nattn_fwd_block,128,4096,4096,3.44e10,7.0e-5\n")
+            .find(":2: causal: has no column in the header for an attention row") != std::string::npos);
+  // Every accepted spelling, and rows that have no mask need no flag.
+  for (const std::string yes : {"1", "true", "True", "TRUE"}) {
+    std::filesystem::remove(path);
+    write_output_file(path, header + "attn_fwd_block,128,64,64," + yes + ",1e6,1e-6\n", "test file");
+    CHECK(read_measured_ops_csv(path).at(0).causal);
+  }
+  for (const std::string no : {"0", "false", "False", "FALSE"}) {
+    std::filesystem::remove(path);
+    write_output_file(path, header + "attn_fwd_block,128,64,64," + no + ",1e6,1e-6\n", "test file");
+    CHECK_FALSE(read_measured_ops_csv(path).at(0).causal);
+  }
+  std::filesystem::remove(path);
+  write_output_file(path, "op_kind,m,n,k,flops,measured_s\ngemm,64,64,64,524288,1e-6\n", "test file");
+  CHECK(read_measured_ops_csv(path).size() == 1);
+  std::filesystem::remove_all(dir);
+}
