@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "hcpsim/config/megatron_defaults.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/core/types.hpp"
 #include "hcpsim/interop/megatron_import.hpp"
 #include "input_names.hpp"
@@ -212,7 +213,34 @@ class BridgeReader {
       const std::string key = section + "." + k;
       const YAML::Node v = it->second;  // a handle: the iterator yields a temporary
       if (!k.empty() && k[0] == '_') continue;
-      if (!read_key(section, k, key, v)) ignore(key, v);
+      if (read_key(section, k, key, v)) continue;
+      if (section == "model") refuse_misspelled_model_key(m, k, key, it->first);
+      ignore(key, v);
+    }
+  }
+
+  /// A model key one or two edits from a key hcpsim reads that the section does not hold is a misspelling of it
+  /// (model.contex_parallel_size): listed as ignored, the setting silently took its default. A Bridge
+  /// TransformerConfig refuses an unknown field. Keys under 8 characters are left alone (bf16 / fp16).
+  /// @throws InputError at the key, naming the key it resembles.
+  void refuse_misspelled_model_key(const YAML::Node& section, const std::string& k, const std::string& key,
+                                   const YAML::Node& at) const {
+    static const char* const kRead[] = {
+        "num_attention_heads", "num_query_groups", "kv_channels", "seq_length", "hidden_size", "ffn_hidden_size",
+        "num_layers", "vocab_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+        "virtual_pipeline_model_parallel_size", "context_parallel_size", "cp_comm_type",
+        "hierarchical_context_parallel_sizes", "sequence_parallel", "account_for_embedding_in_pipeline_split",
+        "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage",
+        "num_layers_in_last_pipeline_stage", "gated_linear_unit", "share_embeddings_and_output_weights",
+        "recompute_granularity", "attention_backend", "recompute_method", "recompute_num_layers"};
+    constexpr size_t kMinLength = 8;
+    if (k.size() < kMinLength) return;
+    for (const char* known : kRead) {
+      const std::string name = known;
+      if (name.size() < kMinLength || section[name] || hcpsim::edit_distance(k, name) > 2) continue;
+      throw InputError(loc(at), key,
+                       "unknown key; did you mean model." + name + "? (a Bridge config refuses an unknown field)",
+                       "spell it model." + name);
     }
   }
 
@@ -379,7 +407,8 @@ class BridgeReader {
       if (x == "allgather") x = "all_gather";
       if (!parse_cp_comm_type(x))  // the spellings of core/types.hpp
         throw InputError(loc(v), key, "unknown cp_comm_type '" + x + "'",
-                         "use p2p, a2a, a2a+p2p or allgather (one value, or one per layer)");
+                         "use p2p, a2a, a2a+p2p or allgather (Megatron's spelling of TE's all_gather, which a scenario "
+                         "file spells all_gather; one value, or one per layer)");
     }
     c_.cp_comm_type = items;
   }

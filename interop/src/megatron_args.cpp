@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "hcpsim/config/megatron_defaults.hpp"
+#include "hcpsim/config/scenario_loader.hpp"
 #include "hcpsim/core/types.hpp"
 #include "hcpsim/interop/megatron_import.hpp"
 #include "input_names.hpp"
@@ -69,6 +70,7 @@ class ArgInterpreter {
     read_launch();
     read_unmodelled();
     if (!log_) {
+      refuse_misspelled_flags();
       for (const auto& a : order_) {
         std::string name = a.name == "fp8" ? std::string("fp8_format") : a.name;
         if (used_.count(name) && last_.count(name) && last_.at(name).line == a.line && last_.at(name).flag == a.flag)
@@ -102,6 +104,26 @@ class ArgInterpreter {
       std::string text = a.flag;
       for (const auto& v : a.values) text += " " + v;
       cfg_.unmodelled.push_back(text);
+    }
+  }
+
+  /// A flag that is one or two edits from a flag hcpsim reads and the script does not set is a misspelling of it
+  /// (--context-paralel-size for --context-parallel-size): it was listed as ignored and the setting silently took
+  /// its default (CP 1). Megatron's argparse refuses an unknown flag ("unrecognized arguments"). Names of fewer
+  /// than 8 characters are left alone: real flags sit within two edits of each other there (--fp16, --bf16).
+  /// @throws InputError at the flag, naming the flag it resembles.
+  void refuse_misspelled_flags() const {
+    constexpr size_t kMinLength = 8;
+    for (const auto& a : order_) {
+      if (used_.count(a.name) || a.name.size() < kMinLength) continue;
+      for (const std::string& known : used_) {  // std::set: the first match in name order, deterministic
+        if (last_.count(known) || known.size() < kMinLength || edit_distance(a.name, known) > 2) continue;
+        std::string flag = "--" + known;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        throw InputError(where(a), a.flag,
+                         "unknown flag; did you mean " + flag + "? (Megatron refuses it: unrecognized arguments)",
+                         "spell it " + flag);
+      }
     }
   }
 
@@ -351,7 +373,8 @@ class ArgInterpreter {
         if (x == "allgather") x = "all_gather";  // Megatron's spelling of TE's all_gather
         if (!parse_cp_comm_type(x))  // the spellings of core/types.hpp
           throw InputError(where(*a), a->flag, "unknown cp_comm_type '" + x + "'",
-                           "use p2p, a2a, a2a+p2p or allgather (one value, or one per layer)");
+                           "use p2p, a2a, a2a+p2p or allgather (Megatron's spelling of TE's all_gather, which a scenario "
+                           "file spells all_gather; one value, or one per layer)");
       }
       cfg_.cp_comm_type = items;
     }

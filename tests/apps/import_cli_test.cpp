@@ -554,3 +554,33 @@ TEST_CASE("apps: import bridge-config names the Bridge spelling of a key in its 
   CHECK(r.output.find("fix: set ddp.use_distributed_optimizer: true, or remove fp8_param_gather") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: import refuses a misspelling of a flag or key it reads, as Megatron and Bridge do", "[apps][import]") {
+  // --context-paralel-size was listed as ignored and CP silently became 1 (DP 8), exit 0 and "valid".
+  const auto dir = scratch("misspelled");
+  const std::string line = "torchrun --nproc_per_node=8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                           "--num-attention-heads 8 --seq-length 4096 --max-position-embeddings 4096 "
+                           "--micro-batch-size 1 --bf16 --fp16 --context-paralel-size 8\n";
+  std::ofstream(dir / "launch.sh") << line;
+  auto r = run_hcpsim("import megatron-args '" + (dir / "launch.sh").string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("launch.sh:1:" + std::to_string(line.find("--context-paralel-size") + 1) +
+                      ": --context-paralel-size: unknown flag; did you mean --context-parallel-size? (Megatron "
+                      "refuses it: unrecognized arguments); fix: spell it --context-parallel-size") != std::string::npos);
+  // Real flags two edits apart stay accepted (--fp16 next to --bf16), and a misspelling of a flag the script also
+  // sets correctly is only ignored.
+  std::ofstream(dir / "both.sh") << line.substr(0, line.size() - 1) + " --context-parallel-size 2\n";
+  r = run_hcpsim("import megatron-args '" + (dir / "both.sh").string() + "'");
+  CHECK(r.output.find("context_parallel_size: 2") != std::string::npos);
+  CHECK(r.output.find("unknown flag") == std::string::npos);
+  std::ofstream(dir / "b.yaml") << "model:\n  num_attention_heads: 8\n  num_query_groups: 8\n  kv_channels: 128\n"
+                                   "  seq_length: 8192\n  num_layers: 4\n  hidden_size: 1024\n  contex_parallel_size: 8\n";
+  r = run_hcpsim("import bridge-config '" + (dir / "b.yaml").string() + "' --nodes 1");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("b.yaml:8:3: model.contex_parallel_size: unknown key; did you mean model.context_parallel_size? "
+                      "(a Bridge config refuses an unknown field); fix: spell it model.context_parallel_size") !=
+        std::string::npos);
+  fs::remove_all(dir);
+}
