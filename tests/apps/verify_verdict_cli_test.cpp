@@ -133,7 +133,7 @@ TEST_CASE("apps: tensors with non-finite values show nan and their count in the 
   INFO(r.output);
   REQUIRE(r.exit_code == 1);
   // before: "dk ... 0.000e+00 ... FAIL (non-finite)"
-  REQUIRE(std::regex_search(r.output, std::regex(R"(dk +\[1, 512, 2, 64\] +nan +nan +nan .*FAIL \(16384 non-finite of 65536\))")));
+  REQUIRE(std::regex_search(r.output, std::regex(R"(dk +\[1, 512, 2, 64\] +nan +nan +nan .*FAIL \(16384 non-finite mismatches of 65536\))")));
   REQUIRE(r.output.find("worst tensor dk (rel_l2_err nan vs tolerance") != std::string::npos);
   const auto j = read_json(dir / "v.json");
   const auto& dk = j["runs"][0]["tensors"][3];

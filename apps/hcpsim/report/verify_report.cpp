@@ -1,5 +1,7 @@
 #include "verify_report.hpp"
 
+#include <cmath>
+
 #include <fmt/core.h>
 
 #include "../app_common.hpp"
@@ -24,7 +26,9 @@ std::string result_cell(const TensorError& e) {
   if (!e.finite) {
     int64_t n = 1;
     for (int64_t d : e.shape) n *= d;
-    return fmt::format("FAIL ({} non-finite of {})", e.nonfinite, n);
+    // Entries where got or the reference is NaN / inf and the two differ: got finite against an empty row's -inf
+    // counts as well as a NaN got, so "non-finite" alone misdescribed the first.
+    return fmt::format("FAIL ({} non-finite mismatches of {})", e.nonfinite, n);
   }
   return e.rel_l2_err <= e.precision_bound ? "over tolerance (precision)" : "FAIL";
 }
@@ -64,11 +68,12 @@ void print_result(const VerifyReport& v, Dtype dtype) {
     }
   } else {
     const TensorError& w = v.tensors[static_cast<size_t>(v.worst_tensor)];
+    auto num = [](double x) { return std::isnan(x) ? std::string("nan") : fmt::format("{:.17g}", x); };
     fmt::print("  result: FAIL: worst tensor {} (rel_l2_err {} vs tolerance {:.2e}{}), cp_rank {}, element {}: "
-               "got {:.17g}, reference {:.17g}\n",
+               "got {}, reference {}\n",
                w.tensor, metric_cell(w, w.rel_l2_err), w.tolerance,
-               w.finite ? "" : fmt::format(", {} non-finite", w.nonfinite), w.worst_cp_rank, element_text(w),
-               w.worst_value, w.worst_reference);
+               w.finite ? "" : fmt::format(", {} non-finite mismatches", w.nonfinite), w.worst_cp_rank,
+               element_text(w), num(w.worst_value), num(w.worst_reference));
   }
 }
 
