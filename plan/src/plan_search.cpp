@@ -119,9 +119,10 @@ int64_t data_parallel_size_of(const Scenario& s, const SearchSpace& space, int64
       model_gpus > 0 && world % model_gpus == 0 ? std::max<int64_t>(1, world / model_gpus) : 1);
 }
 
-// CP of (TP, PP): the fixed CP, or model_gpus / (TP·PP); 0 when TP·PP does not divide the GPUs.
+// CP of (TP, PP): the held CP (0 when --gpus is given too and TP·CP·PP is not it), or model_gpus / (TP·PP); 0 when
+// TP·PP does not divide the GPUs.
 int64_t cp_of(const SearchSpace& space, int64_t tp, int64_t pp) {
-  if (space.cp) return *space.cp;
+  if (space.cp) return space.model_gpus == 0 || tp * pp * *space.cp == space.model_gpus ? *space.cp : 0;
   return space.model_gpus % (tp * pp) == 0 ? space.model_gpus / (tp * pp) : 0;
 }
 
@@ -259,8 +260,6 @@ PlanOption describe(const Scenario& s, CpCommType t, int64_t dp) {
 
 SearchSpace resolve_search_space(const Scenario& s, const PlanRequest& r) {
   const SourceLoc cmd{};
-  if (r.cp && r.gpus)
-    throw InputError(cmd, "--cp", "--cp and --gpus both given", "give one: --cp N fixes CP, --gpus N fixes TP*CP*PP");
   if (r.cp && *r.cp < 1) throw InputError(cmd, "--cp", "must be at least 1", "give a positive CP size");
   if (r.gpus && *r.gpus < 1) throw InputError(cmd, "--gpus", "must be at least 1", "give a positive count");
   SearchSpace space;
@@ -269,13 +268,20 @@ SearchSpace resolve_search_space(const Scenario& s, const PlanRequest& r) {
   space.fixed.erase(std::unique(space.fixed.begin(), space.fixed.end()), space.fixed.end());
   const auto fixed = [&](PlanDimension d) { return is_fixed(space.fixed, d); };
   const ParallelConfig& p = s.parallel;
-  if (fixed(PlanDimension::cp) && (r.cp || r.gpus))
-    throw InputError(cmd, "--fixed", "cp is held while --cp or --gpus also sets it", "give one of them");
+  if (fixed(PlanDimension::cp) && r.cp)
+    throw InputError(cmd, "--fixed", "cp is held while --cp also sets it", "give one of them");
   space.gpus = r.gpus;
   space.cp = r.cp;
   if (fixed(PlanDimension::cp)) space.cp = p.context_parallel_size;
-  space.model_gpus = space.cp ? 0 : r.gpus.value_or(p.tensor_model_parallel_size * p.context_parallel_size *
-                                                   p.pipeline_model_parallel_size);
+  // --gpus N fixes TP·CP·PP; with CP held too (--cp or --fixed cp), TP·PP = N / CP. CP alone: the replica grows.
+  space.model_gpus = r.gpus ? *r.gpus
+                     : space.cp ? 0
+                                : p.tensor_model_parallel_size * p.context_parallel_size * p.pipeline_model_parallel_size;
+  if (space.cp && r.gpus && *r.gpus % *space.cp != 0)
+    throw InputError(cmd, "--gpus",
+                     fmt::format("{} GPUs per model replica are not a multiple of CP {} ({})", *r.gpus, *space.cp,
+                                 r.cp ? "--cp" : "held by --fixed cp"),
+                     fmt::format("give a multiple of {}, e.g. --gpus {}", *space.cp, *space.cp * (*r.gpus / *space.cp + 1)));
   space.tp = dimension_values(r.tp, fixed(PlanDimension::tp), p.tensor_model_parallel_size,
                               divisors(s.cluster.gpus_per_node), "--tp");
   space.pp = dimension_values(r.pp, fixed(PlanDimension::pp), p.pipeline_model_parallel_size,
@@ -337,8 +343,14 @@ LegalOptions enumerate_options(const Scenario& s, const SearchSpace& space, Plan
         d.tp = tp;
         d.pp = pp;
         d.label = fmt::format("TP{} PP{}", tp, pp);
-        d.dropped_key = "GPUs not divisible by TP*PP";
-        d.dropped_reason = fmt::format("{} GPUs are not divisible by TP*PP = {}", space.model_gpus, tp * pp);
+        if (space.cp) {  // CP held and --gpus given: only TP·PP = GPUs / CP
+          d.dropped_key = "TP*CP*PP is not the --gpus count";
+          d.dropped_reason = fmt::format("TP*CP*PP = {} x {} x {} = {}, not the {} GPUs of --gpus", tp, *space.cp, pp,
+                                         tp * *space.cp * pp, space.model_gpus);
+        } else {
+          d.dropped_key = "GPUs not divisible by TP*PP";
+          d.dropped_reason = fmt::format("{} GPUs are not divisible by TP*PP = {}", space.model_gpus, tp * pp);
+        }
         ++e.legal.configurations;
         result.dropped.push_back(d);
         continue;
@@ -355,7 +367,8 @@ LegalOptions enumerate_options(const Scenario& s, const SearchSpace& space, Plan
     throw InputError(SourceLoc{}, space.gpus ? "--gpus" : "--tp, --pp",
                      fmt::format("{} GPUs per model replica fit no TP*PP of the lists (TP {}, PP {})", space.model_gpus,
                                  fmt::join(space.tp, ","), fmt::join(space.pp, ",")),
-                     "give a GPU count divisible by TP*PP, or TP and PP sizes dividing it");
+                     space.cp ? fmt::format("give --gpus as CP {} x TP x PP of the lists", *space.cp)
+                              : std::string("give a GPU count divisible by TP*PP, or TP and PP sizes dividing it"));
   return std::move(e.legal);
 }
 

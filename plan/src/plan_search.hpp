@@ -18,7 +18,8 @@ struct SearchSpace {
   std::vector<CpCommType> comm_types;    ///< the CP variants to enumerate, in the variant table's order
   std::optional<int64_t> cp;             ///< fixed CP (--cp or --fixed cp); else CP = model_gpus / (TP·PP)
   std::optional<int64_t> gpus;           ///< --gpus N
-  int64_t model_gpus = 0;                ///< TP·CP·PP of every option when CP is not fixed
+  int64_t model_gpus = 0;                ///< TP·CP·PP of every option (--gpus, or the scenario's when CP is not
+                                         ///< held); 0 when CP is held without --gpus
   std::vector<PlanDimensionValues> dimensions;
   std::vector<PlanDimension> fixed;
   bool vp_listed = false;                ///< --vp gave the values (else VP 2 only where stages split evenly)

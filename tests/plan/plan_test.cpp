@@ -110,10 +110,38 @@ TEST_CASE("plan: an option that does not fit is never ranked first unless nothin
 }
 
 TEST_CASE("plan: bad requests and scenarios without a vocabulary are input errors", "[plan]") {
+  // --cp with --gpus: TP x PP = GPUs / CP (it was refused, and --fixed cp with --gpus too); GPUs that are not a
+  // multiple of CP are an error naming --gpus.
   PlanRequest both;
   both.cp = 16;
   both.gpus = 32;
-  CHECK_THROWS_AS(plan(fixture("tp_sweep_cp16.yaml"), both), InputError);
+  both.tp = {1, 2, 4};
+  both = comm_only(both);
+  const PlanResult held = plan(fixture("tp_sweep_cp16.yaml"), both);
+  REQUIRE_FALSE(held.ranked.empty());
+  for (const auto& o : held.ranked) {
+    CHECK(o.cp == 16);
+    CHECK(o.tp * o.pp == 2);
+  }
+  CHECK(held.model_gpus == 32);
+  PlanRequest fixed_cp;
+  fixed_cp.tp = {2};
+  fixed_cp = comm_only(fixed_cp);
+  fixed_cp.gpus = 32;
+  fixed_cp.fixed.push_back(PlanDimension::cp);
+  const PlanResult f = plan(fixture("tp_sweep_cp16.yaml"), fixed_cp);
+  REQUIRE_FALSE(f.ranked.empty());
+  CHECK(f.ranked[0].cp == 16);
+  CHECK(f.ranked[0].tp == 2);
+  both.gpus = 24;
+  try {
+    plan(fixture("tp_sweep_cp16.yaml"), both);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.key() == "--gpus");
+    CHECK(std::string(e.what()).find("24 GPUs per model replica are not a multiple of CP 16 (--cp)") !=
+          std::string::npos);
+  }
   PlanRequest odd;
   odd.gpus = 15;
   odd.tp = {2};  // 15 is odd: no TP 2 x PP divides it

@@ -121,7 +121,7 @@ struct PlanResult {
   /// Legal options not simulated because their closed-form memory exceeds the GPU, least memory first.
   std::vector<PlanOption> over_memory;
   std::vector<PlanDimensionValues> dimensions;  ///< what was searched, in PlanDimension order
-  int64_t model_gpus = 0;           ///< GPUs per model replica (TP·CP·PP), 0 when --cp fixes CP instead
+  int64_t model_gpus = 0;           ///< GPUs per model replica (TP·CP·PP), 0 when --cp fixes CP without --gpus
   PlanEstimate estimate;
   std::string explanation;          ///< why the winner wins, or that nothing fits and what would
   bool nothing_fits = false;        ///< no legal option fits in GPU memory (no winner)
