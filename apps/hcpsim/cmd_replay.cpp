@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 struct Outcome {
   std::string path;
-  std::string status = "pass";       ///< pass | FAIL | skipped (no expect: block)
+  std::string status = "pass";       ///< pass | FAIL | skipped (no expect: block, or a calibration file)
   std::vector<std::string> failures;  ///< "field: golden X, actual Y"
   std::string digest;                 ///< of everything the scenario produced
   double seconds = 0.0;               ///< steady-clock time of every run of the file (JUnit time only)
@@ -38,6 +38,7 @@ struct Outcome {
   ReplayVerify verify;
   bool ran_simulate = false;
   ReplaySimulate simulate;
+  bool calibration_file = false;  ///< a calibration file, skipped (never rewritten by --update)
 };
 
 std::vector<std::string> collect(const std::vector<std::string>& paths) {
@@ -105,6 +106,13 @@ std::string without_location(const std::string& message, const std::string& name
 Outcome replay_one(const std::string& path, int threads, bool record_all = false) {
   Outcome o;
   o.path = path;
+  if (is_calibration_file(path)) {  // kept next to the scenarios that include it: not a scenario to replay
+    o.status = "skipped";
+    o.calibration_file = true;
+    o.failures.push_back("a calibration file of 'hcpsim calibrate' (source: and gpu:), not a scenario");
+    o.digest = "calibration file";
+    return o;
+  }
   const std::string file_name = std::filesystem::path(path).filename().string();
   const ExpectSpec expect = load_expect(path);
   Scenario s;
@@ -304,8 +312,8 @@ std::string keep_expect_comments(const std::string& old, const std::string& fres
 /// Rewrites the expect block of `path` (the last top-level key) when its values changed, keeping its comments
 /// (keep_expect_comments). @return true if written.
 bool update_file(const Outcome& o) {
+  if (o.status == "pass" || o.calibration_file) return false;  // every golden holds, or not a scenario: untouched
   const ExpectSpec old = load_expect(o.path);
-  if (o.status == "pass") return false;  // every golden holds: leave the file byte-identical
   std::ifstream in(o.path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -383,9 +391,15 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
     write_junit(junit, cases, run);
   }
   const auto n_skipped = std::count_if(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.status == "skipped"; });
+  const auto n_calibration =
+      std::count_if(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.calibration_file; });
+  const std::string why = n_calibration == 0           ? "no expect: block"
+                          : n_calibration == n_skipped ? "calibration files"
+                                                       : fmt::format("{} calibration files, the others no expect: block",
+                                                                     n_calibration);
   fmt::print("replay: {} scenario{}, {} passed, {} failed{}{}\n", outcomes.size(), outcomes.size() == 1 ? "" : "s",
              outcomes.size() - static_cast<size_t>(n_fail) - static_cast<size_t>(n_skipped), n_fail,
-             n_skipped > 0 ? fmt::format(", {} skipped (no expect: block)", n_skipped) : "",
+             n_skipped > 0 ? fmt::format(", {} skipped ({})", n_skipped, why) : "",
              update ? fmt::format(", {} updated", n_updated) : "");
   return n_fail == 0 ? kExitOk : kExitFailed;
 }

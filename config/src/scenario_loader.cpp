@@ -157,6 +157,17 @@ ExpectSpec load_expect(const std::string& path) {
   return sc.expect;
 }
 
+bool is_calibration_file(const std::string& path) {
+  try {
+    const std::string text = read_input_file({path, "scenario file", kMaxScenarioBytes, false, "check the path"});
+    if (text.find('\0') != std::string::npos) return false;
+    const YAML::Node root = YAML::Load(text);
+    return root.IsMap() && root["source"] && root["gpu"] && !root["schema_version"];
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
   const std::string text = read_input_file(
       {path, "scenario file", kMaxScenarioBytes, false, "check the path (bundled scenarios are in scenarios/)"});

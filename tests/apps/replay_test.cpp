@@ -341,5 +341,20 @@ TEST_CASE("apps: replay names what a path is when it is not a scenario, and --up
   CHECK(r.output.find("updated " + invalid.string() + " (it does not validate: the golden records the error, exit 2)") !=
         std::string::npos);
   CHECK(slurp(invalid).find("validate: {exit_code: 2, error: \"schema_version: missing") != std::string::npos);
+  // A calibration file kept next to the scenarios that include it is skipped, and --update leaves it alone (it
+  // failed as a scenario, and --update appended an error golden to it).
+  const fs::path cal_dir = dir / "cal";
+  fs::create_directories(cal_dir);
+  const std::string cal_text = "# written by hcpsim calibrate\nsource: \"ops.csv\"\ngpu:\n  name: \"H100\"\n";
+  std::ofstream(cal_dir / "h100cal.yaml", std::ios::binary) << cal_text;
+  r = hcpsim::test::run_hcpsim("replay --update " + cal_dir.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("skipped " + (cal_dir / "h100cal.yaml").string() +
+                      "\n        a calibration file of 'hcpsim calibrate' (source: and gpu:), not a scenario") !=
+        std::string::npos);
+  CHECK(r.output.find("replay: 1 scenario, 0 passed, 0 failed, 1 skipped (calibration files), 0 updated") !=
+        std::string::npos);
+  CHECK(slurp(cal_dir / "h100cal.yaml") == cal_text);
   fs::remove_all(dir);
 }

@@ -25,6 +25,11 @@ Scenario load_scenario_text(const std::string& text, const std::string& display_
 /// @throws InputError if the file cannot be read, is not YAML, or the expect block itself is malformed.
 ExpectSpec load_expect(const std::string& path);
 
+/// Whether `path` holds a calibration file of `hcpsim calibrate` (a YAML map with `source` and `gpu` and no
+/// `schema_version`) rather than a scenario: replay skips such files, which live next to the scenarios that include
+/// them. False for anything it cannot read or parse (the scenario reader then reports it).
+bool is_calibration_file(const std::string& path);
+
 /// Levenshtein distance, used for did-you-mean suggestions.
 int edit_distance(const std::string& a, const std::string& b);
 
