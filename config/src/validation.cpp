@@ -11,6 +11,7 @@
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
+#include "validation_order.hpp"
 #include "validation_thd.hpp"
 #include "validation_window.hpp"
 
@@ -208,9 +209,7 @@ class Validator {
     positive("parallel.pipeline_model_parallel_size", p.pipeline_model_parallel_size);
     positive("parallel.context_parallel_size", p.context_parallel_size);
     if (p.data_parallel_size) positive("parallel.data_parallel_size", *p.data_parallel_size);
-    if (!is_valid_parallel_order(p.order))
-      fail("parallel.order", "'" + p.order + "' is not a '-'-separated order of tp, cp, ep, dp, pp",
-           "use the Megatron default 'tp-cp-ep-dp-pp'");
+    check_parallel_order(s_, std::nullopt);
     const int64_t tp = p.tensor_model_parallel_size;
     if (m.num_attention_heads % tp != 0 || m.num_query_groups % tp != 0)
       fail("parallel.tensor_model_parallel_size",
@@ -544,6 +543,7 @@ class Validator {
       dp = world / model_ranks;
     }
     report_.data_parallel_size = dp;
+    check_parallel_order(s_, dp);
     if (s_.model.global_batch_size && *s_.model.global_batch_size % (s_.model.micro_batch_size * dp) != 0)
       fail_between("model.global_batch_size",
                    {"model.global_batch_size", "model.micro_batch_size", "parallel.data_parallel_size", "cluster.nodes"},

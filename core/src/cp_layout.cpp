@@ -1,5 +1,7 @@
 #include "hcpsim/core/cp_layout.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 #include <utility>
 
@@ -98,23 +100,38 @@ std::vector<int64_t> CpLayout::chunk_ids_after_attn(int64_t n) {
   return ids;
 }
 
+/// The order's dimensions, lower-cased (Megatron lower-cases the order string).
 static std::vector<std::string> split_order(const std::string& order) {
   std::vector<std::string> parts;
-  std::stringstream ss(order);
+  std::string lower = order;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::stringstream ss(lower);
   std::string item;
   while (std::getline(ss, item, '-')) parts.push_back(item);
   return parts;
 }
 
 bool is_valid_parallel_order(const std::string& order) {
-  auto parts = split_order(order);
-  if (parts.size() != 5) return false;
-  for (const char* want : {"tp", "cp", "ep", "dp", "pp"}) {
-    int n = 0;
-    for (const auto& p : parts) n += (p == want);
-    if (n != 1) return false;
-  }
+  const auto parts = split_order(order);
+  if (parts.empty()) return false;
+  for (const auto& p : parts)
+    if (std::count(parts.begin(), parts.end(), p) != 1 ||
+        (p != "tp" && p != "cp" && p != "ep" && p != "dp" && p != "pp"))
+      return false;
   return true;
+}
+
+bool parallel_order_names(const std::string& order, const std::string& dimension) {
+  const auto parts = split_order(order);
+  return std::find(parts.begin(), parts.end(), dimension) != parts.end();
+}
+
+bool parallel_order_ep_next_to_dp(const std::string& order) {
+  const auto parts = split_order(order);
+  const auto ep = std::find(parts.begin(), parts.end(), "ep"), dp = std::find(parts.begin(), parts.end(), "dp");
+  if (ep == parts.end()) return true;
+  return dp != parts.end() && (ep + 1 == dp || dp + 1 == ep);
 }
 
 int64_t global_rank(const std::string& order, const ParallelSizes& sizes, int64_t tp_rank, int64_t cp_rank,

@@ -97,8 +97,13 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                 "use at least 2 nodes");
   require_error({"parallel.cp_comm_type=[p2p, a2a+p2p]"}, "parallel.cp_comm_type",
                 "one entry per layer: 2 entries for num_layers 16", "give one value, or exactly num_layers values");
-  require_error({"parallel.order=tp-cp-dp-pp"}, "parallel.order", "is not a '-'-separated order",
+  // Megatron's RankGenerator: known names each once, ep next to dp, a left-out dimension only of size 1.
+  require_error({"parallel.order=tp-cp-sp-dp-pp"}, "parallel.order", "is not a '-'-separated order",
                 "use the Megatron default 'tp-cp-ep-dp-pp'");
+  require_error({"parallel.order=tp-dp-cp-ep-pp"}, "parallel.order", "ep and dp must be adjacent",
+                "put ep next to dp, e.g. 'tp-cp-ep-dp-pp'");
+  require_error({"parallel.order=tp-ep-dp-pp"}, "parallel.order", "leaves out cp, whose size is 4",
+                "name cp in the order, e.g. 'tp-cp-ep-dp-pp'");
   require_error({"model.kv_channels=0"}, "model.kv_channels", "must be at least 1, got 0", "set a positive value");
   require_error({"parallel.hierarchical_context_parallel_sizes=[2,2,1]"}, sizes, "expected two sizes [A, P]",
                 "write [A, P]");

@@ -110,6 +110,15 @@ TEST_CASE("core: Megatron rank order places CP ranks TP apart (tp-cp-ep-dp-pp)",
   REQUIRE(place2[3].global_rank == 3);
   REQUIRE(hcpsim::global_rank("tp-cp-ep-dp-pp", sizes, 1, 2, 0, 0) == 9);
   REQUIRE(hcpsim::is_valid_parallel_order("tp-cp-ep-dp-pp"));
-  REQUIRE_FALSE(hcpsim::is_valid_parallel_order("tp-cp-dp-pp"));
+  REQUIRE(hcpsim::is_valid_parallel_order("tp-cp-dp-pp"));  // Megatron appends ep (size 1)
+  REQUIRE(hcpsim::is_valid_parallel_order("TP-CP-EP-DP-PP"));  // Megatron lower-cases the order
+  REQUIRE_FALSE(hcpsim::is_valid_parallel_order("tp-cp-xp-dp-pp"));
+  REQUIRE_FALSE(hcpsim::is_valid_parallel_order(""));
+  REQUIRE(hcpsim::parallel_order_ep_next_to_dp("tp-cp-ep-dp-pp"));
+  REQUIRE(hcpsim::parallel_order_ep_next_to_dp("tp-cp-dp-ep-pp"));
+  REQUIRE(hcpsim::parallel_order_ep_next_to_dp("tp-cp-dp-pp"));
+  REQUIRE_FALSE(hcpsim::parallel_order_ep_next_to_dp("tp-dp-cp-ep-pp"));
+  REQUIRE(hcpsim::parallel_order_names("tp-cp-dp-pp", "dp"));
+  REQUIRE_FALSE(hcpsim::parallel_order_names("tp-cp-dp-pp", "ep"));
   REQUIRE_FALSE(hcpsim::is_valid_parallel_order("tp-tp-ep-dp-pp"));
 }

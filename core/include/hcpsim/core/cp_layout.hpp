@@ -95,13 +95,23 @@ struct ParallelSizes {
   int64_t tp = 1, cp = 1, ep = 1, dp = 1, pp = 1;
 };
 
-/// Global rank of the GPU holding (tp, cp, dp, pp) coordinates under `order`; ep coordinate 0.
+/// Global rank of the GPU holding (tp, cp, dp, pp) coordinates under `order`; ep coordinate 0. A dimension the order
+/// leaves out must have size 1 (Megatron's RankGenerator appends it; a size-1 dimension moves no rank).
 /// @throws InputError is not raised here: `order` must already be validated (see is_valid_parallel_order).
 int64_t global_rank(const std::string& order, const ParallelSizes& sizes, int64_t tp_rank, int64_t cp_rank,
                     int64_t dp_rank, int64_t pp_rank);
 
-/// True when `order` is a '-'-separated permutation of tp, cp, ep, dp, pp.
+/// True when `order` is '-'-separated names of tp, cp, ep, dp, pp, each at most once, in any case (Megatron's
+/// RankGenerator lower-cases it and appends a left-out dimension of size 1; a left-out dimension of another size is
+/// the caller's check, with parallel_order_names). Source: megatron/core/parallel_state.py RankGenerator.__init__.
 bool is_valid_parallel_order(const std::string& order);
+
+/// Whether a valid `order` names `dimension` ("tp", "cp", "ep", "dp" or "pp").
+bool parallel_order_names(const std::string& order, const std::string& dimension);
+
+/// Megatron's RankGenerator rule "The ep and dp must be adjacent in order": true when the order has no ep, or ep
+/// stands next to dp.
+bool parallel_order_ep_next_to_dp(const std::string& order);
 
 /// Where one CP rank of a CP group runs.
 struct CpRankPlacement {
