@@ -119,7 +119,8 @@ void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOp
 }
 
 // The options to simulate: every one whose closed-form memory fits, or when none does the kLeastMemory that need
-// the least (so the answer can say what would be needed); the rest stay in `over_memory`, least memory first.
+// the least and any tied with the last of them (so the answer can say what would be needed); the rest stay in
+// `over_memory`, least memory first.
 constexpr size_t kLeastMemory = 3;
 
 void split_by_memory(detail::LegalOptions& legal, std::vector<PlanOption>& over_memory) {
@@ -130,8 +131,14 @@ void split_by_memory(detail::LegalOptions& legal, std::vector<PlanOption>& over_
   const bool any = std::any_of(legal.options.begin(), legal.options.end(),
                                [](const PlanOption& o) { return o.step.memory.fits; });
   std::vector<bool> keep(order.size(), false);
+  // Options tied with the last of the kLeastMemory are simulated too: the closed form leaves out the CP buffers,
+  // so comm types tie there, and a cut by label order dropped p2p (the least CP memory) from the three.
+  const double cutoff = order.size() >= kLeastMemory
+                             ? legal.options[order[kLeastMemory - 1]].step.memory.total_bytes
+                             : std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < order.size(); ++k)
-    keep[order[k]] = any ? legal.options[order[k]].step.memory.fits : k < kLeastMemory;
+    keep[order[k]] = any ? legal.options[order[k]].step.memory.fits
+                         : k < kLeastMemory || legal.options[order[k]].step.memory.total_bytes == cutoff;
   detail::LegalOptions kept;
   kept.configurations = legal.configurations;
   for (size_t i = 0; i < legal.options.size(); ++i)
