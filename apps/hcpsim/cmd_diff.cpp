@@ -34,7 +34,19 @@ std::string value_text(const sim::DiffRow& r, double v) {
 std::string delta_text(const sim::DiffRow& r) {
   const double d = r.delta();
   const std::string sign = d > 0 ? "+" : (d < 0 ? "-" : "");
+  // A memory change below 0.005 GB would print as "-0.00 GB" next to a non-zero percentage: in MB instead.
+  if (r.unit == "GB" && std::fabs(d) < 5e6) return sign + fmt::format("{:.2f} MB", std::fabs(d) / 1e6);
   return sign + value_text(r, std::fabs(d));
+}
+
+/// The relative change as a percentage with one decimal; three where one would print 0.0% for a change (the row is
+/// listed because it changed), and "+<0.001%" / "-<0.001%" below that.
+std::string change_text(const sim::DiffRow& r) {
+  if (r.a == 0) return "new";
+  const double pct = 100.0 * r.delta() / std::fabs(r.a);
+  if (std::fabs(pct) >= 0.05) return fmt::format("{:+.1f}%", pct);
+  if (std::fabs(pct) >= 0.0005) return fmt::format("{:+.3f}%", pct);
+  return pct > 0 ? "+<0.001%" : "-<0.001%";
 }
 
 int cmd_diff(const DiffArgs& args) {
@@ -60,10 +72,16 @@ int cmd_diff(const DiffArgs& args) {
                    "diff (scenario B)");
   const sim::PlanOption a = sim::evaluate_scenario(sa);
   const sim::PlanOption b = sim::evaluate_scenario(sb);
-  fmt::print("diff A: {} ({}, {})\n", sa.name, args.a, a.label);
+  // The layout each side resolved to, DP and the micro-batches included: a TP or CP change moves DP (it fills the
+  // cluster) and with it the micro-batches per iteration, which the step time and the DP collectives follow.
+  auto layout = [](const sim::PlanOption& o) {
+    return fmt::format("{}, DP {}, {} micro-batch{} per iteration", o.label, o.data_parallel_size,
+                       o.step.num_microbatches, o.step.num_microbatches == 1 ? "" : "es");
+  };
+  fmt::print("diff A: {} ({}, {})\n", sa.name, args.a, layout(a));
   std::string b_desc = b_path;
   for (const auto& o : overrides) b_desc += " " + o;
-  fmt::print("     B: {} ({}, {})\n", sb.name, b_desc, b.label);
+  fmt::print("     B: {} ({}, {})\n", sb.name, b_desc, layout(b));
   const auto rows = sim::diff_rows(a, b);
   if (!args.json.empty())
     write_diff_json(args.json, DiffSide{&sa, args.a, {}, &a}, DiffSide{&sb, b_path, overrides, &b}, rows);
@@ -79,9 +97,8 @@ int cmd_diff(const DiffArgs& args) {
   fmt::print("  {:<44} {:>14} {:>14} {:>15} {:>8}\n", "quantity", "A", "B", "B - A", "change");
   for (const auto& r : rows) {
     if (r.relative() == 0) continue;
-    const double pct = r.a != 0 ? 100.0 * r.delta() / std::fabs(r.a) : 0;
     fmt::print("  {:<44} {:>14} {:>14} {:>15} {:>8}\n", r.name, value_text(r, r.a), value_text(r, r.b),
-               delta_text(r), r.a != 0 ? fmt::format("{:+.1f}%", pct) : std::string("new"));
+               delta_text(r), change_text(r));
   }
   if (a.step.memory.fits != b.step.memory.fits)
     fmt::print("memory: A {} but B {}\n", a.step.memory.fits ? "fits" : "does not fit",

@@ -1,6 +1,7 @@
 // simulate's whole-step section and summary keys, calibrate, plan (table, CSV, SVG) and diff through the binary.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -181,4 +182,28 @@ TEST_CASE("apps: simulate reports a per-layer cp_comm_type mix per comm type, th
   const auto one = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml");
   REQUIRE(one.exit_code == 0);
   CHECK(one.output.find("note: parallel.cp_comm_type") == std::string::npos);
+}
+
+TEST_CASE("apps: diff names each side's DP and micro-batches, and prints small changes without rounding to 0",
+          "[apps][step]") {
+  // TP 1 -> 2 halves DP and doubles the micro-batches, which the header did not show; a 6 MB memory change printed
+  // as "-0.00 GB" and -0.0% next to each other.
+  auto r = run_hcpsim("diff scenarios/llama32_1b_cp4_a2a_p2p.yaml parallel.tensor_model_parallel_size=2 --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("diff A: llama32_1b_cp4_a2a_p2p (scenarios/llama32_1b_cp4_a2a_p2p.yaml, a2a+p2p [2,2] TP1, DP 2, "
+                      "4 micro-batches per iteration)\n") != std::string::npos);
+  CHECK(r.output.find(", a2a+p2p [2,2] TP2, DP 1, 8 micro-batches per iteration)\n") != std::string::npos);
+  const auto dir = hcpsim::test::scratch_dir("diff_small");
+  std::string text = hcpsim::test::slurp(std::filesystem::path(HCPSIM_SOURCE_DIR) / "scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  text.replace(text.find("seq_length: 8192"), 16, "seq_length: 2048");
+  std::ofstream(dir / "s.yaml") << text;
+  r = run_hcpsim("diff " + (dir / "s.yaml").string() +
+                 " parallel.hierarchical_context_parallel_sizes=null parallel.cp_comm_type=p2p --quiet");
+  REQUIRE(r.exit_code == 0);
+  const std::regex total("memory: total +13\\.31 GB +13\\.30 GB +-0\\.01 GB +-0\\.0[0-9]{2}%\n");
+  CHECK(std::regex_search(r.output, total));
+  CHECK(r.output.find("-0.00 GB") == std::string::npos);
+  CHECK(r.output.find("-0.0%") == std::string::npos);
+  std::filesystem::remove_all(dir);
 }
