@@ -52,8 +52,11 @@ int cmd_calibrate(const CalibrateArgs& a) {
              fit.gpu.gemm_efficiency_bf16);
   fmt::print("  gemm fp8:    {}  efficiency {:.4f} (of a large GEMM)\n", fit.fitted_gemm_fp8 ? "fitted" : "kept ",
              fit.gpu.gemm_efficiency_fp8);
-  fmt::print("  attention:   {} table points measured, {} filled from a neighbour (forward {} points, backward {})\n",
-             fit.attention_points, fit.filled_points, fit.gpu.attn_fwd_table.size(), fit.gpu.attn_bwd_table.size());
+  fmt::print("  attention:   {} table points measured, {} filled from a neighbour (forward table {} points, {}; "
+             "backward table {} points, {})\n",
+             fit.attention_points, fit.filled_points, fit.gpu.attn_fwd_table.size(),
+             fit.fitted_attn_fwd ? "fitted" : "kept from " + base.name, fit.gpu.attn_bwd_table.size(),
+             fit.fitted_attn_bwd ? "fitted" : "kept from " + base.name);
   for (const auto& n : fit.notes) fmt::print("  note: {}\n", n);
   if (a.output.empty() || a.output == "-") {
     fmt::print("\n{}", yaml);

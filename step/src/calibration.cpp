@@ -276,7 +276,17 @@ void fit_attention_table(const std::vector<MeasuredOpRow>& rows, bool forward, c
   }
   std::vector<EfficiencyPoint> table = attention_table(points, kind, csv_path, fit);
   raise_low_points(table, kind, csv_path, fit);
+  // A table replaces the preset's whole curve: with few points every block shape takes their efficiency.
+  // Source: assumption: 4 points are the least that give a slope in both q_rows and kv_rows (2 x 2).
+  constexpr size_t kFewPoints = 4;
+  if (points.size() < kFewPoints)
+    fit.notes.push_back(fmt::format("the {} table rests on {} measured shape{}: every block shape takes {} "
+                                    "efficiency (measure a sweep of q_rows and kv_rows, e.g. the ring-step chunk "
+                                    "sizes)",
+                                    forward ? "forward" : "backward", points.size(), points.size() == 1 ? "" : "s",
+                                    points.size() == 1 ? "its" : "their nearest one's"));
   (forward ? fit.gpu.attn_fwd_table : fit.gpu.attn_bwd_table) = std::move(table);
+  (forward ? fit.fitted_attn_fwd : fit.fitted_attn_bwd) = true;
 }
 
 // Rows of kinds that calibrate no compute (communication) are counted as skipped.

@@ -1,4 +1,5 @@
 // Calibration of the compute model from a measured per-op CSV.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -121,7 +122,28 @@ TEST_CASE("calibration: a missing grid point is filled from its nearest measured
   // (4096, 4096) is at distance 2 from both (1024, 4096) and (4096, 1024); the smaller q_rows wins.
   CHECK(table_efficiency(fit.gpu.attn_fwd_table, 128, 4096, 4096, false) ==
         Approx(attn_eff(true, false, 1024, 4096)));
+  CHECK(fit.fitted_attn_fwd);
+  CHECK(fit.fitted_attn_bwd);
+  for (const auto& n : fit.notes) CHECK(n.find("table rests on") == std::string::npos);  // a sweep, not a point
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("calibration: a table from one measured shape says so, and the other direction is kept", "[calibration]") {
+  // One forward row replaced the whole forward curve by one efficiency, and the summary counted the kept backward
+  // table's points as if fitted.
+  const GpuSpec base = cluster_preset("dgx-h100", 1)->gpu;
+  const auto dir = scratch_dir("calibration_one_shape");
+  write(dir / "one.csv", "op_kind,head_dim,q_rows,kv_rows,causal,flops,measured_s\n"
+                         "attn_fwd_block,128,4096,4096,1,3.44e10,7.0e-5\n");
+  const CalibrationFit fit = fit_calibration(read_measured_ops_csv((dir / "one.csv").string()), base, "one.csv");
+  std::filesystem::remove_all(dir);
+  CHECK(fit.fitted_attn_fwd);
+  CHECK_FALSE(fit.fitted_attn_bwd);
+  CHECK(fit.gpu.attn_fwd_table.size() == 1);
+  CHECK(fit.gpu.attn_bwd_table.size() == base.attn_bwd_table.size());
+  CHECK(std::count(fit.notes.begin(), fit.notes.end(),
+                   "the forward table rests on 1 measured shape: every block shape takes its efficiency (measure a "
+                   "sweep of q_rows and kv_rows, e.g. the ring-step chunk sizes)") == 1);
 }
 
 TEST_CASE("calibration: bad CSV files raise errors that name the file, line and column", "[calibration]") {

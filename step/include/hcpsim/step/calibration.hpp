@@ -35,6 +35,7 @@ struct CalibrationFit {
   int64_t attention_points = 0;  ///< measured table points (forward + backward)
   int64_t filled_points = 0;     ///< grid points filled from a neighbour
   bool fitted_elementwise = false, fitted_gemm_bf16 = false, fitted_gemm_fp8 = false;
+  bool fitted_attn_fwd = false, fitted_attn_bwd = false;  ///< the table was built from measured rows (else kept)
   std::vector<std::string> notes;  ///< what was kept from the base GPU and why
 };
 
