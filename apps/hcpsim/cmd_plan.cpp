@@ -273,8 +273,9 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<PlanArgs>();
   add_scenario_args(cmd, a->common);
   cmd->add_option("--cp", a->cp, "context_parallel_size of every option (default: GPUs / (TP*PP))");
-  cmd->add_option("--gpus", a->gpus, "GPUs per model replica, TP*CP*PP (default: the scenario's; CP = GPUs / (TP*PP))")
-      ->excludes("--cp");
+  cmd->add_option("--gpus", a->gpus,
+                  "GPUs per model replica, TP*CP*PP (default: the scenario's; CP = GPUs / (TP*PP), or with --cp or "
+                  "--fixed cp TP*PP = GPUs / CP)");
   cmd->add_option("--tp", a->tp, "comma-separated TP sizes, e.g. 1,2,4 (default: every divisor of gpus_per_node)");
   cmd->add_option("--pp", a->pp, "comma-separated PP sizes (default: every divisor of num_layers)");
   cmd->add_option("--vp", a->vp, "comma-separated VP sizes, 1 = not interleaved (default: 1, and 2 with PP > 1)");

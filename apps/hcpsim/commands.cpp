@@ -43,8 +43,19 @@ int run(int argc, char** argv) {
       sub = sub->get_subcommands().front();
       command += " " + sub->get_name();
     }
+    std::string what = e.what();
+    // CLI11's words for an option given twice, also through an alias (simulate's --summary and --json).
+    const auto twice = what.find(": At Most 1 required but received ");
+    if (twice != std::string::npos) {
+      const std::string option = what.substr(0, twice);
+      fmt::print(stderr,
+                 "error: command line: {} is given more than once (an option and its alias are one option); fix: "
+                 "give it once (see '{} --help')\n",
+                 option, command);
+      return kExitBadInput;
+    }
     fmt::print(stderr, "error: command line: {}; fix: see '{} --help' for the options and the values they take\n",
-               e.what(), command);
+               what, command);
     return kExitBadInput;
   }
   if (version) {

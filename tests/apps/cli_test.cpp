@@ -337,10 +337,17 @@ TEST_CASE("apps: simulate --kernels lists the busiest rank's ring-step kernels w
 }
 
 TEST_CASE("cli: a command-line parse error is one error line naming the command's help, exit 2", "[apps][cli]") {
-  const auto both = hcpsim::test::run_hcpsim("plan scenarios/llama32_1b_cp4_a2a_p2p.yaml --cp 2 --gpus 4");
+  // --cp with --gpus searches TP*PP = GPUs / CP (they excluded each other); GPUs not a multiple of CP are refused.
+  const auto both = hcpsim::test::run_hcpsim("plan scenarios/llama32_1b_cp4_a2a_p2p.yaml --cp 2 --gpus 3");
   REQUIRE(both.exit_code == 2);
-  REQUIRE(both.output == "error: command line: --cp excludes --gpus; fix: see 'hcpsim plan --help' for the options "
-                         "and the values they take\n");
+  REQUIRE(both.output.find("error: command line: --gpus: 3 GPUs per model replica are not a multiple of CP 2 (--cp); "
+                           "fix: give a multiple of 2, e.g. --gpus 4") != std::string::npos);
+  // The same option twice, or an option and its alias, is named as such (CLI11's "At Most 1 required").
+  const auto twice = hcpsim::test::run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml --json a.json "
+                                              "--summary b.json");
+  REQUIRE(twice.exit_code == 2);
+  REQUIRE(twice.output == "error: command line: --summary is given more than once (an option and its alias are one "
+                          "option); fix: give it once (see 'hcpsim simulate --help')\n");
   const auto factor = hcpsim::test::run_hcpsim("collective all_reduce --cluster dgx-h100 --nodes 1 --step-factor 1.5");
   REQUIRE(factor.exit_code == 2);
   REQUIRE(factor.output.rfind("error: command line: Could not convert: --step-factor = 1.5; fix: see 'hcpsim "
