@@ -244,12 +244,7 @@ class Validator {
            "(each rank attends only to its own chunks)",
            "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size " + str(cp) +
                suggest_sizes());
-    if (!uses_hier && sizes)
-      fail(sizes_key,
-           "hierarchical_context_parallel_sizes is only used by cp_comm_type a2a+p2p, but cp_comm_type is " +
-               to_string(p.cp_comm_type.front()),
-           "remove hierarchical_context_parallel_sizes, or set cp_comm_type: a2a+p2p");
-    if (!sizes) return;
+    if (!sizes) return;  // with another comm type: legal (Megatron asserts only A*P = CP), add_parallel_warnings
     if (sizes->size() != 2)
       fail(sizes_key, "expected two sizes [A, P] (a2a level, p2p level), got " + str(static_cast<int64_t>(sizes->size())),
            "write [A, P] with A*P = context_parallel_size");
@@ -489,7 +484,14 @@ class Validator {
       report_.warnings.push_back(
           "sequence_parallel with tensor_model_parallel_size 1: Megatron turns sequence parallelism off (nothing to "
           "shard over)");
-    if (sizes && p.context_parallel_size > 1) {
+    const bool uses_hier = std::any_of(p.cp_comm_type.begin(), p.cp_comm_type.end(),
+                                       [](CpCommType t) { return cp_variant(t).takes_hierarchical_sizes; });
+    const std::string type = to_string(p.cp_comm_type.front());
+    if (sizes && !uses_hier)
+      report_.warnings.push_back("hierarchical_context_parallel_sizes [" + str((*sizes)[0]) + ", " + str((*sizes)[1]) +
+                                 "] are not used by cp_comm_type " + type + " (only a2a+p2p uses them; Megatron "
+                                 "checks only that they multiply to context_parallel_size): the run is plain " + type);
+    if (sizes && uses_hier && p.context_parallel_size > 1) {
       if ((*sizes)[0] == 1)
         report_.warnings.push_back(
             "hierarchical_context_parallel_sizes [1, " + str((*sizes)[1]) +

@@ -61,8 +61,16 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                 "parallel.cp_comm_type", "silently runs WITHOUT context parallelism",
                 "set parallel.hierarchical_context_parallel_sizes: [A, P] with A*P = context_parallel_size 16, e.g. "
                 "[8, 2] (a2a over 8 GPUs of a node, p2p ring over 2 groups)");
-  require_error({"parallel.cp_comm_type=p2p"}, sizes, "only used by cp_comm_type a2a+p2p",
-                "remove hierarchical_context_parallel_sizes");
+  // Sizes with p2p: Megatron accepts them (it asserts only A*P = CP) and they go unused; a warning, not an error.
+  const auto p2p = validate_scenario(load_scenario_text(kBase, "base.yaml", {"parallel.cp_comm_type=p2p"}),
+                                     ValidationScope::placement);
+  REQUIRE(p2p.warnings.size() == 1);
+  CHECK(p2p.warnings[0].rfind("hierarchical_context_parallel_sizes [2, 2] are not used by cp_comm_type p2p (only "
+                              "a2a+p2p uses them; Megatron checks only that they multiply to context_parallel_size): "
+                              "the run is plain p2p",
+                              0) == 0);
+  require_error({"parallel.cp_comm_type=p2p", "parallel.hierarchical_context_parallel_sizes=[2,4]"}, sizes,
+                "2*4 = 8 != context_parallel_size 4", "choose [A, P] with A*P = 4");
   require_error({"model.seq_length=8196"}, "model.seq_length", "not divisible by 2*context_parallel_size = 8",
                 "pad the sequence to a multiple of 8, e.g. 8200");
   // The head count that does not divide is named (the override that set it), not the sizes.
