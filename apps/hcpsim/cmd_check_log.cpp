@@ -30,16 +30,21 @@ struct ModelPrediction {
   double full_attention = 0;  ///< FlopsConvention::megatron_full_attention
 };
 
-/// Model TFLOP/s per GPU that the whole-step model (sim/step.hpp) predicts for `scenario`, in both Megatron FLOP
-/// conventions: the quantity Megatron's `throughput per GPU (TFLOP/s/GPU)` reports (model FLOPs per iteration /
+/// Model TFLOP/s per GPU that the whole-step model (sim/step.hpp) predicts for `scenario` (a per-layer
+/// cp_comm_type list as its mix, compose_mixed_step), in both Megatron FLOP conventions: the quantity Megatron's `throughput per GPU (TFLOP/s/GPU)` reports (model FLOPs per iteration /
 /// iteration time / world size). std::nullopt when the scenario has no model.vocab_size or does not validate for its
 /// cluster (check-log then reports the comparison as not checked, with that reason).
 std::optional<ModelPrediction> predicted_model_tflops_per_gpu(const Scenario& scenario) {
   if (!scenario.model.vocab_size) return std::nullopt;
   try {
     const ValidationReport report = validate_scenario(scenario, ValidationScope::placement);
-    const sim::StepResult step = sim::simulate_step(scenario, scenario.parallel.cp_comm_type.front(),
-                                                    report.data_parallel_size, Topology::from_cluster(scenario.cluster));
+    const Topology topology = Topology::from_cluster(scenario.cluster);
+    // A per-layer cp_comm_type list runs each layer with its own type (it was predicted as all-first-type).
+    std::vector<sim::StepResult> per_type;
+    for (CpCommType t : scenario.parallel.distinct_cp_comm_types())
+      per_type.push_back(sim::simulate_step(scenario, t, report.data_parallel_size, topology));
+    const sim::StepResult step =
+        per_type.size() > 1 ? sim::compose_mixed_step(scenario, per_type) : std::move(per_type.front());
     return ModelPrediction{step.model_tflops_per_gpu, step.model_tflops_per_gpu_full_attention};
   } catch (const InputError&) {
     return std::nullopt;

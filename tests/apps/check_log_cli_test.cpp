@@ -80,3 +80,33 @@ TEST_CASE("apps: check-log warns when --scenario is not the logged configuration
   CHECK(nodes.output.find("is not the logged configuration: world size 64 (log 32);") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: check-log predicts a per-layer cp_comm_type list as its mix, and takes sizes with p2p",
+          "[apps][import][check_log]") {
+  // 16 a2a+p2p + 16 p2p layers were predicted as 32 a2a+p2p; p2p with hierarchical sizes was a finding although
+  // Megatron accepts it (the sizes go unused).
+  const std::string healthy = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const std::string line = "  cp_comm_type .................................... a2a+p2p";
+  REQUIRE(healthy.find(line) != std::string::npos);
+  std::string mix = "['a2a+p2p'";
+  for (int i = 1; i < 32; ++i) mix += i < 16 ? ", 'a2a+p2p'" : ", 'p2p'";
+  mix += "]";
+  const auto dir = scratch("per_layer");
+  auto predicted = [&](const std::string& name, const std::string& value) {
+    std::string text = healthy;
+    text.replace(text.find(line), line.size(), "  cp_comm_type .................................... " + value);
+    std::ofstream(dir / name) << text;
+    const auto r = run_hcpsim("check-log '" + (dir / name).string() + "'");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("result: clean") != std::string::npos);
+    const auto at = r.output.find("throughput vs. model: predicted ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(r.output.substr(at + 32));
+  };
+  const double all_hcp = predicted("hcp.log", "a2a+p2p"), all_p2p = predicted("p2p.log", "p2p");
+  const double mixed = predicted("mix.log", mix);
+  CHECK(all_p2p < mixed);
+  CHECK(mixed < all_hcp);
+  fs::remove_all(dir);
+}
