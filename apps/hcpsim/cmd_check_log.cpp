@@ -398,6 +398,13 @@ RunCheck check_run(const CheckLogOptions& o, MegatronLog log, const LogRunRange&
     model_scenario = nullptr;
     c.model.summary = "not checked (no cluster preset for the " + c.gpu.datasheet->name +
                       ": give --scenario with its cluster.gpu)";
+  } else if (!c.gpu.given && c.args && !c.args->unmodelled.empty()) {
+    // MoE, MLA, ... (import refuses them): the dense model of the arguments would predict another run.
+    std::string list;
+    for (const auto& u : c.args->unmodelled) list += (list.empty() ? "" : ", ") + u;
+    model_scenario = nullptr;
+    c.model.summary = "not checked (the arguments use settings hcpsim does not model: " + list +
+                      "; the dense model of the rest would predict another run)";
   } else {
     c.model = compare_with_model(c.log, model_scenario, c.from_args.scenario, c.findings);
   }

@@ -110,3 +110,19 @@ TEST_CASE("apps: check-log predicts a per-layer cp_comm_type list as its mix, an
   CHECK(mixed < all_hcp);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: check-log does not compare a MoE run with the dense model", "[apps][import][check_log]") {
+  // num_experts 8 was predicted as the dense model and called consistent.
+  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const auto at = text.find("  num_layers ....");
+  REQUIRE(at != std::string::npos);
+  text.insert(at, "  num_experts ..................................... 8\n");
+  const auto dir = scratch("moe");
+  std::ofstream(dir / "moe.log") << text;
+  const auto r = run_hcpsim("check-log '" + (dir / "moe.log").string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("throughput vs. model: not checked (the arguments use settings hcpsim does not model: "
+                      "num_experts 8; the dense model of the rest would predict another run)") != std::string::npos);
+  fs::remove_all(dir);
+}
