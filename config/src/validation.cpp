@@ -12,6 +12,7 @@
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "validation_order.hpp"
+#include "validation_sequence.hpp"
 #include "validation_thd.hpp"
 #include "validation_window.hpp"
 
@@ -188,7 +189,7 @@ class Validator {
     check_parallel_sizes();
     check_cp_comm_type_list();
     check_hierarchical_sizes();
-    check_sequence_split();
+    check_sequence_split(s_);
     const std::vector<int> te = parsed_te_version();
     for (CpCommType t : s_.parallel.distinct_cp_comm_types()) {
       check_a2a_head_split(t);
@@ -264,17 +265,6 @@ class Validator {
            "decentralized process groups do not support hierarchical_context_parallel_sizes (Megatron-Bridge raises "
            "NotImplementedError)",
            "set use_decentralized_pg: false");
-  }
-
-  /// With CP, the load-balanced split cuts the sequence into 2*cp equal chunks.
-  void check_sequence_split() const {
-    const int64_t cp = s_.parallel.context_parallel_size, seq = s_.model.seq_length;
-    if (cp > 1 && seq % (2 * cp) != 0)
-      fail_between("model.seq_length", {"model.seq_length", "parallel.context_parallel_size"},
-           "seq_length " + str(seq) + " is not divisible by 2*context_parallel_size = " + str(2 * cp) +
-               " (the load-balanced split cuts the sequence into 2*cp chunks)",
-           "pad the sequence to a multiple of " + str(2 * cp) + ", e.g. " +
-               str((seq + 2 * cp - 1) / (2 * cp) * (2 * cp)));
   }
 
   /// parallel.te_version as {major, minor, patch}, or {} when not given.

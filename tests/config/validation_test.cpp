@@ -71,6 +71,15 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                               0) == 0);
   require_error({"parallel.cp_comm_type=p2p", "parallel.hierarchical_context_parallel_sizes=[2,4]"}, sizes,
                 "2*4 = 8 != context_parallel_size 4", "choose [A, P] with A*P = 4");
+  // Sequence parallelism scatters each CP rank's S/CP tokens over TP: 40 / 4 = 10 do not split over TP 4.
+  require_error({"model.seq_length=40", "parallel.tensor_model_parallel_size=4", "parallel.sequence_parallel=true",
+                 "cluster.nodes=2"},
+                "model.seq_length", "10 tokens per CP rank (seq_length 40 / context_parallel_size 4) do not split "
+                "over tensor_model_parallel_size 4 with sequence_parallel",
+                "use a seq_length that is a multiple of 32, or sequence_parallel: false");
+  CHECK(error_of({"model.seq_length=32", "parallel.tensor_model_parallel_size=4", "parallel.sequence_parallel=true",
+                  "cluster.nodes=2"}).empty());
+  CHECK(error_of({"model.seq_length=40", "parallel.tensor_model_parallel_size=4", "cluster.nodes=2"}).empty());
   require_error({"model.seq_length=8196"}, "model.seq_length", "not divisible by 2*context_parallel_size = 8",
                 "pad the sequence to a multiple of 8, e.g. 8200");
   // The head count that does not divide is named (the override that set it), not the sizes.
