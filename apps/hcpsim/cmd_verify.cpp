@@ -128,6 +128,13 @@ void VerifyRunner::print_run_header(CpCommType t, const CpLayout& layout, const 
                                  : fmt::format(", checking {}/{} (oracle.heads)", sel.shape.heads_q, sel.shape.heads_kv),
              s.oracle.seed, s.oracle.input_distribution, args_.threads,
              setup_.fault ? ", injected fault " + to_string(*setup_.fault) : std::string());
+  // The naive merge exp(L) + exp(L_i) is exact arithmetic until a logit leaves exp's range: a PASS on other inputs
+  // is the right verdict, not the oracle missing the fault.
+  if (setup_.fault == FaultKind::naive_lse_merge && s.oracle.input_distribution != "adversarial")
+    fmt::print("  note: naive_lse_merge goes wrong only when exp overflows (logits beyond 88.7 in fp32); {} inputs "
+               "keep the logits far below that, so it computes the same attention and PASS is expected: use "
+               "oracle.input_distribution=adversarial to see it fail\n",
+               s.oracle.input_distribution);
 }
 
 void VerifyRunner::write_measurements() {
