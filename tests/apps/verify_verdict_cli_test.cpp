@@ -148,6 +148,12 @@ TEST_CASE("apps: tensors with non-finite values show nan and their count in the 
   REQUIRE(dk["nonfinite"] == 16384);
   REQUIRE(j["runs"][0]["tensors"][2]["rel_l2_err"].is_number());
   REQUIRE(j["result"] == "fail");
+  // worst_index follows "shape" for every tensor: softmax_lse [b, h, s] (it was [b, s, h, w], s out of range).
+  for (const auto& t : j["runs"][0]["tensors"]) {
+    INFO(t.dump());
+    REQUIRE(t["worst_index"].size() == t["shape"].size());
+    for (size_t d = 0; d < t["shape"].size(); ++d) CHECK(t["worst_index"][d].get<int64_t>() < t["shape"][d].get<int64_t>());
+  }
   fs::remove_all(dir);
 }
 

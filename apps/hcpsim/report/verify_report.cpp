@@ -110,7 +110,12 @@ nlohmann::json report_json(const VerifyReport& v, const std::string& injected) {
     t["tolerance"] = e.tolerance;
     t["nonfinite"] = e.nonfinite;  // the metrics above are null (NaN) when it is > 0
     t["pass"] = e.pass;
-    t["worst_index"] = e.worst_index;
+    // In the order of "shape": softmax_lse is [b, h, s] as TE returns it (held internally as [b, s, h, 1]).
+    if (e.tensor == "softmax_lse" && e.worst_index.size() == 4) {
+      t["worst_index"] = std::vector<int64_t>{e.worst_index[0], e.worst_index[2], e.worst_index[1]};
+    } else {
+      t["worst_index"] = e.worst_index;
+    }
     t["worst_cp_rank"] = e.worst_cp_rank;
     ts.push_back(t);
   }
