@@ -121,13 +121,14 @@ const HostTensor& global_tensor(const DumpContents& d, const std::string& tensor
   return *all.at(tensor);
 }
 
-/// "0-31,224-255": a token list as ascending runs.
+/// "0-31,224-255,300": a token list as ascending runs, a run of one token as the token alone (not "300-300").
 std::string token_ranges(const std::vector<int64_t>& t) {
   std::string out;
   for (size_t i = 0; i < t.size();) {
     size_t j = i;
     while (j + 1 < t.size() && t[j + 1] == t[j] + 1) ++j;
-    out += fmt::format("{}{}-{}", out.empty() ? "" : ",", t[i], t[j]);
+    if (!out.empty()) out += ',';
+    out += i == j ? fmt::format("{}", t[i]) : fmt::format("{}-{}", t[i], t[j]);
     i = j + 1;
   }
   return out;

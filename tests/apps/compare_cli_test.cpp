@@ -311,6 +311,19 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
   fs::remove_all(dir);
 }
 
+TEST_CASE("apps: shard prints a one-token run of packed sequences as the token", "[apps]") {
+  // Packed sequences of 1, 9 and 17 tokens (padded to 8, 16, 24): one-token runs print as the token ("0", not
+  // "0-0"); cp_rank 0 holds each sequence's first chunk, then its last.
+  const fs::path dir = fresh_dir("hcpsim_shard_thd_" + std::to_string(getpid()));
+  const std::string thd = (dir / "thd.h5").string();
+  REQUIRE(run_hcpsim("verify scenarios/ci/thd_p2p_cp4_causal.yaml \"model.packed_sequence_lengths=[1,9,17]\" --dump " +
+                     thd).exit_code == 0);
+  const auto r = run_hcpsim("shard " + thd + " --cp-rank 0 -o " + (dir / "thd0.h5").string());
+  INFO(r.output);
+  CHECK(r.output.find("tokens 0,8-9,24-26,7,22-23,45-47\n") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("apps: a dump stores an effective scenario larger than an HDF5 compact attribute (64 KiB)", "[apps]") {
   const fs::path dir = fresh_dir("hcpsim_provenance_large");
   std::string yaml = slurp(std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama32_1b_cp4_a2a_p2p.yaml");
