@@ -25,6 +25,9 @@ void read_oracle(YamlReader& r, const YAML::Node& m, OracleSpec& o) {
              "use one of: clamped_normal, normal, uniform, adversarial");
   }
   if (m["heads"]) {
+    if (!m["heads"].IsScalar() || m["heads"].IsNull())  // null, a list or a map: say what it takes
+      r.fail(m["heads"], P + ".heads", "expected 'all' or a positive number of q-heads",
+             "write 'heads: all' or e.g. 'heads: 4' (the first 4 q-heads of each a2a member)");
     o.heads = r.get_string(m["heads"], P + ".heads");
     const bool digits = !o.heads.empty() && o.heads.size() < 10 &&
                         std::all_of(o.heads.begin(), o.heads.end(), [](char ch) { return ch >= '0' && ch <= '9'; });

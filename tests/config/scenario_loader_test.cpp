@@ -92,6 +92,10 @@ TEST_CASE("core: overrides apply before validation and errors name the override"
   REQUIRE(load_error(kMinimal, {"model.seq_length.x=1"}).find("'model.seq_length' is not a section") !=
           std::string::npos);
   REQUIRE(load_error(kMinimal, {"model.seq_length=[1"}).find("value is not valid YAML") != std::string::npos);
+  // oracle.heads null or a list: what it takes, not "expected a string".
+  for (const char* o : {"oracle.heads=null", "oracle.heads=[1]"})
+    REQUIRE(load_error(kMinimal, {o}).find("oracle.heads: expected 'all' or a positive number of q-heads; fix: write "
+                                           "'heads: all' or e.g. 'heads: 4'") != std::string::npos);
 }
 
 TEST_CASE("core: explicit cluster descriptions need every field", "[core][loader]") {
