@@ -344,6 +344,10 @@ std::vector<std::string> scenario_differences(const Scenario& s, const std::opti
     differ("num_attention_heads", s.model.num_attention_heads, args->num_attention_heads);
     differ("num_query_groups", s.model.num_query_groups, args->num_query_groups);
     if (args->num_layers) differ("num_layers", s.model.num_layers, args->num_layers);
+    // The widths the FLOP model reads (hidden_size resolved as validation does: heads x kv_channels by default).
+    differ("hidden_size", s.model.hidden_size.value_or(s.model.num_attention_heads * s.model.kv_channels),
+           args->hidden_size);
+    if (s.model.ffn_hidden_size) differ("ffn_hidden_size", *s.model.ffn_hidden_size, args->ffn_hidden_size);
   } else if (log.world) {
     differ("tensor_model_parallel_size", s.parallel.tensor_model_parallel_size, log.world->tensor_model_parallel_size);
     differ("context_parallel_size", s.parallel.context_parallel_size, log.world->context_parallel_size);

@@ -64,7 +64,8 @@ TEST_CASE("apps: check-log warns when --scenario is not the logged configuration
   const auto other = run_hcpsim("check-log " + log + " --scenario scenarios/llama32_1b_cp4_a2a_p2p.yaml");
   INFO(other.output);
   CHECK(other.output.find("warning: --scenario scenarios/llama32_1b_cp4_a2a_p2p.yaml is not the logged configuration: "
-                          "context_parallel_size 4 (log 16), seq_length 8192 (log 131072), num_layers 16 (log 32), world size 8 (log 32); "
+                          "context_parallel_size 4 (log 16), seq_length 8192 (log 131072), num_layers 16 (log 32), "
+                          "hidden_size 2048 (log 4096), ffn_hidden_size 8192 (log 14336), world size 8 (log 32); "
                           "the GPU peak and the model comparison are for the scenario\n") != std::string::npos);
   // A scenario without data_parallel_size fills its cluster: 8 nodes are 64 GPUs against the log's 32 (the world
   // size was compared only when the scenario set data_parallel_size).
