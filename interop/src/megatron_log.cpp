@@ -240,6 +240,46 @@ std::optional<NanReport> nan_line(const std::string& line, int number, int64_t i
   return r;
 }
 
+/// NeMo / PyTorch Lightning's progress bar ("Epoch 0: 2%| | 2/100 [00:05<04:10, 2.55s/it, v_num=0,
+/// reduced_train_loss=nan, global_step=1.000]"): its `name=value` fields inside the brackets whose name ends in
+/// "loss" (or is grad_norm) printed NaN or Inf. The iteration is global_step + 1 when printed (Lightning counts from
+/// 0), else the N of "N/M". std::nullopt on other lines.
+std::optional<NanReport> nan_progress_bar_line(const std::string& line, int number) {
+  const auto open = line.rfind(" ["), close = line.rfind(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  NanReport r;
+  r.line = number;
+  std::stringstream in(line.substr(open + 2, close - open - 2));
+  std::string item;
+  std::optional<int64_t> step;
+  while (std::getline(in, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = trimmed(item.substr(0, eq)), value = trimmed(item.substr(eq + 1));
+    if (name == "global_step") {
+      try {
+        step = static_cast<int64_t>(std::stod(value)) + 1;
+      } catch (const std::exception&) {
+      }
+    }
+    const bool loss = name.size() >= 4 && name.compare(name.size() - 4, 4, "loss") == 0;
+    if ((loss || name == "grad_norm") && is_non_finite_text(value)) r.non_finite.push_back(name + "=" + value);
+  }
+  if (r.non_finite.empty()) return std::nullopt;
+  if (step) {
+    r.iteration = *step;
+  } else {  // the N of the bar's "N/M" just before the brackets
+    size_t e = open;
+    while (e > 0 && line[e - 1] == ' ') --e;
+    const auto slash = line.rfind('/', e);
+    size_t b = slash == std::string::npos ? 0 : slash;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(line[b - 1]))) --b;
+    if (slash != std::string::npos && b < slash && slash - b <= kMaxCountDigits)
+      r.iteration = std::stoll(line.substr(b, slash - b));
+  }
+  return r;
+}
+
 void check_text(const std::string& bytes, const std::string& file) {
   SourceLoc where;
   where.file = display(file);
@@ -305,6 +345,8 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
     if (const auto it = training_iteration(line)) {
       ++log.iteration_lines;
       if (auto n = nan_line(line, number, *it)) log.nan_reports.push_back(std::move(*n));
+    } else if (line.find("loss=") != std::string::npos) {
+      if (auto n = nan_progress_bar_line(line, number)) log.nan_reports.push_back(std::move(*n));
     }
     if (!log.padded_vocab_size) {
       const auto at = line.find("padded vocab (size: ");

@@ -127,3 +127,20 @@ TEST_CASE("apps: check-log does not compare a MoE run with the dense model", "[a
                       "num_experts 8; the dense model of the rest would predict another run)") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: check-log finds a NaN loss in NeMo's progress bar", "[apps][import][check_log]") {
+  // "reduced_train_loss=nan" inside Lightning's progress bar was missed (only the "name: value" form was read).
+  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  text += "Epoch 0: : 2/100 [00:05<04:10, 2.55s/it, v_num=0, reduced_train_loss=nan, global_step=1.000]\n";
+  const auto dir = scratch("nemo_bar");
+  std::ofstream(dir / "nemo.log") << text;
+  const auto r = run_hcpsim("check-log '" + (dir / "nemo.log").string() + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("first reported at iteration 2 (reduced_train_loss=nan)") != std::string::npos);
+  // A finite loss in the same form is no finding.
+  text.replace(text.find("reduced_train_loss=nan"), 22, "reduced_train_loss=2.31");
+  std::ofstream(dir / "ok.log") << text;
+  CHECK(run_hcpsim("check-log '" + (dir / "ok.log").string() + "'").exit_code == 0);
+  fs::remove_all(dir);
+}
