@@ -475,8 +475,12 @@ int run_check_log(const CheckLogOptions& o) {
     if (runs.size() > 1)
       fmt::print("== run {} of {}: lines {}-{} ==\n", k + 1, runs.size(), c.lines.first_line, c.lines.last_line);
     print_log_facts(file, c.log, c.args);
-    fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}\n", c.gpu.peak.tflops, c.gpu.peak.source,
-               c.gpu.peak.assumed ? " [assumption]" : "");
+    const bool fp8 = c.args && c.args->fp8;  // check_throughput_peak holds an FP8 run to the FP8 peak
+    fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}{}\n", c.gpu.peak.tflops, c.gpu.peak.source,
+               c.gpu.peak.assumed ? " [assumption]" : "",
+               fp8 ? fmt::format("; the run uses FP8, held to the dense FP8 peak {:.1f} TFLOP/s",
+                                 c.gpu.peak.tflops * kFp8PeakFactor)
+                   : std::string());
     fmt::print("  throughput vs. model: {}\n", c.model.summary);
     CheckLogReport report{file, &c.log, &c.args, c.gpu.peak, c.model, c.from_args.warnings, {}, c.provenance, c.lines};
     for (const auto& f : c.findings)

@@ -112,6 +112,18 @@ TEST_CASE("apps: check-log predicts a per-layer cp_comm_type list as its mix, an
   fs::remove_all(dir);
 }
 
+TEST_CASE("apps: check-log says an FP8 run is held to the FP8 peak", "[apps][import][check_log]") {
+  // The line named the bf16 peak only, while the check applied twice it.
+  std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  text.insert(text.find("  num_layers ...."), "  fp8 ............................................. hybrid\n");
+  const auto dir = scratch("fp8_peak");
+  std::ofstream(dir / "fp8.log") << text;
+  const auto r = run_hcpsim("check-log '" + (dir / "fp8.log").string() + "'");
+  INFO(r.output);
+  CHECK(r.output.find("; the run uses FP8, held to the dense FP8 peak 1978.8 TFLOP/s\n") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("apps: check-log does not compare a MoE run with the dense model", "[apps][import][check_log]") {
   // num_experts 8 was predicted as the dense model and called consistent.
   std::string text = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
