@@ -345,7 +345,8 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
     if (const auto it = training_iteration(line)) {
       ++log.iteration_lines;
       if (auto n = nan_line(line, number, *it)) log.nan_reports.push_back(std::move(*n));
-    } else if (line.find("loss=") != std::string::npos) {
+    } else if (line.find("loss=") != std::string::npos && line.find(" [") != std::string::npos) {
+      ++log.iteration_lines;  // a progress-bar line reports a loss like an iteration line
       if (auto n = nan_progress_bar_line(line, number)) log.nan_reports.push_back(std::move(*n));
     }
     if (!log.padded_vocab_size) {

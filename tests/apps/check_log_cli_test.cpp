@@ -150,6 +150,7 @@ TEST_CASE("apps: check-log finds a NaN loss in NeMo's progress bar", "[apps][imp
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("first reported at iteration 2 (reduced_train_loss=nan)") != std::string::npos);
+  CHECK(r.output.find("1 of 7 logged iteration lines") != std::string::npos);  // 6 iteration lines + the bar
   // A finite loss in the same form is no finding.
   text.replace(text.find("reduced_train_loss=nan"), 22, "reduced_train_loss=2.31");
   std::ofstream(dir / "ok.log") << text;

@@ -68,7 +68,8 @@ struct MegatronLog {
   /// The tokenizer's vocabulary, from "> padded vocab (size: N) with K dummy tokens (new size: M)" (the N; Megatron
   /// pads it again itself). Absent when no such line.
   std::optional<int64_t> padded_vocab_size;
-  int64_t iteration_lines = 0;        ///< lines of the form `iteration N/ M | ...` (training_log's)
+  int64_t iteration_lines = 0;        ///< lines of the form `iteration N/ M | ...` (training_log's), and NeMo
+                                      ///< progress-bar lines with a `..._loss=` field
   std::vector<NanReport> nan_reports;  ///< the iteration lines that report NaN or Inf, in log order
 };
 
