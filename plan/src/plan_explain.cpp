@@ -47,7 +47,10 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
        ru.vp > 1 ? "more micro-batches per iteration (a larger global batch)"
                  : "more micro-batches per iteration or interleaving (VP)"},
       {"recomputed forwards", a.recompute, b.recompute, "the memory to recompute fewer layers"},
-      {"exposed layer communication", a.comm, b.comm, "more of its CP and TP traffic hidden or on NVLink"},
+      // layer_exposed_comm_ps is the worst GPU's time with no kernel running: a GPU that finishes early waits for
+      // the slowest there, so this part holds load imbalance as well as communication.
+      {"exposed layer communication (with waits for slower GPUs)", a.comm, b.comm,
+       "more of its CP and TP traffic hidden or on NVLink, or a better balanced load"},
       {"exposed data-parallel collectives and optimizer", a.data_parallel, b.data_parallel,
        "more overlap of its gradient reduce and parameter gather"},
       {"compute", a.compute, b.compute, "less compute per GPU (a larger share of the model's GPUs)"},
