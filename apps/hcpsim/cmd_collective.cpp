@@ -107,14 +107,14 @@ int cmd_collective(const CollectiveArgs& a) {
                      "give at least 2 ranks: --gpus-per-node 2 or more, or --nodes 2 or more");
   // nccl-tests prints an empty row for a size below one element per rank; a range of only such rows predicts nothing.
   if (nccl_tests_size(op, hi, ranks).count == 0) {
-    int64_t least = hi;
-    while (nccl_tests_size(op, least, ranks).count == 0) ++least;
+    const bool whole_buffer = op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::sendrecv;
+    // The least size with a count (nccl_tests_size): one float, or 4 floats per rank for the per-rank counts.
+    const int64_t least = whole_buffer ? 4 : 16 * ranks;
     throw InputError(SourceLoc{}, "--max-bytes",
                      fmt::format("{} B holds no float element {} (nccl-tests' sizes: {}), so every row would be "
                                  "empty",
-                                 hi, op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::sendrecv
-                                         ? "(4 B)" : fmt::format("per rank for {} ranks", ranks),
-                                 op == sim::CollectiveOp::all_reduce || op == sim::CollectiveOp::sendrecv
+                                 hi, whole_buffer ? "(4 B)" : fmt::format("per rank for {} ranks", ranks),
+                                 whole_buffer
                                      ? "size / 4 elements"
                                      : "(size / 4) / ranks elements per rank, rounded down to a multiple of 4"),
                      fmt::format("give --max-bytes {} or more", least));

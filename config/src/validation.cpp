@@ -11,6 +11,7 @@
 #include "hcpsim/config/pipeline_split.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
 #include "hcpsim/core/cp_layout.hpp"
+#include "validation_fail.hpp"
 #include "validation_order.hpp"
 #include "validation_sequence.hpp"
 #include "validation_thd.hpp"
@@ -57,11 +58,7 @@ class Validator {
   /// override (the change the user just made), else the location of `key`.
   [[noreturn]] void fail_between(const std::string& key, const std::vector<std::string>& keys,
                                  const std::string& problem, const std::string& fix) const {
-    for (const auto& k : keys) {
-      const SourceLoc l = s_.loc(k);
-      if (!l.override_text.empty()) throw InputError(l, key, problem, fix);
-    }
-    fail(key, problem, fix);
+    hcpsim::fail_between(s_, key, keys, problem, fix);
   }
 
   /// Like fail_between(), but the first overridden key of `keys` is also the key named (the override that broke
@@ -229,13 +226,18 @@ class Validator {
            "give one value, or exactly num_layers values");
   }
 
-  /// hierarchical_context_parallel_sizes are given exactly when a2a+p2p is used, as two sizes [A, P] with
-  /// A*P = cp, and not with decentralized process groups.
+  /// Whether a comm type of the scenario takes hierarchical sizes (a2a+p2p).
+  bool uses_hierarchical_sizes() const {
+    const auto& types = s_.parallel.cp_comm_type;
+    return std::any_of(types.begin(), types.end(), [](CpCommType t) { return cp_variant(t).takes_hierarchical_sizes; });
+  }
+
+  /// hierarchical_context_parallel_sizes are given when a2a+p2p is used (with another type they are unused), as two
+  /// sizes [A, P] with A*P = cp, and not with decentralized process groups.
   void check_hierarchical_sizes() const {
     const ParallelConfig& p = s_.parallel;
     const int64_t cp = p.context_parallel_size;
-    bool uses_hier = false;
-    for (CpCommType t : p.cp_comm_type) uses_hier = uses_hier || cp_variant(t).takes_hierarchical_sizes;
+    const bool uses_hier = uses_hierarchical_sizes();
     const auto& sizes = p.hierarchical_context_parallel_sizes;
     const std::string sizes_key = "parallel.hierarchical_context_parallel_sizes";
     if (uses_hier && !sizes)
@@ -474,8 +476,7 @@ class Validator {
       report_.warnings.push_back(
           "sequence_parallel with tensor_model_parallel_size 1: Megatron turns sequence parallelism off (nothing to "
           "shard over)");
-    const bool uses_hier = std::any_of(p.cp_comm_type.begin(), p.cp_comm_type.end(),
-                                       [](CpCommType t) { return cp_variant(t).takes_hierarchical_sizes; });
+    const bool uses_hier = uses_hierarchical_sizes();
     const std::string type = to_string(p.cp_comm_type.front());
     if (sizes && !uses_hier)
       report_.warnings.push_back("hierarchical_context_parallel_sizes [" + str((*sizes)[0]) + ", " + str((*sizes)[1]) +

@@ -1,22 +1,11 @@
 #include "validation_sequence.hpp"
 
 #include <string>
-#include <vector>
 
-#include "hcpsim/core/error.hpp"
+#include "validation_fail.hpp"
 
 namespace hcpsim {
 namespace {
-
-/// Throws at the first of `keys` set by an override (the change that broke the rule), else at `key`.
-[[noreturn]] void fail_between(const Scenario& s, const std::string& key, const std::vector<std::string>& keys,
-                               const std::string& problem, const std::string& fix) {
-  for (const auto& k : keys) {
-    const SourceLoc l = s.loc(k);
-    if (!l.override_text.empty()) throw InputError(l, key, problem, fix);
-  }
-  throw InputError(s.loc(key), key, problem, fix);
-}
 
 std::string str(int64_t v) { return std::to_string(v); }
 

@@ -51,6 +51,16 @@ bool is_null(const YAML::Node& n) {
   return n.IsNull() || (n.IsScalar() && (n.Scalar() == "null" || n.Scalar() == "None" || n.Scalar() == "~"));
 }
 
+/// The integer keys of `model:`: Bridge key → Megatron argument name (for line numbers and messages).
+const std::map<std::string, std::string> kModelInts{
+    {"num_attention_heads", "num_attention_heads"}, {"num_query_groups", "num_query_groups"},
+    {"kv_channels", "kv_channels"}, {"seq_length", "seq_length"}, {"hidden_size", "hidden_size"},
+    {"ffn_hidden_size", "ffn_hidden_size"}, {"num_layers", "num_layers"}, {"vocab_size", "vocab_size"},
+    {"tensor_model_parallel_size", "tensor_model_parallel_size"},
+    {"pipeline_model_parallel_size", "pipeline_model_parallel_size"},
+    {"virtual_pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size"},
+    {"context_parallel_size", "context_parallel_size"}};
+
 /// Reads the sections of one ConfigContainer into a MegatronConfig, recording each value's line and column under
 /// the Megatron argument name it stands for.
 class BridgeReader {
@@ -219,29 +229,31 @@ class BridgeReader {
     }
   }
 
-  /// A model key one or two edits from a key hcpsim reads that the section does not hold is a misspelling of it
-  /// (model.contex_parallel_size): listed as ignored, the setting silently took its default. A Bridge
-  /// TransformerConfig refuses an unknown field. Keys under 8 characters are left alone (bf16 / fp16).
+  /// A model key that misspells one hcpsim reads and the section does not hold (interop::misspelled_name:
+  /// model.contex_parallel_size): listed as ignored, the setting silently took its default. A Bridge
+  /// TransformerConfig refuses an unknown field.
   /// @throws InputError at the key, naming the key it resembles.
   void refuse_misspelled_model_key(const YAML::Node& section, const std::string& k, const std::string& key,
                                    const YAML::Node& at) const {
-    static const char* const kRead[] = {
-        "num_attention_heads", "num_query_groups", "kv_channels", "seq_length", "hidden_size", "ffn_hidden_size",
-        "num_layers", "vocab_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-        "virtual_pipeline_model_parallel_size", "context_parallel_size", "cp_comm_type",
-        "hierarchical_context_parallel_sizes", "sequence_parallel", "account_for_embedding_in_pipeline_split",
-        "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage",
-        "num_layers_in_last_pipeline_stage", "gated_linear_unit", "share_embeddings_and_output_weights",
-        "recompute_granularity", "attention_backend", "recompute_method", "recompute_num_layers"};
-    constexpr size_t kMinLength = 8;
-    if (k.size() < kMinLength) return;
-    for (const char* known : kRead) {
-      const std::string name = known;
-      if (name.size() < kMinLength || section[name] || hcpsim::edit_distance(k, name) > 2) continue;
+    // The integer keys (kModelInts) and the others read_model_key reads.
+    static const std::vector<std::string> kRead = [] {
+      std::vector<std::string> names;
+      for (const auto& [name, megatron] : kModelInts) names.push_back(name);
+      for (const char* other :
+           {"cp_comm_type", "hierarchical_context_parallel_sizes", "sequence_parallel",
+            "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+            "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "gated_linear_unit",
+            "share_embeddings_and_output_weights", "recompute_granularity", "attention_backend", "recompute_method",
+            "recompute_num_layers"})
+        names.emplace_back(other);
+      return names;
+    }();
+    const std::string known =
+        interop::misspelled_name(k, kRead, [&](const std::string& name) { return static_cast<bool>(section[name]); });
+    if (!known.empty())
       throw InputError(loc(at), key,
-                       "unknown key; did you mean model." + name + "? (a Bridge config refuses an unknown field)",
-                       "spell it model." + name);
-    }
+                       "unknown key; did you mean model." + known + "? (a Bridge config refuses an unknown field)",
+                       "spell it model." + known);
   }
 
   /// Reads `section.k` (full name `key`); false when hcpsim does not model it.
@@ -364,15 +376,6 @@ class BridgeReader {
 
   /// The integer sizes of `model:` (null leaves the field unset); false when `k` is not one of them.
   bool read_model_int(const std::string& k, const std::string& key, const YAML::Node& v) {
-    // Bridge key → Megatron argument name (for line numbers and messages).
-    static const std::map<std::string, std::string> kModelInts{
-        {"num_attention_heads", "num_attention_heads"}, {"num_query_groups", "num_query_groups"},
-        {"kv_channels", "kv_channels"}, {"seq_length", "seq_length"}, {"hidden_size", "hidden_size"},
-        {"ffn_hidden_size", "ffn_hidden_size"}, {"num_layers", "num_layers"}, {"vocab_size", "vocab_size"},
-        {"tensor_model_parallel_size", "tensor_model_parallel_size"},
-        {"pipeline_model_parallel_size", "pipeline_model_parallel_size"},
-        {"virtual_pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size"},
-        {"context_parallel_size", "context_parallel_size"}};
     auto ints = kModelInts.find(k);
     if (ints == kModelInts.end()) return false;
     if (is_null(v)) return true;

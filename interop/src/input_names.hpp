@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "hcpsim/config/scenario_loader.hpp"
+
 namespace hcpsim::interop {
 
 /// The input's name in messages: "-" (stdin) → "<stdin>", anything else unchanged.
@@ -24,5 +26,19 @@ std::string scenario_name_of(const std::string& path, const std::string& fallbac
 /// Source: Megatron-LM megatron/training/arguments.py (_add_moe_args, _add_mla_args, _add_mtp_args,
 /// --hybrid-* options).
 bool unmodelled_setting(const std::string& name, const std::string& value, bool printed_defaults);
+
+/// The name among `known` that `name` (an input's flag or key hcpsim does not read) misspells, or "" when none: one
+/// or two edits apart (edit_distance), both at least 8 characters (below that real names sit two edits apart:
+/// fp16 / bf16), and the known name not set by the input (`is_set`; with it set, `name` is another setting).
+/// The first match in `known`'s order. Megatron's argparse and Bridge's dataclasses refuse unknown names, so the
+/// importers refuse a misspelling rather than list it as ignored.
+template <typename Names, typename IsSet>
+std::string misspelled_name(const std::string& name, const Names& known, IsSet is_set) {
+  constexpr size_t kMinLength = 8;
+  if (name.size() < kMinLength) return "";
+  for (const auto& k : known)
+    if (k.size() >= kMinLength && !is_set(k) && edit_distance(name, k) <= 2) return k;
+  return "";
+}
 
 }  // namespace hcpsim::interop

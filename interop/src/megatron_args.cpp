@@ -107,23 +107,22 @@ class ArgInterpreter {
     }
   }
 
-  /// A flag that is one or two edits from a flag hcpsim reads and the script does not set is a misspelling of it
-  /// (--context-paralel-size for --context-parallel-size): it was listed as ignored and the setting silently took
-  /// its default (CP 1). Megatron's argparse refuses an unknown flag ("unrecognized arguments"). Names of fewer
-  /// than 8 characters are left alone: real flags sit within two edits of each other there (--fp16, --bf16).
+  /// A flag that misspells one hcpsim reads and the script does not set (interop::misspelled_name:
+  /// --context-paralel-size for --context-parallel-size): it was listed as ignored and the setting silently took
+  /// its default (CP 1).
   /// @throws InputError at the flag, naming the flag it resembles.
   void refuse_misspelled_flags() const {
-    constexpr size_t kMinLength = 8;
     for (const auto& a : order_) {
-      if (used_.count(a.name) || a.name.size() < kMinLength) continue;
-      for (const std::string& known : used_) {  // std::set: the first match in name order, deterministic
-        if (last_.count(known) || known.size() < kMinLength || edit_distance(a.name, known) > 2) continue;
-        std::string flag = "--" + known;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        throw InputError(where(a), a.flag,
-                         "unknown flag; did you mean " + flag + "? (Megatron refuses it: unrecognized arguments)",
-                         "spell it " + flag);
-      }
+      if (used_.count(a.name)) continue;
+      // used_ is a std::set: the first match in name order, deterministic.
+      const std::string known =
+          interop::misspelled_name(a.name, used_, [&](const std::string& k) { return last_.count(k) > 0; });
+      if (known.empty()) continue;
+      std::string flag = "--" + known;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      throw InputError(where(a), a.flag,
+                       "unknown flag; did you mean " + flag + "? (Megatron refuses it: unrecognized arguments)",
+                       "spell it " + flag);
     }
   }
 
