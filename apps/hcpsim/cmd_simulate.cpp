@@ -106,10 +106,19 @@ std::string fp8_text(const TrainingConfig& t) {
   return ", FP8 GEMMs" + (how.empty() ? std::string() : " (" + how + ")");
 }
 
-/// The whole-step section of `simulate` (sim/step.hpp).
-void print_step(const Scenario& s, const sim::StepResult& st) {
+/// The attention layer's idle time split in two: the busiest GPU's exposed communication and the load imbalance
+/// (SimResult::critical_exposed_comm_ps, load_imbalance_ps), per layer and for `layers` layers.
+void print_exposed_split(const sim::SimResult& r, int64_t layers) {
+  const sim::TimePs exposed = r.critical_exposed_comm_ps(), imbalance = r.load_imbalance_ps();
+  fmt::print("  {:<26} {:>12} {:>16}   (total - the busiest GPU's compute)\n", "exposed comm (busiest GPU)",
+             human_time_ps(exposed), human_time_ps(times_layers(exposed, layers)));
+  fmt::print("  {:<26} {:>12} {:>16}   (busiest - least busy GPU's compute)\n", "load imbalance",
+             human_time_ps(imbalance), human_time_ps(times_layers(imbalance, layers)));
+}
+
+/// The header line of the whole-step section: what runs on how many GPUs, with which batch, recompute and FP8.
+void print_step_header(const Scenario& s, const sim::StepResult& st) {
   const auto& p = s.parallel;
-  const auto& mb = st.memory;
   const std::string what = st.layer_mix.empty()
                                ? fmt::format("{} [A={}, P={}]", to_string(st.cp_comm_type), st.a2a_size, st.p2p_size)
                                : "per-layer mix " + st.layer_mix;
@@ -121,6 +130,13 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
              to_string(s.training.recompute_granularity), partial_recompute_text(s),
              p.sequence_parallel ? ", sequence parallel" : "",
              fp8_text(s.training));
+}
+
+/// The whole-step section of `simulate` (sim/step.hpp).
+void print_step(const Scenario& s, const sim::StepResult& st) {
+  const auto& p = s.parallel;
+  const auto& mb = st.memory;
+  print_step_header(s, st);
   fmt::print("  calibration: {}\n", s.cluster.gpu.calibration);
   if (st.layer_mix.empty())
     fmt::print("  {:<34} {:>12}   (one micro-batch, simulated on all {} TP x CP GPUs: GEMMs, norms, TP collectives, "
@@ -129,7 +145,10 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
     fmt::print("  {:<34} {:>12}   (one micro-batch, mean over the layers of their comm types' layers above)\n",
                "layer forward", human_time_ps(st.layer_forward_ps));
   fmt::print("  {:<34} {:>12}\n", "layer backward", human_time_ps(st.layer_backward_ps));
-  fmt::print("  {:<34} {:>12}\n", "layer exposed comm (worst GPU)", human_time_ps(st.layer_exposed_comm_ps));
+  fmt::print("  {:<34} {:>12}   (the busiest GPU's time with no kernel running)\n", "layer exposed comm (busiest GPU)",
+             human_time_ps(st.layer_critical_exposed_comm_ps));
+  fmt::print("  {:<34} {:>12}   (busiest - least busy GPU's kernel time; what the least busy GPU waits on top)\n",
+             "layer load imbalance", human_time_ps(st.layer_load_imbalance_ps));
   fmt::print("  layer simulation: {}\n", st.layer_simulation_note);
   fmt::print("  {:<34} {:>12}   (logits GEMM + loss + embedding, cost model)\n", "output layer fwd + bwd",
              human_time_ps(st.output_layer_forward_ps + st.output_layer_backward_ps));
@@ -358,17 +377,15 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
                human_time_ps(times_layers(r.backward_ps, layers)));
     fmt::print("  {:<26} {:>12} {:>16}   ({} ps per layer)\n", "total", human_time_ps(r.total_ps),
                human_time_ps(times_layers(r.total_ps, layers)), r.total_ps);
-    sim::TimePs max_compute = 0, max_exposed = 0;
+    sim::TimePs max_compute = 0;
     int64_t peak = 0;
     for (const auto& rs : r.ranks) {
       max_compute = std::max(max_compute, rs.compute_busy_ps);
-      max_exposed = std::max(max_exposed, rs.exposed_comm_ps);
       peak = std::max(peak, rs.peak_memory_bytes);
     }
     fmt::print("  {:<26} {:>12} {:>16}\n", "compute (busiest GPU)", human_time_ps(max_compute),
                human_time_ps(times_layers(max_compute, layers)));
-    fmt::print("  {:<26} {:>12} {:>16}\n", "exposed comm (worst GPU)", human_time_ps(max_exposed),
-               human_time_ps(times_layers(max_exposed, layers)));
+    print_exposed_split(r, layers);
     print_time_breakdown(r);
     if (out.kernels)
       print_kernel_table(build_schedule(t, layout, attention_shape(s)), r.busiest_cp_rank, cl.gpu);

@@ -44,7 +44,8 @@ void simulate_option_attention(const Scenario& s, PlanOption& o) {
                              .result;
   o.attention_forward_ps = attn.forward_ps;
   o.attention_backward_ps = attn.backward_ps;
-  for (const RankStats& r : attn.ranks) o.attention_exposed_comm_ps = std::max(o.attention_exposed_comm_ps, r.exposed_comm_ps);
+  o.attention_exposed_comm_ps = attn.critical_exposed_comm_ps();
+  o.attention_load_imbalance_ps = attn.load_imbalance_ps();
 }
 
 /// The option whose attention-alone simulation option `i` shares: the first with the same comm type, [A, P], TP,
@@ -114,6 +115,7 @@ void simulate_options(const std::vector<Scenario>& scenarios, std::vector<PlanOp
     options[i].attention_forward_ps = from.attention_forward_ps;
     options[i].attention_backward_ps = from.attention_backward_ps;
     options[i].attention_exposed_comm_ps = from.attention_exposed_comm_ps;
+    options[i].attention_load_imbalance_ps = from.attention_load_imbalance_ps;
     options[i].simulated = true;
   }
 }
@@ -280,8 +282,10 @@ std::vector<DiffRow> diff_rows(const PlanOption& a, const PlanOption& b) {
   t("time", "attention forward", a.attention_forward_ps, b.attention_forward_ps);
   t("time", "attention backward", a.attention_backward_ps, b.attention_backward_ps);
   t("time", "optimizer step", sa.optimizer_ps, sb.optimizer_ps);
-  t("comm", "layer exposed comm", sa.layer_exposed_comm_ps, sb.layer_exposed_comm_ps);
-  t("comm", "attention exposed comm", a.attention_exposed_comm_ps, b.attention_exposed_comm_ps);
+  t("comm", "layer exposed comm (busiest GPU)", sa.layer_critical_exposed_comm_ps, sb.layer_critical_exposed_comm_ps);
+  t("comm", "layer load imbalance", sa.layer_load_imbalance_ps, sb.layer_load_imbalance_ps);
+  t("comm", "attention exposed comm (busiest GPU)", a.attention_exposed_comm_ps, b.attention_exposed_comm_ps);
+  t("comm", "attention load imbalance", a.attention_load_imbalance_ps, b.attention_load_imbalance_ps);
   t("comm", "DP grad reduce exposed", sa.dp_grad_reduce_exposed_ps, sb.dp_grad_reduce_exposed_ps);
   t("comm", "DP param gather exposed", sa.dp_param_gather_exposed_ps, sb.dp_param_gather_exposed_ps);
   rows.push_back({"time", "model TFLOP/s per GPU", "TFLOP/s", sa.model_tflops_per_gpu, sb.model_tflops_per_gpu});

@@ -14,9 +14,10 @@ bool held(const SearchSpace& space, PlanDimension d) {
 }
 
 // Where an option's step time goes, per iteration: the pipeline bubble, the recomputed forwards, the exposed
-// communication of its layers, the exposed data-parallel collectives with the optimizer, and the rest (compute).
+// communication of its layers on their busiest GPU, their load imbalance, the exposed data-parallel collectives
+// with the optimizer, and the rest (compute).
 struct TimeSplit {
-  double bubble = 0, recompute = 0, comm = 0, data_parallel = 0, compute = 0;
+  double bubble = 0, recompute = 0, comm = 0, imbalance = 0, data_parallel = 0, compute = 0;
 };
 
 TimeSplit time_split(const StepResult& r) {
@@ -26,9 +27,11 @@ TimeSplit time_split(const StepResult& r) {
   int64_t recomputed = 0;
   for (int64_t k : r.stage_recomputed_layers) recomputed = std::max(recomputed, k);
   t.recompute = static_cast<double>(recomputed) * static_cast<double>(r.layer_forward_ps) * m;
-  t.comm = static_cast<double>(r.layer_exposed_comm_ps) * static_cast<double>(r.layers_per_stage) * m;
+  const double layers = static_cast<double>(r.layers_per_stage) * m;
+  t.comm = static_cast<double>(r.layer_critical_exposed_comm_ps) * layers;
+  t.imbalance = static_cast<double>(r.layer_load_imbalance_ps) * layers;
   t.data_parallel = static_cast<double>(r.dp_grad_reduce_exposed_ps + r.dp_param_gather_exposed_ps + r.optimizer_ps);
-  t.compute = static_cast<double>(r.step_ps) - t.bubble - t.recompute - t.comm - t.data_parallel;
+  t.compute = static_cast<double>(r.step_ps) - t.bubble - t.recompute - t.comm - t.imbalance - t.data_parallel;
   return t;
 }
 
@@ -42,15 +45,15 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
   const std::string slower = pct < 1.0 ? fmt::format("is only {:.1f}% slower, a tie within the model's accuracy", pct)
                                        : fmt::format("is {:.1f}% slower", pct);
   const TimeSplit a = time_split(w.step), b = time_split(ru.step);
-  const std::array<std::tuple<const char*, double, double, const char*>, 5> parts{{
+  const std::array<std::tuple<const char*, double, double, const char*>, 6> parts{{
       {"pipeline bubble", a.bubble, b.bubble,
        ru.vp > 1 ? "more micro-batches per iteration (a larger global batch)"
                  : "more micro-batches per iteration or interleaving (VP)"},
       {"recomputed forwards", a.recompute, b.recompute, "the memory to recompute fewer layers"},
-      // layer_exposed_comm_ps is the worst GPU's time with no kernel running: a GPU that finishes early waits for
-      // the slowest there, so this part holds load imbalance as well as communication.
-      {"exposed layer communication (with waits for slower GPUs)", a.comm, b.comm,
-       "more of its CP and TP traffic hidden or on NVLink, or a better balanced load"},
+      {"exposed layer communication (on the busiest GPU)", a.comm, b.comm,
+       "more of its CP and TP traffic hidden or on NVLink"},
+      {"layer load imbalance (the least busy GPU waiting for the busiest)", a.imbalance, b.imbalance,
+       "a more even split of the layer's kernel time over its GPUs"},
       {"exposed data-parallel collectives and optimizer", a.data_parallel, b.data_parallel,
        "more overlap of its gradient reduce and parameter gather"},
       {"compute", a.compute, b.compute, "less compute per GPU (a larger share of the model's GPUs)"},

@@ -33,6 +33,20 @@ LinkClassUtilisation SimResult::link_class_utilisation(LinkClass c) const {
   return u;
 }
 
+TimePs SimResult::critical_exposed_comm_ps() const {
+  TimePs busiest = 0;
+  for (const RankStats& r : ranks) busiest = std::max(busiest, r.compute_busy_ps);
+  return ranks.empty() ? 0 : total_ps - busiest;
+}
+
+TimePs SimResult::load_imbalance_ps() const {
+  if (ranks.empty()) return 0;
+  const auto [least, most] = std::minmax_element(ranks.begin(), ranks.end(), [](const RankStats& a, const RankStats& b) {
+    return a.compute_busy_ps < b.compute_busy_ps;
+  });
+  return most->compute_busy_ps - least->compute_busy_ps;
+}
+
 SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,
                    const std::vector<int64_t>& gpu_of_cp_rank, const SimOptions& options) {
   if (options.symmetry_reduction) {

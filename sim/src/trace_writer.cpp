@@ -234,6 +234,8 @@ std::string summary_json(const SimResult& result) {
                {"flops", std::move(flops)},
                {"messages", message_table_json(result.messages)},
                {"max_exposed_comm_ps", max_exposed},
+               {"critical_exposed_comm_ps", result.critical_exposed_comm_ps()},
+               {"load_imbalance_ps", result.load_imbalance_ps()},
                {"busiest_cp_rank", result.busiest_cp_rank},
                {"time_breakdown", result.ranks.empty() ? Json::object()
                                                        : time_breakdown_json(result.ranks[static_cast<size_t>(

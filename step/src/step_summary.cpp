@@ -25,6 +25,8 @@ Json step_json(const StepResult& st) {
               {"layer_forward_ps", st.layer_forward_ps},
               {"layer_backward_ps", st.layer_backward_ps},
               {"layer_exposed_comm_ps", st.layer_exposed_comm_ps},
+              {"layer_critical_exposed_comm_ps", st.layer_critical_exposed_comm_ps},
+              {"layer_load_imbalance_ps", st.layer_load_imbalance_ps},
               {"output_layer_forward_ps", st.output_layer_forward_ps},
               {"output_layer_backward_ps", st.output_layer_backward_ps},
               {"pp_message_ps", st.pp_message_ps},

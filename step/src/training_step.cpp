@@ -125,6 +125,8 @@ int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_
     r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, rs.exposed_comm_ps);
     transient = std::max(transient, rs.peak_memory_bytes - rs.input_bytes);
   }
+  r.layer_critical_exposed_comm_ps = r.layer.critical_exposed_comm_ps();
+  r.layer_load_imbalance_ps = r.layer.load_imbalance_ps();
   r.layer_transient_bytes = transient;
   return transient;
 }
@@ -349,6 +351,8 @@ StepResult compose_mixed_step(const Scenario& s, const std::vector<StepResult>& 
   for (size_t i = 0; i < types.size(); ++i) {
     transient = std::max(transient, per_type[i].layer_transient_bytes);
     r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, per_type[i].layer_exposed_comm_ps);
+    r.layer_critical_exposed_comm_ps = std::max(r.layer_critical_exposed_comm_ps, per_type[i].layer_critical_exposed_comm_ps);
+    r.layer_load_imbalance_ps = std::max(r.layer_load_imbalance_ps, per_type[i].layer_load_imbalance_ps);
     mix += fmt::format("{}{} {}", mix.empty() ? "" : " + ", std::count(of_layer.begin(), of_layer.end(), types[i]),
                        to_string(types[i]));
   }

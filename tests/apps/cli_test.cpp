@@ -282,7 +282,8 @@ TEST_CASE("apps: simulate prints phase times, messages and memory and writes a C
   REQUIRE(read_file(trace).find("\"traceEvents\"") != std::string::npos);
   // The table: per layer and x 16 layers, compute, exposed communication, link utilisation, peak memory.
   REQUIRE(r.output.find("x 16 layers") != std::string::npos);
-  REQUIRE(r.output.find("exposed comm (worst GPU)") != std::string::npos);
+  REQUIRE(r.output.find("exposed comm (busiest GPU)") != std::string::npos);
+  REQUIRE(r.output.find("load imbalance") != std::string::npos);
   REQUIRE(r.output.find("link utilisation nvlink") != std::string::npos);
   // One CP group of 4 on an 8-GPU node is simulated: the means say they include the other 4 GPUs' idle links.
   CHECK(r.output.find("  (the means count every link of the 8 GPUs; the 4 outside this CP group, other TP ranks and "

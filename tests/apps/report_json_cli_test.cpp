@@ -51,25 +51,41 @@ TEST_CASE("apps: diff --json holds both sides and every compared quantity in SI 
   REQUIRE(j.at("b").at("p2p_size") == 8);
   REQUIRE(j.at("b").at("overrides").at(0) == "parallel.hierarchical_context_parallel_sizes=[2,8]");
   REQUIRE(j.at("a").at("scenario_digest") != j.at("b").at("scenario_digest"));
-  // The text says "19 of 29 quantities changed".
-  REQUIRE(j.at("compared") == 30);  // memory rows include FP8 weight copies
-  REQUIRE(j.at("changed") == 19);
+  // The text says "21 of 32 quantities changed" (exposed comm and load imbalance are rows of their own, for the
+  // attention alone and for the layer).
+  REQUIRE(j.at("compared") == 32);  // memory rows include FP8 weight copies
+  REQUIRE(j.at("changed") == 21);
   const auto& rows = j.at("rows");
-  REQUIRE(rows.size() == 30);
-  // Largest relative change first: the backward intra-node bytes, 4.38 GiB -> 10.38 GiB (+137.1%), in bytes.
-  const auto& top = rows.at(0);
-  REQUIRE(top.at("quantity") == "layer messages backward intra_node bytes");
-  REQUIRE(top.at("unit") == "bytes");
-  REQUIRE(top.at("a").get<double>() / (1024.0 * 1024 * 1024) == Approx(4.375).epsilon(1e-3));
-  REQUIRE(top.at("delta").get<double>() == top.at("b").get<double>() - top.at("a").get<double>());
-  REQUIRE(top.at("relative").get<double>() == Approx(1.371).epsilon(1e-3));
+  REQUIRE(rows.size() == 32);
+  auto row = [&](const std::string& name) {
+    for (const auto& x : rows)
+      if (x.at("quantity") == name) return x;
+    FAIL("no row " << name);
+    return rows.at(0);
+  };
+  // Largest relative change first: the attention's load imbalance, 36.033 us -> 1.027 ms (+2749.2%), in seconds.
+  REQUIRE(rows.at(0).at("quantity") == "attention load imbalance");
+  REQUIRE(rows.at(0).at("unit") == "s");
+  REQUIRE(rows.at(0).at("a").get<double>() == Approx(36.033e-6).epsilon(1e-4));
+  REQUIRE(rows.at(0).at("relative").get<double>() == Approx(27.492).epsilon(1e-3));
+  for (size_t i = 1; i < rows.size(); ++i)
+    REQUIRE(std::abs(rows.at(i - 1).at("relative").get<double>()) >= std::abs(rows.at(i).at("relative").get<double>()));
+  // The backward intra-node bytes, 4.38 GiB -> 10.38 GiB (+137.1%), in bytes.
+  const auto bytes = row("layer messages backward intra_node bytes");
+  REQUIRE(bytes.at("unit") == "bytes");
+  REQUIRE(bytes.at("a").get<double>() / (1024.0 * 1024 * 1024) == Approx(4.375).epsilon(1e-3));
+  REQUIRE(bytes.at("delta").get<double>() == bytes.at("b").get<double>() - bytes.at("a").get<double>());
+  REQUIRE(bytes.at("relative").get<double>() == Approx(1.371).epsilon(1e-3));
+  // [2,8]'s busiest GPU idles less than [8,2]'s; its GPUs' kernel times spread more.
+  REQUIRE(row("layer exposed comm (busiest GPU)").at("delta").get<double>() < 0);
+  REQUIRE(row("layer load imbalance").at("delta").get<double>() == Approx(1.102e-3).epsilon(1e-3));
   size_t step_rows = 0;
-  for (const auto& row : rows) {
-    if (row.at("quantity") != "step time") continue;
+  for (const auto& x : rows) {
+    if (x.at("quantity") != "step time") continue;
     ++step_rows;
-    REQUIRE(row.at("unit") == "s");
-    REQUIRE(row.at("a").get<double>() == Approx(j.at("a").at("step_time_s").get<double>()));
-    REQUIRE(row.at("b").get<double>() == Approx(j.at("b").at("step_time_s").get<double>()));
+    REQUIRE(x.at("unit") == "s");
+    REQUIRE(x.at("a").get<double>() == Approx(j.at("a").at("step_time_s").get<double>()));
+    REQUIRE(x.at("b").get<double>() == Approx(j.at("b").at("step_time_s").get<double>()));
   }
   REQUIRE(step_rows == 1);
   REQUIRE(j.at("provenance").at("overrides").at(0) == "parallel.hierarchical_context_parallel_sizes=[2,8]");

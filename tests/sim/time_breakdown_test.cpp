@@ -90,3 +90,40 @@ TEST_CASE("sim: a small attention block runs at the wave-corrected table efficie
   plain.sm_count = 0;
   REQUIRE(attention_block_efficiency(prog.ops[0], prog, plain) == Approx(574 / 989.4).epsilon(1e-12));
 }
+
+TEST_CASE("sim: the worst GPU's idle time splits into the busiest GPU's exposed comm and the load imbalance", "[sim]") {
+  // By hand: a 10 ps run whose GPUs compute 5, 8 and 6 ps: the busiest (8) idles 2 ps, the least busy (5) idles
+  // 5 ps, 3 of them waiting for the busiest one's extra work.
+  SimResult hand;
+  hand.total_ps = 10;
+  for (TimePs busy : {5, 8, 6}) {
+    RankStats st;
+    st.compute_busy_ps = busy;
+    st.exposed_comm_ps = hand.total_ps - busy;
+    hand.ranks.push_back(st);
+  }
+  CHECK(hand.critical_exposed_comm_ps() == 2);
+  CHECK(hand.load_imbalance_ps() == 3);
+  CHECK(SimResult{}.critical_exposed_comm_ps() == 0);
+  CHECK(SimResult{}.load_imbalance_ps() == 0);
+
+  // The default scenario: the ring's GPUs do not all compute alike; the split is exact and in the summary JSON.
+  const Scenario s = load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama32_1b_cp4_a2a_p2p.yaml");
+  const auto report = validate_scenario(s, ValidationScope::placement);
+  SimOptions options;
+  options.record_timeline = false;
+  const SimResult r =
+      simulate_attention(s, CpCommType::a2a_p2p, report.data_parallel_size, Topology::from_cluster(s.cluster), options)
+          .result;
+  TimePs worst_idle = 0, most_busy = 0;
+  for (const RankStats& st : r.ranks) {
+    worst_idle = std::max(worst_idle, st.exposed_comm_ps);
+    most_busy = std::max(most_busy, st.compute_busy_ps);
+  }
+  CHECK(r.critical_exposed_comm_ps() == r.total_ps - most_busy);
+  CHECK(r.load_imbalance_ps() > 0);
+  CHECK(r.critical_exposed_comm_ps() + r.load_imbalance_ps() == worst_idle);
+  const std::string json = summary_json(r);
+  CHECK(json.find("\"critical_exposed_comm_ps\": " + std::to_string(r.critical_exposed_comm_ps())) != std::string::npos);
+  CHECK(json.find("\"load_imbalance_ps\": " + std::to_string(r.load_imbalance_ps())) != std::string::npos);
+}

@@ -90,7 +90,8 @@ struct PlanOption {
   StepResult step;              ///< whole step (layer simulated)
   TimePs attention_forward_ps = 0;   ///< one attention layer alone (as `simulate` prints it)
   TimePs attention_backward_ps = 0;
-  TimePs attention_exposed_comm_ps = 0;  ///< worst GPU, attention alone
+  TimePs attention_exposed_comm_ps = 0;    ///< attention alone: SimResult::critical_exposed_comm_ps (busiest GPU)
+  TimePs attention_load_imbalance_ps = 0;  ///< attention alone: SimResult::load_imbalance_ps
   int64_t inter_node_bytes_per_layer = 0;  ///< bytes of the simulated layer's messages that cross nodes
   int64_t intra_node_bytes_per_layer = 0;
   bool has_a2a = false;         ///< the option runs an all-to-all (a2a, or a2a+p2p with A > 1)

@@ -247,6 +247,15 @@ struct SimResult {
   }
   /// FLOPs of one phase.
   [[nodiscard]] double phase_flops(Phase phase) const { return flops[static_cast<size_t>(phase)]; }
+
+  /// Exposed communication of the busiest GPU: total_ps − the largest RankStats::compute_busy_ps (ps), the time of
+  /// the run during which the GPU with the most kernel time runs none: messages its kernels could not hide and
+  /// waits for the peers whose data it needs. 0 without ranks.
+  [[nodiscard]] TimePs critical_exposed_comm_ps() const;
+  /// Load imbalance: the largest minus the smallest RankStats::compute_busy_ps (ps), the extra time the least busy
+  /// GPU idles besides what the busiest one does. The two split the worst GPU's idle time exactly: max over ranks
+  /// of exposed_comm_ps = critical_exposed_comm_ps() + load_imbalance_ps(). 0 without ranks.
+  [[nodiscard]] TimePs load_imbalance_ps() const;
 };
 
 /// Modelling choices of simulate().

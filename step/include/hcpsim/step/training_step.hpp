@@ -52,7 +52,11 @@ struct StepResult {
   std::string layer_simulation_note;
   TimePs layer_forward_ps = 0;         ///< layer.forward_ps
   TimePs layer_backward_ps = 0;        ///< layer.total_ps − layer.forward_ps (recompute included)
-  TimePs layer_exposed_comm_ps = 0;    ///< max over ranks of RankStats::exposed_comm_ps of the layer
+  /// Max over the layer's GPUs of RankStats::exposed_comm_ps: the least busy GPU's idle time, so it holds load
+  /// imbalance as well as communication; = layer_critical_exposed_comm_ps + layer_load_imbalance_ps.
+  TimePs layer_exposed_comm_ps = 0;
+  TimePs layer_critical_exposed_comm_ps = 0;  ///< layer.critical_exposed_comm_ps(): the busiest GPU's idle time
+  TimePs layer_load_imbalance_ps = 0;         ///< layer.load_imbalance_ps(): busiest − least busy GPU's kernel time
   /// Backward of a layer that is not recomputed (recompute_method block leaves some): the layer simulated without
   /// recompute; equals layer_backward_ps when every layer (or none) is recomputed.
   TimePs layer_backward_no_recompute_ps = 0;
