@@ -307,8 +307,10 @@ void announce_simulation(ProgressReporter& progress, const Scenario& s, int64_t 
 }
 
 /// The whole training step of comm type `t`, printed; nothing (and a line saying why) without model.vocab_size.
+/// `attention`: simulate_attention's schedule, wrapped into the layer instead of built again where it fits.
 std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpCommType t, int64_t data_parallel_size,
-                                                       const Topology& topology, const SimulateOutputs& out) {
+                                                       const Topology& topology, const SimulateOutputs& out,
+                                                       Schedule attention) {
   if (!s.model.vocab_size) {
     fmt::print("\nwhole training step: not computed (model.vocab_size is not set; add it, e.g. "
                "model.vocab_size=128256 for Llama 3, to get time per iteration, TFLOP/s per GPU and memory)\n");
@@ -320,7 +322,8 @@ std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpComm
   options.record_timeline = !out.step_trace.empty();
   options.record_flows = options.record_timeline;  // the step trace's message arrows
   sim::StepResult step = sim::simulate_step(s, t, data_parallel_size, topology, options,
-                                            out.step_trace.empty() ? "" : "--step-trace needs the full run");
+                                            out.step_trace.empty() ? "" : "--step-trace needs the full run",
+                                            std::move(attention));
   print_step(s, step);
   return step;
 }
@@ -364,7 +367,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     const std::string full_run = !out.trace.empty()          ? "--trace needs the full run"
                                  : !out.timeline_svg.empty() ? "--timeline-svg needs the full run"
                                                              : "";
-    const auto attention = sim::simulate_attention(s, t, report.data_parallel_size, topology, options, full_run);
+    auto attention = sim::simulate_attention(s, t, report.data_parallel_size, topology, options, full_run);
     const sim::SimResult& r = attention.result;
     const std::string& reduction_note = attention.note;
     fmt::print("\nsimulate {} [A={}, P={}] on {} x {} ({}), one attention layer per TP rank, flow-level network ({})\n",
@@ -417,7 +420,8 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flow_count,
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
-    const std::optional<sim::StepResult> step = simulate_and_print_step(s, t, report.data_parallel_size, topology, out);
+    const std::optional<sim::StepResult> step =
+        simulate_and_print_step(s, t, report.data_parallel_size, topology, out, std::move(attention.schedule));
     if (step) steps.push_back(*step);
     write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");

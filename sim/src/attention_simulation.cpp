@@ -38,8 +38,8 @@ AttentionSimulation simulate_attention(const Scenario& s, CpCommType t, int64_t 
   SimOptions run = options;
   if (blocker.empty()) {
     run.symmetry_reduction = true;
-    out.result = simulate(build_schedule_ranks(t, layout, shape, symmetry_representatives(a, p)), s.cluster, topology,
-                          gpus, run);
+    out.schedule = build_schedule_ranks(t, layout, shape, symmetry_representatives(a, p));
+    out.result = simulate(out.schedule, s.cluster, topology, gpus, run);
     if (out.result.symmetry_exact) {
       out.reduced = true;
       out.note = fmt::format("symmetry reduction: simulated {} representative CP ranks (a2a_rank 0), each "
@@ -53,7 +53,8 @@ AttentionSimulation simulate_attention(const Scenario& s, CpCommType t, int64_t 
   }
   run.symmetry_reduction = false;
   run.schedule_checked = true;  // build_schedule checks what it builds
-  out.result = simulate(build_schedule(t, layout, shape), s.cluster, topology, gpus, run);
+  out.schedule = build_schedule(t, layout, shape);
+  out.result = simulate(out.schedule, s.cluster, topology, gpus, run);
   return out;
 }
 

@@ -18,7 +18,9 @@ constexpr int64_t kLayerTagBase = int64_t{1} << 40;
 // Added to the tags of the recomputed attention forward, so its messages are distinct from the first forward's.
 constexpr int64_t kRecomputeTagOffset = int64_t{1} << 39;
 
-/// Builds the program of one (tp_rank, cp_rank).
+/// Builds the program of one (tp_rank, cp_rank). The attention program's buffers and bindings are copied, never
+/// moved: kept alive inside the layer program they would pin its freed op storage apart (peak RSS +1 GB at p2p
+/// CP = 512, bench/RESULTS.md).
 class LayerRankBuilder {
  public:
   LayerRankBuilder(const Scenario& s, const RankProgram& attention, int64_t tp_rank, int64_t cp_rank)
@@ -31,7 +33,7 @@ class LayerRankBuilder {
     prog_.outputs = attention.outputs;
     live_.assign(prog_.buffers.size(), 0);
     freed_by_.assign(prog_.buffers.size(), -1);
-    for (const auto& b : attention.inputs) live_[static_cast<size_t>(b.buffer)] = 1;
+    for (const auto& b : prog_.inputs) live_[static_cast<size_t>(b.buffer)] = 1;
     for (int64_t t = 0; t < tp_; ++t) tp_group_.push_back(layer_rank(t, cp_rank, tp_));
     primary_.assign(attention.ops.size(), -1);
     e_ = dtype_size_bytes(s.model.params_dtype);
@@ -506,14 +508,52 @@ Schedule layer_header(const Schedule& attention, int64_t tp) {
   return out;
 }
 
+/// Asserts that `attention`, handed in by a caller, is the attention schedule of `scenario` and `cp_comm_type`.
+void check_given_attention(const Scenario& scenario, CpCommType cp_comm_type, const Schedule& attention) {
+  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
+  const AttentionShape want = attention_shape(scenario);
+  const AttentionShape& got = attention.shape;
+  HCPSIM_ASSERT(attention.kind == ScheduleKind::attention && attention.cp_comm_type == cp_comm_type &&
+                    attention.a2a_size == layout.a2a_size() && attention.p2p_size == layout.p2p_size() &&
+                    static_cast<int64_t>(attention.ranks.size()) == layout.cp_size(),
+                "layer builder: the given attention schedule is not this scenario's comm type and layout");
+  HCPSIM_ASSERT(got.batch == want.batch && got.seq_length == want.seq_length && got.heads_q == want.heads_q &&
+                    got.heads_kv == want.heads_kv && got.head_dim_qk == want.head_dim_qk &&
+                    got.head_dim_v == want.head_dim_v && got.causal == want.causal && got.dtype == want.dtype &&
+                    got.softmax_scale == want.softmax_scale,
+                "layer builder: the given attention schedule has another shape than the scenario's");
+}
+
+/// The CP ranks whose attention programs the listed layer ranks wrap, each once, in listed order.
+std::vector<int64_t> wrapped_cp_ranks(const Scenario& scenario, CpCommType cp_comm_type,
+                                      const std::vector<int64_t>& layer_ranks) {
+  const int64_t tp = scenario.parallel.tensor_model_parallel_size;
+  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
+  std::vector<int64_t> cp_ranks;
+  std::vector<char> listed(static_cast<size_t>(layout.cp_size() * tp), 0);
+  for (int64_t r : layer_ranks) {
+    HCPSIM_ASSERT(r >= 0 && r < layout.cp_size() * tp, "build_layer_schedule_ranks: layer rank out of range");
+    HCPSIM_ASSERT(!listed[static_cast<size_t>(r)], "build_layer_schedule_ranks: layer rank listed twice");
+    listed[static_cast<size_t>(r)] = 1;
+    if (std::find(cp_ranks.begin(), cp_ranks.end(), r / tp) == cp_ranks.end()) cp_ranks.push_back(r / tp);
+  }
+  return cp_ranks;
+}
+
 }  // namespace
 
 Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type) {
+  return build_layer_schedule(scenario, cp_comm_type,
+                              build_schedule(cp_comm_type, cp_layout_for(scenario, cp_comm_type), attention_shape(scenario)));
+}
+
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, Schedule attention) {
+  check_given_attention(scenario, cp_comm_type, attention);
   const int64_t tp = scenario.parallel.tensor_model_parallel_size;
-  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
-  Schedule attention = build_schedule(cp_comm_type, layout, attention_shape(scenario));
+  for (const RankProgram& r : attention.ranks)
+    HCPSIM_ASSERT(!r.ops.empty(), "build_layer_schedule: the given attention schedule lacks a CP rank's program");
   Schedule out = layer_header(attention, tp);
-  for (int64_t c = 0; c < layout.cp_size(); ++c) {
+  for (int64_t c = 0; c < static_cast<int64_t>(attention.ranks.size()); ++c) {
     for (int64_t t = 0; t < tp; ++t)
       out.ranks[static_cast<size_t>(layer_rank(t, c, tp))] =
           LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build();
@@ -528,17 +568,19 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type)
 
 Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
                                     const std::vector<int64_t>& layer_ranks) {
+  return build_layer_schedule_ranks(
+      scenario, cp_comm_type, layer_ranks,
+      build_schedule_ranks(cp_comm_type, cp_layout_for(scenario, cp_comm_type), attention_shape(scenario),
+                           wrapped_cp_ranks(scenario, cp_comm_type, layer_ranks)));
+}
+
+Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
+                                    const std::vector<int64_t>& layer_ranks, Schedule attention) {
+  check_given_attention(scenario, cp_comm_type, attention);
   const int64_t tp = scenario.parallel.tensor_model_parallel_size;
-  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
-  std::vector<int64_t> cp_ranks;  // the attention programs the listed ranks wrap, each once
-  std::vector<char> listed(static_cast<size_t>(layout.cp_size() * tp), 0);
-  for (int64_t r : layer_ranks) {
-    HCPSIM_ASSERT(r >= 0 && r < layout.cp_size() * tp, "build_layer_schedule_ranks: layer rank out of range");
-    HCPSIM_ASSERT(!listed[static_cast<size_t>(r)], "build_layer_schedule_ranks: layer rank listed twice");
-    listed[static_cast<size_t>(r)] = 1;
-    if (std::find(cp_ranks.begin(), cp_ranks.end(), r / tp) == cp_ranks.end()) cp_ranks.push_back(r / tp);
-  }
-  Schedule attention = build_schedule_ranks(cp_comm_type, layout, attention_shape(scenario), cp_ranks);
+  for (int64_t c : wrapped_cp_ranks(scenario, cp_comm_type, layer_ranks))
+    HCPSIM_ASSERT(!attention.ranks[static_cast<size_t>(c)].ops.empty(),
+                  "build_layer_schedule_ranks: the given attention schedule lacks a wrapped CP rank's program");
   Schedule out = layer_header(attention, tp);
   // An attention program is released once the last layer rank wrapping it is built, so the attention schedule
   // and the layer schedule are not held whole at the same time.
@@ -550,19 +592,6 @@ Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm
     if (--uses[c] == 0) attention.ranks[c] = RankProgram{};
   }
   return out;
-}
-
-std::vector<int64_t> layer_rank_gpus(const Scenario& scenario, int64_t data_parallel_size) {
-  const ParallelConfig& p = scenario.parallel;
-  ParallelSizes sizes;
-  sizes.tp = p.tensor_model_parallel_size;
-  sizes.cp = p.context_parallel_size;
-  sizes.dp = data_parallel_size;
-  sizes.pp = p.pipeline_model_parallel_size;
-  std::vector<int64_t> gpus;
-  for (int64_t c = 0; c < sizes.cp; ++c)
-    for (int64_t t = 0; t < sizes.tp; ++t) gpus.push_back(global_rank(p.order, sizes, t, c, 0, 0));
-  return gpus;
 }
 
 }  // namespace hcpsim

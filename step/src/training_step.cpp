@@ -65,16 +65,35 @@ std::string layer_symmetry_blocker(const Scenario& s, CpCommType cp_comm_type, c
   return symmetry_reduction_blocker(cp_comm_type, layout.a2a_size(), layout.p2p_size(), s.cluster, gpus);
 }
 
+// Takes `attention` (simulate_attention's schedule, or empty) when it has a program for each of `cp_ranks` (all
+// CP ranks when empty), leaving it empty; else returns an empty schedule and leaves it alone.
+Schedule take_attention(Schedule* attention, const std::vector<int64_t>& cp_ranks) {
+  if (attention == nullptr || attention->ranks.empty()) return {};
+  bool complete = true;
+  if (cp_ranks.empty())
+    for (const RankProgram& r : attention->ranks) complete = complete && !r.ops.empty();
+  for (int64_t c : cp_ranks) complete = complete && !attention->ranks[static_cast<size_t>(c)].ops.empty();
+  if (!complete) return {};
+  Schedule taken = std::move(*attention);
+  *attention = Schedule{};
+  return taken;
+}
+
 // One layer of `s` (with its recompute settings), symmetry-reduced when `blocker` is "" and the reduced run is
-// exact, in full otherwise (the fallback). `note` says which.
+// exact, in full otherwise (the fallback). `note` says which. `attention` (may be null): the attention schedule
+// simulate_attention built, wrapped instead of built again when it has the programs the run needs (then taken).
 SimResult simulate_layer_run(const Scenario& s, CpCommType cp_comm_type, const Topology& topology,
                              const std::vector<int64_t>& gpus, SimOptions options, const std::string& blocker,
-                             std::string& note) {
+                             std::string& note, Schedule* attention = nullptr) {
   if (blocker.empty()) {
     const CpLayout layout = cp_layout_for(s, cp_comm_type);
     const int64_t a = layout.a2a_size(), p = layout.p2p_size();
     options.symmetry_reduction = true;
-    SimResult reduced = simulate(build_layer_schedule_ranks(s, cp_comm_type, symmetry_representatives(a, p)),
+    const std::vector<int64_t> reps = symmetry_representatives(a, p);  // TP = 1: layer ranks are CP ranks
+    Schedule given = take_attention(attention, reps);
+    SimResult reduced = simulate(given.ranks.empty()
+                                     ? build_layer_schedule_ranks(s, cp_comm_type, reps)
+                                     : build_layer_schedule_ranks(s, cp_comm_type, reps, std::move(given)),
                                  s.cluster, topology, gpus, options);
     if (reduced.symmetry_exact) {
       note = fmt::format("symmetry reduction: simulated {} representative GPUs (a2a_rank 0), each standing for its "
@@ -87,17 +106,20 @@ SimResult simulate_layer_run(const Scenario& s, CpCommType cp_comm_type, const T
     note = "full simulation (symmetry reduction does not apply: " + blocker + ")";
   }
   options.symmetry_reduction = false;
-  return simulate(build_layer_schedule(s, cp_comm_type), s.cluster, topology, gpus, options);
+  Schedule given = take_attention(attention, {});
+  return simulate(given.ranks.empty() ? build_layer_schedule(s, cp_comm_type)
+                                      : build_layer_schedule(s, cp_comm_type, std::move(given)),
+                  s.cluster, topology, gpus, options);
 }
 
 // One transformer layer, simulated (symmetry-reduced where that is exact). Returns the largest transient memory
 // of a rank (peak − inputs), which the memory breakdown adds.
 int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
                        const Topology& topology, SimOptions options, const std::string& full_run_reason,
-                       StepResult& r) {
+                       Schedule* attention, StepResult& r) {
   const std::vector<int64_t> gpus = layer_rank_gpus(s, data_parallel_size);
   const std::string blocker = layer_symmetry_blocker(s, cp_comm_type, gpus, full_run_reason);
-  r.layer = simulate_layer_run(s, cp_comm_type, topology, gpus, options, blocker, r.layer_simulation_note);
+  r.layer = simulate_layer_run(s, cp_comm_type, topology, gpus, options, blocker, r.layer_simulation_note, attention);
   r.a2a_size = r.layer.a2a_size;
   r.p2p_size = r.layer.p2p_size;
   r.layer_forward_ps = r.layer.forward_ps;
@@ -273,7 +295,8 @@ void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
 }  // namespace
 
 StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t data_parallel_size,
-                         const Topology& topology, SimOptions options, const std::string& full_run_reason) {
+                         const Topology& topology, SimOptions options, const std::string& full_run_reason,
+                         Schedule attention) {
   StepResult r;
   r.cp_comm_type = cp_comm_type;
   r.data_parallel_size = data_parallel_size;
@@ -281,7 +304,8 @@ StepResult simulate_step(const Scenario& s, CpCommType cp_comm_type, int64_t dat
   set_step_shape(s, data_parallel_size, r);
   const ParameterCounts params = parameter_counts(s);  // throws without vocab_size, before any work
   const ParallelSizes sizes = parallel_sizes(s.parallel, data_parallel_size);
-  const int64_t transient = simulate_layer(s, cp_comm_type, data_parallel_size, topology, options, full_run_reason, r);
+  const int64_t transient =
+      simulate_layer(s, cp_comm_type, data_parallel_size, topology, options, full_run_reason, &attention, r);
   const double logits_flops = set_output_layer_times(s, params, r);
   set_pipeline_time(s, sizes, r);
   set_data_parallel_and_step_time(s, sizes, transient, r);
@@ -371,3 +395,15 @@ StepResult compose_mixed_step(const Scenario& s, const std::vector<StepResult>& 
 }
 
 }  // namespace hcpsim::sim
+
+namespace hcpsim {
+
+std::vector<int64_t> layer_rank_gpus(const Scenario& scenario, int64_t data_parallel_size) {
+  const ParallelSizes sizes = sim::parallel_sizes(scenario.parallel, data_parallel_size);
+  std::vector<int64_t> gpus;
+  for (int64_t c = 0; c < sizes.cp; ++c)
+    for (int64_t t = 0; t < sizes.tp; ++t) gpus.push_back(global_rank(scenario.parallel.order, sizes, t, c, 0, 0));
+  return gpus;
+}
+
+}  // namespace hcpsim

@@ -8,6 +8,7 @@
 #include "small_step_scenario.hpp"
 #include "../sim/sim_compare.hpp"
 #include "hcpsim/step/layer_builder.hpp"
+#include "hcpsim/sim/attention_simulation.hpp"
 #include "hcpsim/step/training_step.hpp"
 
 using namespace hcpsim;
@@ -200,5 +201,37 @@ TEST_CASE("step: a layer the reduction does not apply to is simulated in full an
     REQUIRE(fallback.layer_forward_ps > 0);
     require_same_step(fallback, full);
     REQUIRE(fallback.layer.event_count == full.layer.event_count);
+  }
+}
+
+TEST_CASE("step: the layer wrapping simulate_attention's schedule equals the layer that builds its own", "[step]") {
+  const std::vector<std::vector<std::string>> shapes = {
+      // reduced attention and reduced layer: the representatives' programs are wrapped.
+      {"parallel.cp_comm_type=a2a+p2p", "parallel.hierarchical_context_parallel_sizes=[8,2]",
+       "training.recompute_granularity=full"},
+      // block recompute: the first layer run wraps it, the run without recompute builds its own.
+      {"parallel.cp_comm_type=a2a+p2p", "parallel.hierarchical_context_parallel_sizes=[8,2]",
+       "training.recompute_granularity=full", "training.recompute_method=block", "training.recompute_num_layers=1"},
+      // full attention and full layer (plain p2p).
+      {"parallel.cp_comm_type=p2p", "training.recompute_granularity=selective"},
+      // TP = 2: the attention is simulated for one TP rank, the layer wraps it for both.
+      {"parallel.cp_comm_type=a2a+p2p", "parallel.hierarchical_context_parallel_sizes=[4,2]",
+       "parallel.context_parallel_size=8", "parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"},
+  };
+  for (const auto& o : shapes) {
+    const Scenario s = hcp_small(o);
+    INFO(o.front() << " " << o.back());
+    const auto report = validate_scenario(s, ValidationScope::placement);
+    const CpCommType t = s.parallel.cp_comm_type.front();
+    const Topology topology = Topology::from_cluster(s.cluster);
+    for (const std::string reason : {"", "a test asks for it"}) {
+      INFO("full run reason: '" << reason << "'");
+      AttentionSimulation attention = simulate_attention(s, t, report.data_parallel_size, topology, {});
+      REQUIRE_FALSE(attention.schedule.ranks.empty());
+      // With a reason the layer runs in full, and a representatives-only attention schedule cannot be wrapped.
+      const StepResult wrapped =
+          simulate_step(s, t, report.data_parallel_size, topology, {}, reason, std::move(attention.schedule));
+      require_same_step(wrapped, step(s, reason));
+    }
   }
 }

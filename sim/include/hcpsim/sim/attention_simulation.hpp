@@ -27,6 +27,9 @@ struct AttentionSimulation {
   SimResult result;
   bool reduced = false;  ///< from the symmetry-reduced run, which was exact (same times, bytes and memory)
   std::string note;      ///< one line for the user: what was simulated and why
+  /// The schedule simulated: build_schedule_ranks' representatives when `reduced`, build_schedule's otherwise.
+  /// simulate_step can wrap it into the layer instead of building it again (move it there).
+  Schedule schedule;
 };
 
 /// Simulates the forward and backward of one attention layer of `cp_comm_type` for one TP rank.

@@ -103,9 +103,14 @@ struct StepResult {
 ///   otherwise, with the same results (StepResult::layer_simulation_note says which).
 /// @param full_run_reason  non-empty: simulate the layer in full, for this reason (e.g. a trace of every
 ///   GPU's ops and flows in run order).
+/// @param attention  optional: simulate_attention's schedule for this scenario and comm type
+///   (AttentionSimulation::schedule, moved in); the layer wraps its programs instead of building them again when
+///   it has the ones the layer run needs (the representatives' or every CP rank's), and builds them otherwise.
+///   The results are the same either way.
 /// @throws InputError when model.vocab_size is missing (training_model.hpp).
 StepResult simulate_step(const Scenario& scenario, CpCommType cp_comm_type, int64_t data_parallel_size,
-                         const Topology& topology, SimOptions options = {}, const std::string& full_run_reason = "");
+                         const Topology& topology, SimOptions options = {}, const std::string& full_run_reason = "",
+                         Schedule attention = {});
 
 /// Global transformer layers of each pipeline stage's model chunks: [stage][chunk] = {first, end}. Megatron-Core's
 /// interleaved order (transformer_layer.py get_transformer_layer_offset): chunk v of stage k follows chunk v of
