@@ -82,26 +82,29 @@ std::string csv_text(const sim::PlanResult& r) {
   std::string out =
       "rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,pp,vp,dp,recompute,recompute_num_layers,micro_batch_size,"
       "step_time_s,model_tflops_per_gpu,attention_forward_s,attention_backward_s,layer_exposed_comm_s,"
-      "memory_per_gpu_bytes,fits,simulated,a2a_intra_node,dropped_reason\n";
+      "layer_critical_exposed_comm_s,layer_load_imbalance_s,memory_per_gpu_bytes,fits,simulated,a2a_intra_node,"
+      "dropped_reason\n";
   auto config = [](const sim::PlanOption& o) {
     return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}", csv_quoted(o.label), to_string(o.cp_comm_type),
                        o.a2a_size, o.p2p_size, o.tp, o.cp, o.pp, o.vp, o.data_parallel_size, to_string(o.recompute),
                        o.recompute_num_layers, o.micro_batch_size);
   };
   for (const auto& o : r.ranked)
-    out += fmt::format("{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.0f},{},yes,{},\n",
+    out += fmt::format("{},{},{:.12g},{:.6g},{:.12g},{:.12g},{:.12g},{:.12g},{:.12g},{:.0f},{},yes,{},\n",
                        o.rank > 0 ? std::to_string(o.rank) : "", config(o),
                        static_cast<double>(o.step.step_ps) * 1e-12, o.step.model_tflops_per_gpu,
                        static_cast<double>(o.attention_forward_ps) * 1e-12,
                        static_cast<double>(o.attention_backward_ps) * 1e-12,
-                       static_cast<double>(o.step.layer_exposed_comm_ps) * 1e-12, o.step.memory.total_bytes,
+                       static_cast<double>(o.step.layer_exposed_comm_ps) * 1e-12,
+                       static_cast<double>(o.step.layer_critical_exposed_comm_ps) * 1e-12,
+                       static_cast<double>(o.step.layer_load_imbalance_ps) * 1e-12, o.step.memory.total_bytes,
                        o.step.memory.fits ? "yes" : "no", o.has_a2a ? (o.a2a_intra_node ? "yes" : "no") : "n/a");
   for (const auto& o : r.over_memory)
-    out += fmt::format(",{},,,,,,{:.0f},no,no,,\n", config(o), o.step.memory.total_bytes);
+    out += fmt::format(",{},,,,,,,,{:.0f},no,no,,\n", config(o), o.step.memory.total_bytes);
   for (const auto& o : r.dropped) {
     std::string reason = o.dropped_reason;  // one line per option
     std::replace(reason.begin(), reason.end(), '\n', ' ');
-    out += fmt::format(",{},,,,,,,,,,{}\n", config(o), csv_quoted(reason));
+    out += fmt::format(",{},,,,,,,,,,,,{}\n", config(o), csv_quoted(reason));
   }
   return out;
 }
@@ -187,17 +190,19 @@ void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& 
     fmt::print("packed sequences: each option pads every sequence to a multiple of 2 x its own CP size and derives "
                "its seq_length from that (the header shows the scenario's own CP size)\n");
   fmt::print("\n{}\n\n", r.explanation);
-  fmt::print("{:>4}  {:<46} {:>12} {:>9} {:>12} {:>12} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option", "step time",
-             "TFLOP/s", "attn fwd", "attn bwd", "exposed/layer", "mem/GPU", "fits", "a2a node");
+  fmt::print("{:>4}  {:<46} {:>12} {:>9} {:>12} {:>12} {:>13} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option",
+             "step time", "TFLOP/s", "attn fwd", "attn bwd", "exposed/layer", "imbal/layer", "mem/GPU", "fits",
+             "a2a node");
   // A wide search simulates hundreds of options: the table shows the best, the files hold them all.
   constexpr size_t kShown = 30, kShownWhenMore = 25;
   const size_t shown = r.ranked.size() <= kShown ? r.ranked.size() : kShownWhenMore;
   for (size_t i = 0; i < shown; ++i) {
     const sim::PlanOption& o = r.ranked[i];
-    fmt::print("{:>4}  {:<46} {:>12} {:>9.1f} {:>12} {:>12} {:>13} {:>7.2f} GB {:>5} {:>10}\n",
+    fmt::print("{:>4}  {:<46} {:>12} {:>9.1f} {:>12} {:>12} {:>13} {:>13} {:>7.2f} GB {:>5} {:>10}\n",
                o.rank > 0 ? std::to_string(o.rank) : "-", o.label, human_time_ps(o.step.step_ps),
                o.step.model_tflops_per_gpu, human_time_ps(o.attention_forward_ps),
-               human_time_ps(o.attention_backward_ps), human_time_ps(o.step.layer_exposed_comm_ps),
+               human_time_ps(o.attention_backward_ps), human_time_ps(o.step.layer_critical_exposed_comm_ps),
+               human_time_ps(o.step.layer_load_imbalance_ps),
                o.step.memory.total_bytes / 1e9, o.step.memory.fits ? "yes" : "NO",
                o.has_a2a ? (o.a2a_intra_node ? "inside" : "SPANS") : "-");
   }

@@ -83,6 +83,12 @@ TEST_CASE("apps: plan --json and --csv of a PP and recompute search, identical o
   CHECK(first.at("step_time_s").get<double>() > 100.0);
   CHECK(first.at("memory_per_gpu_bytes").get<double>() < first.at("memory_capacity_bytes").get<double>());
   CHECK(first.at("a2a_intra_node").is_null());  // p2p has no all-to-all
+  // The layer's idle time: the busiest GPU's exposed communication plus the load imbalance.
+  for (const auto& o : j.at("options"))
+    CHECK(o.at("layer_exposed_comm_s").get<double>() ==
+          Approx(o.at("layer_critical_exposed_comm_s").get<double>() + o.at("layer_load_imbalance_s").get<double>())
+              .epsilon(1e-9));
+  CHECK(stdout_text[0].find("exposed/layer   imbal/layer") != std::string::npos);
   for (const auto& o : j.at("options")) CHECK(o.at("rank").is_null() != o.at("fits").get<bool>());
   CHECK(j.at("over_memory").at("count").get<size_t>() == j.at("over_memory").at("options").size());
   CHECK(j.at("over_memory").at("count").get<size_t>() > 0);
@@ -98,6 +104,26 @@ TEST_CASE("apps: plan --json and --csv of a PP and recompute search, identical o
   CHECK(j.at("estimate").at("simulated") == j.at("options").size());
   CHECK(j.contains("provenance"));
   CHECK(csv_text[0].rfind("rank,option,cp_comm_type,a2a_size,p2p_size,tp,cp,pp,vp,dp,recompute,", 0) == 0);
+  CHECK(csv_text[0].find(",layer_exposed_comm_s,layer_critical_exposed_comm_s,layer_load_imbalance_s,") !=
+        std::string::npos);
+  // Every row has as many fields as the header (the over-memory and ruled-out rows leave the times empty).
+  {
+    std::istringstream lines(csv_text[0]);
+    std::string line;
+    std::getline(lines, line);
+    const auto fields = [](const std::string& l) {
+      size_t n = 1;
+      bool quoted = false;
+      for (char ch : l) {
+        if (ch == '"') quoted = !quoted;
+        if (ch == ',' && !quoted) ++n;
+      }
+      return n;
+    };
+    const size_t header = fields(line);
+    CHECK(header == 25);
+    while (std::getline(lines, line)) CHECK(fields(line) == header);
+  }
   CHECK(csv_text[0].find("\n1,\"p2p TP8 PP1 full mbs1\",p2p,1,8,8,8,1,1,1,full,0,1,") != std::string::npos);
   fs::remove_all(dir);
 }

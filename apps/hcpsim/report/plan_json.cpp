@@ -43,6 +43,8 @@ json option_json(const sim::PlanOption& o) {
                 {"layer_forward_s", seconds(s.layer_forward_ps)},
                 {"layer_backward_s", seconds(s.layer_backward_ps)},
                 {"layer_exposed_comm_s", seconds(s.layer_exposed_comm_ps)},
+                {"layer_critical_exposed_comm_s", seconds(s.layer_critical_exposed_comm_ps)},
+                {"layer_load_imbalance_s", seconds(s.layer_load_imbalance_ps)},
                 {"attention_forward_s", seconds(o.attention_forward_ps)},
                 {"attention_backward_s", seconds(o.attention_backward_ps)},
                 {"dp_exposed_s", seconds(s.dp_grad_reduce_exposed_ps + s.dp_param_gather_exposed_ps)},
