@@ -104,7 +104,7 @@ std::string csv_text(const sim::PlanResult& r) {
   for (const auto& o : r.dropped) {
     std::string reason = o.dropped_reason;  // one line per option
     std::replace(reason.begin(), reason.end(), '\n', ' ');
-    out += fmt::format(",{},,,,,,,,,,,,{}\n", config(o), csv_quoted(reason));
+    out += fmt::format(",{},,,,,,,,,,no,,{}\n", config(o), csv_quoted(reason));  // fits unknown: not computed
   }
   return out;
 }
@@ -191,7 +191,7 @@ void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& 
                "its seq_length from that (the header shows the scenario's own CP size)\n");
   fmt::print("\n{}\n\n", r.explanation);
   fmt::print("{:>4}  {:<46} {:>12} {:>9} {:>12} {:>12} {:>13} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option",
-             "step time", "TFLOP/s", "attn fwd", "attn bwd", "exposed/layer", "imbal/layer", "mem/GPU", "fits",
+             "step time", "TFLOP/s", "attn fwd", "attn bwd", "busiest exp", "imbalance", "mem/GPU", "fits",
              "a2a node");
   // A wide search simulates hundreds of options: the table shows the best, the files hold them all.
   constexpr size_t kShown = 30, kShownWhenMore = 25;
@@ -208,6 +208,9 @@ void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& 
   }
   if (shown < r.ranked.size())
     fmt::print("  ... and {} more simulated options (all of them in --csv and --json)\n", r.ranked.size() - shown);
+  if (!r.ranked.empty())
+    fmt::print("  (per layer: busiest exp = the busiest GPU's time with no kernel running; imbalance = how much less "
+               "kernel time the least busy GPU has; --csv and --json give their sum as layer_exposed_comm_s)\n");
   print_ruled_out(r);
 }
 

@@ -55,7 +55,8 @@ void print_time_breakdown(const sim::SimResult& r) {
              "  compute streams can overlap, each slowed by sharing the GPU, so a phase's sums can exceed its span; \"lost\n"
              "  to comm\": part of the kernels' time, the GPU time they lost while communication ran beside them;\n"
              "  \"exposed comm\": the rank's own span in the phase, first op to last, with no kernel running: waiting for\n"
-             "  messages and for slower peers, load imbalance included; the rank table below counts the whole layer):\n",
+             "  messages and for the peers whose data it needs; a wait after the rank's last op is not in it, the rank\n"
+             "  table below counts the whole layer):\n",
              r.busiest_cp_rank);
   fmt::print("    {:<10} {:>23} {:>23} {:>23} {:>23} {:>23} {:>23}\n", "phase", "attention kernels",
              "merges+corrections", "copies", "other compute", "lost to comm", "exposed comm");

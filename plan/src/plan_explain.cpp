@@ -17,8 +17,20 @@ bool held(const SearchSpace& space, PlanDimension d) {
 // communication of its layers on their busiest GPU, their load imbalance, the exposed data-parallel collectives
 // with the optimizer, and the rest (compute).
 struct TimeSplit {
-  double bubble = 0, recompute = 0, comm = 0, imbalance = 0, data_parallel = 0, compute = 0;
+  double bubble = 0, recompute = 0, comm = 0, imbalance = 0, slowed = 0, data_parallel = 0, compute = 0;
 };
+
+// The kernel time the layer's busiest GPU (the most compute_busy_ps) loses to communication running beside its
+// kernels (RankStats::time_breakdown comm_slowdown_ps, GpuSpec::compute_slowdown_during_comm), ps.
+double kernel_time_lost_to_comm(const StepResult& r) {
+  const RankStats* busiest = nullptr;
+  for (const RankStats& st : r.layer.ranks)
+    if (busiest == nullptr || st.compute_busy_ps > busiest->compute_busy_ps) busiest = &st;
+  TimePs lost = 0;
+  if (busiest != nullptr)
+    for (const TimeBreakdown& t : busiest->time_breakdown) lost += t.comm_slowdown_ps;
+  return static_cast<double>(lost);
+}
 
 TimeSplit time_split(const StepResult& r) {
   TimeSplit t;
@@ -30,12 +42,41 @@ TimeSplit time_split(const StepResult& r) {
   const double layers = static_cast<double>(r.layers_per_stage) * m;
   t.comm = static_cast<double>(r.layer_critical_exposed_comm_ps) * layers;
   t.imbalance = static_cast<double>(r.layer_load_imbalance_ps) * layers;
+  t.slowed = kernel_time_lost_to_comm(r) * layers;
   t.data_parallel = static_cast<double>(r.dp_grad_reduce_exposed_ps + r.dp_param_gather_exposed_ps + r.optimizer_ps);
-  t.compute = static_cast<double>(r.step_ps) - t.bubble - t.recompute - t.comm - t.imbalance - t.data_parallel;
+  t.compute =
+      static_cast<double>(r.step_ps) - t.bubble - t.recompute - t.comm - t.imbalance - t.slowed - t.data_parallel;
   return t;
 }
 
 std::string ps_text(double ps) { return time_text(static_cast<TimePs>(std::max(0.0, ps))); }
+
+// What would close a compute gap. With the same GPUs per model replica (TP x CP x PP) the two options compute the
+// same FLOPs per GPU, so the gap lies in how fast their kernels run: name the kernel category (summed op time of
+// the layer's busiest GPU, RankStats::time_breakdown) in which the runner-up spends the most more.
+std::string compute_need(const PlanOption& w, const PlanOption& ru) {
+  if (w.tp * w.cp * w.pp != ru.tp * ru.cp * ru.pp || w.step.layer.ranks.empty() || ru.step.layer.ranks.empty())
+    return "less compute per GPU (a larger share of the model's GPUs)";
+  auto sums = [](const StepResult& r) {
+    const RankStats& g = r.layer.ranks[static_cast<size_t>(r.layer.busiest_cp_rank)];
+    std::array<double, 4> s{};
+    for (const TimeBreakdown& t : g.time_breakdown) {
+      s[0] += static_cast<double>(t.attention_kernel_ps);
+      s[1] += static_cast<double>(t.merge_correction_ps);
+      s[2] += static_cast<double>(t.copy_ps);
+      s[3] += static_cast<double>(t.other_compute_ps);
+    }
+    return s;
+  };
+  const std::array<const char*, 4> names{"attention kernels", "merges and corrections", "copies",
+                                         "GEMMs and other kernels"};
+  const auto mine = sums(w.step), theirs = sums(ru.step);
+  size_t k = 0;
+  for (size_t i = 1; i < names.size(); ++i)
+    if (theirs[i] - mine[i] > theirs[k] - mine[k]) k = i;
+  return fmt::format("faster kernels at the same FLOPs per GPU: per layer its busiest GPU spends {} in {} against {}",
+                     ps_text(theirs[k]), names[k], ps_text(mine[k]));
+}
 
 // Why the runner-up loses: the part of the step where it spends the most more, and what would close the gap.
 std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
@@ -45,7 +86,8 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
   const std::string slower = pct < 1.0 ? fmt::format("is only {:.1f}% slower, a tie within the model's accuracy", pct)
                                        : fmt::format("is {:.1f}% slower", pct);
   const TimeSplit a = time_split(w.step), b = time_split(ru.step);
-  const std::array<std::tuple<const char*, double, double, const char*>, 6> parts{{
+  const std::string compute = compute_need(w, ru);
+  const std::array<std::tuple<const char*, double, double, const char*>, 7> parts{{
       {"pipeline bubble", a.bubble, b.bubble,
        ru.vp > 1 ? "more micro-batches per iteration (a larger global batch)"
                  : "more micro-batches per iteration or interleaving (VP)"},
@@ -54,9 +96,11 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
        "more of its CP and TP traffic hidden or on NVLink"},
       {"layer load imbalance (the least busy GPU waiting for the busiest)", a.imbalance, b.imbalance,
        "a more even split of the layer's kernel time over its GPUs"},
+      {"kernel time lost to communication running beside the kernels", a.slowed, b.slowed,
+       "less communication during its kernels (fewer or smaller messages while they run)"},
       {"exposed data-parallel collectives and optimizer", a.data_parallel, b.data_parallel,
        "more overlap of its gradient reduce and parameter gather"},
-      {"compute", a.compute, b.compute, "less compute per GPU (a larger share of the model's GPUs)"},
+      {"compute", a.compute, b.compute, compute.c_str()},
   }};
   size_t worst = 0;
   for (size_t i = 1; i < parts.size(); ++i)

@@ -42,9 +42,9 @@ AttentionSimulation simulate_attention(const Scenario& s, CpCommType t, int64_t 
     out.result = simulate(out.schedule, s.cluster, topology, gpus, run);
     if (out.result.symmetry_exact) {
       out.reduced = true;
-      out.note = fmt::format("symmetry reduction: simulated {} representative CP ranks (a2a_rank 0), each "
+      out.note = fmt::format("symmetry reduction: simulated {} representative CP rank{} (a2a_rank 0), each "
                              "standing for its {} a2a peers; exact",
-                             out.result.simulated_ranks, a);
+                             out.result.simulated_ranks, out.result.simulated_ranks == 1 ? "" : "s", a);
       return out;
     }
     out.note = "symmetry reduction not exact here (" + out.result.symmetry_note + "); full simulation";

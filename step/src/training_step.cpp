@@ -96,9 +96,9 @@ SimResult simulate_layer_run(const Scenario& s, CpCommType cp_comm_type, const T
                                      : build_layer_schedule_ranks(s, cp_comm_type, reps, std::move(given)),
                                  s.cluster, topology, gpus, options);
     if (reduced.symmetry_exact) {
-      note = fmt::format("symmetry reduction: simulated {} representative GPUs (a2a_rank 0), each standing for its "
-                         "{} a2a peers; exact",
-                         reduced.simulated_ranks, a);
+      note = fmt::format("symmetry reduction: simulated {} representative GPU{} (a2a_rank 0), each standing for "
+                         "its {} a2a peers; exact",
+                         reduced.simulated_ranks, reduced.simulated_ranks == 1 ? "" : "s", a);
       return reduced;
     }
     note = "symmetry reduction not exact here (" + reduced.symmetry_note + "); full simulation";
@@ -372,11 +372,16 @@ StepResult compose_mixed_step(const Scenario& s, const std::vector<StepResult>& 
   }
   int64_t transient = 0;
   std::string mix;
+  // The idle-time figures come from one comm type's layer, the one whose least busy GPU idles longest, so that
+  // exposed = critical exposed + imbalance holds and "busiest GPU" names a GPU of one layer.
+  size_t idlest = 0;
+  for (size_t i = 0; i < types.size(); ++i)
+    if (per_type[i].layer_exposed_comm_ps > per_type[idlest].layer_exposed_comm_ps) idlest = i;
+  r.layer_exposed_comm_ps = per_type[idlest].layer_exposed_comm_ps;
+  r.layer_critical_exposed_comm_ps = per_type[idlest].layer_critical_exposed_comm_ps;
+  r.layer_load_imbalance_ps = per_type[idlest].layer_load_imbalance_ps;
   for (size_t i = 0; i < types.size(); ++i) {
     transient = std::max(transient, per_type[i].layer_transient_bytes);
-    r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, per_type[i].layer_exposed_comm_ps);
-    r.layer_critical_exposed_comm_ps = std::max(r.layer_critical_exposed_comm_ps, per_type[i].layer_critical_exposed_comm_ps);
-    r.layer_load_imbalance_ps = std::max(r.layer_load_imbalance_ps, per_type[i].layer_load_imbalance_ps);
     mix += fmt::format("{}{} {}", mix.empty() ? "" : " + ", std::count(of_layer.begin(), of_layer.end(), types[i]),
                        to_string(types[i]));
   }

@@ -291,7 +291,8 @@ TEST_CASE("apps: simulate prints phase times, messages and memory and writes a C
   REQUIRE(r.output.find("peak attention memory per GPU") != std::string::npos);
   // The legends say what the sums and "exposed" count: overlapping kernels and waiting for slower peers.
   CHECK(r.output.find("so a phase's sums can exceed its span") != std::string::npos);
-  CHECK(r.output.find("messages and for slower peers, load imbalance included") != std::string::npos);
+  CHECK(r.output.find("messages and for the peers whose data it needs; a wait after the rank's last op is not in it") !=
+        std::string::npos);
   CHECK(r.output.find("  (compute: time a kernel runs on the GPU; comm: time its comm stream is in an op, waiting for "
                       "a peer\n  included; exposed: the layer's time with no kernel running, so a rank that finishes "
                       "early counts its\n  wait for the last one)\n") != std::string::npos);

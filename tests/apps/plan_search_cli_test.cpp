@@ -88,7 +88,8 @@ TEST_CASE("apps: plan --json and --csv of a PP and recompute search, identical o
     CHECK(o.at("layer_exposed_comm_s").get<double>() ==
           Approx(o.at("layer_critical_exposed_comm_s").get<double>() + o.at("layer_load_imbalance_s").get<double>())
               .epsilon(1e-9));
-  CHECK(stdout_text[0].find("exposed/layer   imbal/layer") != std::string::npos);
+  CHECK(stdout_text[0].find("  busiest exp     imbalance") != std::string::npos);
+  CHECK(stdout_text[0].find("--csv and --json give their sum as layer_exposed_comm_s)") != std::string::npos);
   for (const auto& o : j.at("options")) CHECK(o.at("rank").is_null() != o.at("fits").get<bool>());
   CHECK(j.at("over_memory").at("count").get<size_t>() == j.at("over_memory").at("options").size());
   CHECK(j.at("over_memory").at("count").get<size_t>() > 0);

@@ -213,3 +213,24 @@ TEST_CASE("diff: a scenario against itself changes nothing; [A,P] moves bytes be
   CHECK(copies->a == 0);
   CHECK(copies->b > 0);
 }
+
+TEST_CASE("plan: a runner-up on the same GPUs that loses on compute is told which kernels cost it", "[plan]") {
+  // Llama-3-8B at 64K tokens on one DGX node, CP = 8: every option has the same FLOPs per GPU; the p2p ring of 8
+  // runs 8 steps of LSE merges and output corrections where [2,4] runs 4, so the tie is decided in those kernels.
+  const Scenario s = load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml",
+                                   {"cluster.nodes=1", "parallel.context_parallel_size=8", "model.seq_length=65536",
+                                    "parallel.hierarchical_context_parallel_sizes=[4,2]"});
+  PlanRequest r;
+  r.fixed = {PlanDimension::tp, PlanDimension::pp, PlanDimension::vp, PlanDimension::recompute,
+             PlanDimension::micro_batch};
+  const PlanResult p = plan(s, r);
+  REQUIRE(p.ranked.size() >= 2);
+  CHECK(p.ranked[0].label == "a2a+p2p [2,4] TP1 PP1 full mbs1");
+  CHECK(p.ranked[1].label == "p2p TP1 PP1 full mbs1");
+  CHECK(p.explanation.find("the largest difference is its compute") != std::string::npos);
+  CHECK(p.explanation.find("e.g. faster kernels at the same FLOPs per GPU: per layer its busiest GPU spends ") !=
+        std::string::npos);
+  CHECK(p.explanation.find(" in merges and corrections against ") != std::string::npos);
+  CHECK(p.explanation.find("a larger share of the model's GPUs") == std::string::npos);
+}
+

@@ -156,8 +156,8 @@ TEST_CASE("step: the symmetry-reduced layer equals the full layer at TP = 1 (a2a
     const int64_t p = reduced.p2p_size;
     REQUIRE(reduced.a2a_size == 8);
     REQUIRE(reduced.layer_simulation_note ==
-            "symmetry reduction: simulated " + std::to_string(p) +
-                " representative GPUs (a2a_rank 0), each standing for its 8 a2a peers; exact");
+            "symmetry reduction: simulated " + std::to_string(p) + " representative GPU" + (p == 1 ? "" : "s") +
+                " (a2a_rank 0), each standing for its 8 a2a peers; exact");
     REQUIRE(reduced.layer.symmetry_reduced);
     REQUIRE(reduced.layer.simulated_ranks == p);
     REQUIRE(full.layer_simulation_note == kFull);

@@ -49,6 +49,13 @@ TEST_CASE("mixed step: each layer runs with its own comm type", "[step]") {
   CHECK(m.step_ps < std::max(rp.step_ps, ra.step_ps));
   CHECK(m.model_flops == rp.model_flops);
   CHECK(m.memory.total_bytes == std::max(rp.memory.total_bytes, ra.memory.total_bytes));
+  // The idle-time figures are one type's layer's, the one idling longest, so the split adds up (a max of each
+  // figure over the types mixed the busiest GPU of one layer with the imbalance of another).
+  const sim::StepResult& idlest = rp.layer_exposed_comm_ps >= ra.layer_exposed_comm_ps ? rp : ra;
+  CHECK(m.layer_exposed_comm_ps == idlest.layer_exposed_comm_ps);
+  CHECK(m.layer_critical_exposed_comm_ps == idlest.layer_critical_exposed_comm_ps);
+  CHECK(m.layer_load_imbalance_ps == idlest.layer_load_imbalance_ps);
+  CHECK(m.layer_exposed_comm_ps == m.layer_critical_exposed_comm_ps + m.layer_load_imbalance_ps);
   // A mix of one type is that type's step.
   const sim::StepResult same = sim::compose_mixed_step(small({"parallel.cp_comm_type=[p2p,p2p]"}), {rp});
   CHECK(same.step_ps == rp.step_ps);

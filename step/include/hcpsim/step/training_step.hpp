@@ -57,6 +57,8 @@ struct StepResult {
   TimePs layer_exposed_comm_ps = 0;
   TimePs layer_critical_exposed_comm_ps = 0;  ///< layer.critical_exposed_comm_ps(): the busiest GPU's idle time
   TimePs layer_load_imbalance_ps = 0;         ///< layer.load_imbalance_ps(): busiest − least busy GPU's kernel time
+  // (A per-layer comm-type mix, compose_mixed_step, takes all three from the type whose layer_exposed_comm_ps is
+  // the largest.)
   /// Backward of a layer that is not recomputed (recompute_method block leaves some): the layer simulated without
   /// recompute; equals layer_backward_ps when every layer (or none) is recomputed.
   TimePs layer_backward_no_recompute_ps = 0;
