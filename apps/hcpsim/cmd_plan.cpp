@@ -285,8 +285,10 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
                   "GPUs per model replica, TP*CP*PP (default: the scenario's; CP = GPUs / (TP*PP), or with --cp or "
                   "--fixed cp TP*PP = GPUs / CP)");
   cmd->add_option("--tp", a->tp, "comma-separated TP sizes, e.g. 1,2,4 (default: every divisor of gpus_per_node)");
-  cmd->add_option("--pp", a->pp, "comma-separated PP sizes (default: every divisor of num_layers)");
-  cmd->add_option("--vp", a->vp, "comma-separated VP sizes, 1 = not interleaved (default: 1, and 2 with PP > 1)");
+  cmd->add_option("--pp", a->pp, "comma-separated PP sizes (default: every size the scenario's pipeline split "
+                                 "allows, e.g. the divisors of num_layers)");
+  cmd->add_option("--vp", a->vp, "comma-separated VP sizes, 1 = not interleaved (default: 1, 2 and the scenario's, "
+                                 "above 1 where the split allows)");
   cmd->add_option("--recompute", a->recompute, "comma list of none, selective, full, partial (default: all four)");
   cmd->add_option("--micro-batch", a->micro_batch, "comma-separated micro-batch sizes (default: the scenario's and "
                                                    "twice it; 1 for packed sequences)");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "hcpsim/config/cp_variant_config.hpp"
@@ -29,6 +30,30 @@ std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> out;
   for (int64_t d = 1; d <= n; ++d)
     if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Whether the scenario's layers split over `pp` stages of `vp` model chunks by its pipeline-split settings
+// (config/pipeline_split.hpp pipeline_split: even, account_for_embedding/loss, explicit first/last stages).
+bool split_legal(const Scenario& s, int64_t pp, int64_t vp) {
+  Scenario t = s;
+  t.parallel.pipeline_model_parallel_size = pp;
+  t.parallel.virtual_pipeline_model_parallel_size = vp > 1 ? std::optional<int64_t>(vp) : std::nullopt;
+  try {
+    (void)pipeline_split(t);
+    return true;
+  } catch (const InputError&) {  // these sizes cannot split the layers
+    return false;
+  }
+}
+
+// Every PP the scenario's pipeline split allows with VP = 1: the divisors of num_layers for an even split, of
+// num_layers + e + l with the account_for_* options (Llama3.1-405B: 126 + 2 = 128, so PP 8), the sizes that leave
+// the middle stages an even share with explicit first/last stage layers.
+std::vector<int64_t> legal_pipeline_sizes(const Scenario& s) {
+  std::vector<int64_t> out;
+  for (int64_t pp = 1; pp <= s.model.num_layers + 2; ++pp)
+    if (split_legal(s, pp, 1)) out.push_back(pp);
   return out;
 }
 
@@ -211,7 +236,7 @@ std::vector<int64_t> vp_values(const Scenario& s, const SearchSpace& space, int6
   std::vector<int64_t> out;
   for (int64_t vp : space.vp) {
     if (vp > 1 && pp < 2) continue;
-    if (vp > 1 && !listed && s.model.num_layers % (pp * vp) != 0) continue;
+    if (vp > 1 && !listed && !split_legal(s, pp, vp)) continue;
     out.push_back(vp);
   }
   return out;
@@ -285,10 +310,10 @@ SearchSpace resolve_search_space(const Scenario& s, const PlanRequest& r) {
   space.tp = dimension_values(r.tp, fixed(PlanDimension::tp), p.tensor_model_parallel_size,
                               divisors(s.cluster.gpus_per_node), "--tp");
   space.pp = dimension_values(r.pp, fixed(PlanDimension::pp), p.pipeline_model_parallel_size,
-                              divisors(s.model.num_layers), "--pp");
+                              legal_pipeline_sizes(s), "--pp");
   space.vp_listed = !r.vp.empty();
-  space.vp = dimension_values(r.vp, fixed(PlanDimension::vp), p.virtual_pipeline_model_parallel_size.value_or(1),
-                              {1, 2}, "--vp");
+  const int64_t own_vp = p.virtual_pipeline_model_parallel_size.value_or(1);
+  space.vp = dimension_values(r.vp, fixed(PlanDimension::vp), own_vp, {1, 2, own_vp}, "--vp");
   // Packed sequences (THD) run one micro-batch of packed sequences per step (TE's cu_seqlens layout).
   const int64_t b = s.model.micro_batch_size;
   space.micro_batch = dimension_values(r.micro_batch, fixed(PlanDimension::micro_batch), b,

@@ -234,3 +234,28 @@ TEST_CASE("plan: a runner-up on the same GPUs that loses on compute is told whic
   CHECK(p.explanation.find("a larger share of the model's GPUs") == std::string::npos);
 }
 
+
+TEST_CASE("plan: PP and VP candidates follow the scenario's pipeline split (Llama3.1-405B: 126 + 2 layers)", "[plan]") {
+  // 126 layers with the embedding and the loss counted as layers split over PP 8 x VP 8 (Bridge's 405B recipe);
+  // PP 8 divides 128, not 126, and the divisors of 126 alone (1, 2, 3, 6, 7, 9, ...) left the published layout out:
+  // at 128 GPUs per replica the search found nothing that fits.
+  const Scenario s = load_scenario(std::string(HCPSIM_SOURCE_DIR) +
+                                   "/validation/steps/bridge2511_llama31_405b_tp8_pp8_cp2_vp8.yaml");
+  PlanRequest r;
+  r.gpus = 128;
+  r.fixed = {PlanDimension::tp, PlanDimension::recompute, PlanDimension::micro_batch, PlanDimension::cp_comm_type};
+  const PlanResult p = plan(s, r);
+  auto values = [&](PlanDimension d) {
+    for (const auto& x : p.dimensions)
+      if (x.dimension == d) return x.values;
+    return std::vector<std::string>{};
+  };
+  CHECK(values(PlanDimension::pp) == std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64", "128"});
+  CHECK(values(PlanDimension::vp) == std::vector<std::string>{"1", "2", "8"});  // the scenario's own VP 8 too
+  REQUIRE_FALSE(p.ranked.empty());
+  const auto published = std::find_if(p.ranked.begin(), p.ranked.end(),
+                                      [](const PlanOption& o) { return o.label == "p2p TP8 PP8 VP8 none mbs1"; });
+  REQUIRE(published != p.ranked.end());
+  CHECK(published->step.memory.fits);
+  CHECK(published->cp == 2);
+}

@@ -52,9 +52,12 @@ struct PlanRequest {
   std::optional<int64_t> gpus;  ///< --gpus N: TP·CP·PP = N GPUs per model replica (CP = N/(TP·PP));
                                 ///< the cluster grows to hold them if needed. Excludes `cp`.
   std::vector<int64_t> tp;      ///< --tp LIST (default: every divisor of gpus_per_node)
-  std::vector<int64_t> pp;      ///< --pp LIST (default: every divisor of num_layers)
-  std::vector<int64_t> vp;      ///< --vp LIST, 1 = no interleaving (default: 1, and 2 with PP > 1 when each stage's
-                                ///< layers split in two)
+  /// --pp LIST (default: every PP the scenario's pipeline split allows, config/pipeline_split.hpp: the divisors of
+  /// num_layers, or of num_layers + e + l with the account_for_* options)
+  std::vector<int64_t> pp;
+  /// --vp LIST, 1 = no interleaving (default: 1, 2 and the scenario's VP, those above 1 only with PP > 1 where the
+  /// pipeline split allows them)
+  std::vector<int64_t> vp;
   std::vector<PlanRecompute> recompute;  ///< --recompute LIST (default: all four)
   std::vector<int64_t> micro_batch;      ///< --micro-batch LIST (default: the scenario's and twice it; 1 for THD)
   std::vector<PlanDimension> fixed;      ///< --fixed KEYS: dimensions held at the scenario's values
