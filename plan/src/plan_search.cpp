@@ -115,6 +115,13 @@ Scenario candidate_scenario(const Scenario& scenario, const SearchSpace& space, 
   else c.parallel.virtual_pipeline_model_parallel_size.reset();
   // Packed sequences are padded to multiples of 2·CP: each CP size has its own packed length.
   if (c.model.qkv_format == QkvFormat::thd && thd_seq_length(c) > 0) c.model.seq_length = thd_seq_length(c);
+  if (k.tp == 1) {
+    // No TP group at TP 1: Megatron turns sequence parallelism off (arguments.py validate_args) and asserts that TP
+    // communication overlap has it, so the option runs without both instead of being ruled out for settings the
+    // scenario made for its own TP > 1.
+    c.parallel.sequence_parallel = false;
+    c.parallel.tp_comm_overlap = false;
+  }
   c.parallel.cp_comm_type = {k.type};
   c.parallel.hierarchical_context_parallel_sizes.reset();
   if (cp_variant(k.type).takes_hierarchical_sizes)

@@ -259,3 +259,22 @@ TEST_CASE("plan: PP and VP candidates follow the scenario's pipeline split (Llam
   CHECK(published->step.memory.fits);
   CHECK(published->cp == 2);
 }
+
+TEST_CASE("plan: an option at TP 1 runs without sequence parallelism and TP overlap, not ruled out for them", "[plan]") {
+  // Bridge's 70B recipe sets sequence_parallel and tp_comm_overlap for its TP 4; at TP 1 Megatron turns sequence
+  // parallelism off and asserts that TP overlap has it, so these options were all ruled out by tp_comm_overlap.
+  const Scenario s =
+      load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/validation/steps/bridge2511_llama3_70b_tp4_pp8_vp5.yaml");
+  REQUIRE(s.parallel.tp_comm_overlap);
+  PlanRequest r;
+  r.tp = {1};
+  r.fixed = {PlanDimension::pp, PlanDimension::vp, PlanDimension::recompute, PlanDimension::micro_batch};
+  const PlanResult p = plan(s, r);
+  for (const PlanOption& o : p.dropped) {
+    INFO(o.label << ": " << o.dropped_reason);
+    CHECK(o.dropped_reason.find("tp_comm_overlap") == std::string::npos);
+    CHECK(o.dropped_key != "parallel.tp_comm_overlap");
+  }
+  CHECK(p.ranked.size() + p.over_memory.size() > 0);
+  for (const PlanOption& o : p.over_memory) CHECK(o.tp == 1);
+}
