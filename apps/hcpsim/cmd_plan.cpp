@@ -189,7 +189,9 @@ void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& 
   if (s.model.qkv_format == QkvFormat::thd)
     fmt::print("packed sequences: each option pads every sequence to a multiple of 2 x its own CP size and derives "
                "its seq_length from that (the header shows the scenario's own CP size)\n");
-  fmt::print("\n{}\n\n", r.explanation);
+  fmt::print("\n{}\n", r.explanation);
+  fmt::print("accuracy: the step model is optimistic against every published run it is validated on "
+             "(docs/validation.md); read the times as lower bounds and rankings within a few percent as ties\n\n");
   fmt::print("{:>4}  {:<46} {:>12} {:>9} {:>12} {:>12} {:>13} {:>13} {:>10} {:>5} {:>10}\n", "rank", "option",
              "step time", "TFLOP/s", "attn fwd", "attn bwd", "busiest exp", "imbalance", "mem/GPU", "fits",
              "a2a node");
@@ -210,7 +212,8 @@ void print_plan(const Scenario& s, const sim::PlanResult& r, const std::string& 
     fmt::print("  ... and {} more simulated options (all of them in --csv and --json)\n", r.ranked.size() - shown);
   if (!r.ranked.empty())
     fmt::print("  (per layer: busiest exp = the busiest GPU's time with no kernel running; imbalance = how much less "
-               "kernel time the least busy GPU has; --csv and --json give their sum as layer_exposed_comm_s)\n");
+               "kernel time the least busy GPU has; --csv and --json give their sum as layer_exposed_comm_s; "
+               "a2a node: whether each all-to-all group stays inside a node)\n");
   print_ruled_out(r);
 }
 

@@ -32,7 +32,8 @@ double kernel_time_lost_to_comm(const StepResult& r) {
   return static_cast<double>(lost);
 }
 
-TimeSplit time_split(const StepResult& r) {
+TimeSplit time_split(const PlanOption& o) {
+  const StepResult& r = o.step;
   TimeSplit t;
   const auto m = static_cast<double>(r.num_microbatches);
   t.bubble = static_cast<double>(r.pipeline_ps) - static_cast<double>(r.stage_microbatch_ps) * m;
@@ -40,6 +41,9 @@ TimeSplit time_split(const StepResult& r) {
   for (int64_t k : r.stage_recomputed_layers) recomputed = std::max(recomputed, k);
   t.recompute = static_cast<double>(recomputed) * static_cast<double>(r.layer_forward_ps) * m;
   const double layers = static_cast<double>(r.layers_per_stage) * m;
+  // Selective recompute reruns the core attention's forward inside each layer's backward (no whole layer is
+  // recomputed): its cost is that forward, the attention alone's as simulated for the option.
+  if (o.recompute == PlanRecompute::selective) t.recompute = static_cast<double>(o.attention_forward_ps) * layers;
   t.comm = static_cast<double>(r.layer_critical_exposed_comm_ps) * layers;
   t.imbalance = static_cast<double>(r.layer_load_imbalance_ps) * layers;
   t.slowed = kernel_time_lost_to_comm(r) * layers;
@@ -85,7 +89,7 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
   // Below 1% the two are a tie within what the cost model can tell apart (assumed efficiencies, no jitter).
   const std::string slower = pct < 1.0 ? fmt::format("is only {:.1f}% slower, a tie within the model's accuracy", pct)
                                        : fmt::format("is {:.1f}% slower", pct);
-  const TimeSplit a = time_split(w.step), b = time_split(ru.step);
+  const TimeSplit a = time_split(w), b = time_split(ru);
   const std::string compute = compute_need(w, ru);
   const std::array<std::tuple<const char*, double, double, const char*>, 7> parts{{
       {"pipeline bubble", a.bubble, b.bubble,
@@ -106,10 +110,13 @@ std::string runner_up_text(const PlanOption& w, const PlanOption& ru) {
   for (size_t i = 1; i < parts.size(); ++i)
     if (std::get<2>(parts[i]) - std::get<1>(parts[i]) > std::get<2>(parts[worst]) - std::get<1>(parts[worst])) worst = i;
   const auto& [name, mine, theirs, need] = parts[worst];
+  // The gap can exceed the whole part: removing it alone would not make the runner-up win.
+  const std::string alone = gap > theirs ? fmt::format(" (more than all of its {}: that part alone cannot close it)", name)
+                                         : std::string();
   return fmt::format("; the runner-up {} {} ({}): the largest difference is its {} ({} against {} per iteration); to "
-                     "win it would need {} less per iteration, e.g. {}; it uses {} per GPU against {}",
+                     "win it would need {} less per iteration{}, e.g. {}; it uses {} per GPU against {}",
                      ru.label, slower, time_text(ru.step.step_ps), name, ps_text(theirs), ps_text(mine), ps_text(gap),
-                     need, gb_text(ru.step.memory.total_bytes), gb_text(w.step.memory.total_bytes));
+                     alone, need, gb_text(ru.step.memory.total_bytes), gb_text(w.step.memory.total_bytes));
 }
 
 // What the search could not use that might make an option fit: dimensions held by --fixed, list bounds, GPUs.

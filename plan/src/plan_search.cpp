@@ -121,6 +121,10 @@ Scenario candidate_scenario(const Scenario& scenario, const SearchSpace& space, 
     // scenario made for its own TP > 1.
     c.parallel.sequence_parallel = false;
     c.parallel.tp_comm_overlap = false;
+  } else if (scenario.parallel.tensor_model_parallel_size == 1 && c.model.seq_length / k.cp % k.tp == 0) {
+    // A scenario at TP 1 says nothing about sequence parallelism (it has none to set): at TP > 1 the options run
+    // with it, as Megatron-Bridge's recipes do whenever TP > 1, where the tokens of a CP rank split over TP.
+    c.parallel.sequence_parallel = true;
   }
   c.parallel.cp_comm_type = {k.type};
   c.parallel.hierarchical_context_parallel_sizes.reset();

@@ -278,3 +278,49 @@ TEST_CASE("plan: an option at TP 1 runs without sequence parallelism and TP over
   CHECK(p.ranked.size() + p.over_memory.size() > 0);
   for (const PlanOption& o : p.over_memory) CHECK(o.tp == 1);
 }
+
+TEST_CASE("plan: selective recompute's cost is its recomputed attention forward, not compute", "[plan]") {
+  // The 70B recipe's layout with recompute none, selective, full: the runner-up (selective) loses by rerunning the
+  // core attention's forward in every layer's backward; it was called "compute" with "faster kernels" as the fix.
+  const Scenario s =
+      load_scenario(std::string(HCPSIM_SOURCE_DIR) + "/validation/steps/bridge2511_llama3_70b_tp4_pp8_vp5.yaml");
+  PlanRequest r;
+  r.fixed = {PlanDimension::tp, PlanDimension::cp, PlanDimension::pp, PlanDimension::vp, PlanDimension::micro_batch,
+             PlanDimension::cp_comm_type};
+  r.recompute = {PlanRecompute::none, PlanRecompute::selective, PlanRecompute::full};
+  const PlanResult p = plan(s, r);
+  REQUIRE(p.ranked.size() >= 2);
+  REQUIRE(p.ranked[1].recompute == PlanRecompute::selective);
+  CHECK(p.explanation.find("the largest difference is its recomputed forwards") != std::string::npos);
+  CHECK(p.explanation.find("faster kernels") == std::string::npos);
+  // The gap (366 ms) is larger than the whole recomputed part (357 ms): the sentence says that part alone cannot
+  // close it.
+  CHECK(p.explanation.find("(more than all of its recomputed forwards: that part alone cannot close it)") !=
+        std::string::npos);
+}
+
+TEST_CASE("plan: from a scenario at TP 1, options at TP > 1 run with sequence parallelism", "[plan]") {
+  // Llama-3-8B at 128K on CP 16 (TP 1): the TP 2 options of a search shard their activations over TP as
+  // Megatron-Bridge sets it, instead of inheriting the TP 1 scenario's sequence_parallel: false.
+  const std::string path = std::string(HCPSIM_SOURCE_DIR) + "/scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml";
+  const Scenario s = load_scenario(path);
+  REQUIRE(s.parallel.tensor_model_parallel_size == 1);
+  REQUIRE_FALSE(s.parallel.sequence_parallel);
+  PlanRequest r;
+  r.tp = {2};
+  r.fixed = {PlanDimension::pp, PlanDimension::vp, PlanDimension::recompute, PlanDimension::micro_batch};
+  const PlanResult p = plan(s, r);
+  const auto o = std::find_if(p.ranked.begin(), p.ranked.end(),
+                              [](const PlanOption& x) { return x.label.rfind("p2p TP2 PP1 ", 0) == 0; });
+  REQUIRE(o != p.ranked.end());
+  const std::vector<std::string> layout = {"parallel.tensor_model_parallel_size=2", "parallel.context_parallel_size=8",
+                                           "parallel.cp_comm_type=p2p",
+                                           "parallel.hierarchical_context_parallel_sizes=null"};
+  std::vector<std::string> with_sp = layout, without_sp = layout;
+  with_sp.push_back("parallel.sequence_parallel=true");
+  const PlanOption sp = evaluate_scenario(load_scenario(path, with_sp));
+  const PlanOption no_sp = evaluate_scenario(load_scenario(path, without_sp));
+  CHECK(o->step.memory.activations_bytes == sp.step.memory.activations_bytes);
+  CHECK(o->step.layer_forward_ps == sp.step.layer_forward_ps);
+  CHECK(sp.step.memory.activations_bytes < no_sp.step.memory.activations_bytes);
+}
