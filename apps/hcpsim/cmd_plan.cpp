@@ -110,22 +110,43 @@ std::string csv_text(const sim::PlanResult& r) {
 }
 
 /// No option survived the sweep: exit 2 (bad input) naming the first few reasons, not an empty ranking with exit 0.
-[[noreturn]] void fail_no_legal_option(const sim::PlanResult& r, const std::string& scenario_path) {
+/// `shaping`: the search options the command line gave (e.g. "--gpus 3"), named in the fix since they decide the
+/// sizes every option had.
+[[noreturn]] void fail_no_legal_option(const sim::PlanResult& r, const std::string& scenario_path,
+                                       const std::string& shaping) {
   constexpr size_t kShown = 3;
-  std::string reasons;
-  for (size_t i = 0; i < r.dropped.size() && i < kShown; ++i) {
-    std::string reason = r.dropped[i].dropped_reason;
-    std::replace(reason.begin(), reason.end(), '\n', ' ');
-    reasons += fmt::format("{}{}: {}", i == 0 ? "" : "; ", r.dropped[i].label, reason);
+  std::string reasons;  // by reason, largest group first: one example each instead of the same reason per comm type
+  for (size_t i = 0; i < r.dropped_summary.size() && i < kShown; ++i) {
+    const auto& g = r.dropped_summary[i];
+    std::string example = g.example;
+    std::replace(example.begin(), example.end(), '\n', ' ');
+    reasons += fmt::format("{}{} x {}, e.g. {}", i == 0 ? "" : "; ", g.count, g.key, example);
   }
-  if (r.dropped.size() > kShown) reasons += fmt::format("; and {} more", r.dropped.size() - kShown);
+  if (r.dropped_summary.size() > kShown) reasons += fmt::format("; and {} more reasons", r.dropped_summary.size() - kShown);
   SourceLoc where;
   where.file = scenario_path;
-  throw InputError(where, "",
-                   fmt::format("no legal option: all {} ruled out ({})", r.dropped.size(),
+  throw InputError(where, shaping.empty() ? "" : shaping.substr(0, shaping.find(' ')),
+                   fmt::format("no legal option: all {} ruled out, by reason: {}", r.dropped.size(),
                                reasons.empty() ? "nothing to enumerate" : reasons),
-                   "change what the reasons name in the scenario or overrides, or search other sizes with --cp, "
-                   "--gpus, --tp or --pp (hcpsim validate shows the scenario's own problems)");
+                   shaping.empty()
+                       ? "change what the reasons name in the scenario or overrides, or search other sizes with --cp, "
+                         "--gpus, --tp or --pp (hcpsim validate shows the scenario's own problems)"
+                       : fmt::format("the sizes come from {}: give other values, or change what the reasons name in "
+                                     "the scenario or overrides",
+                                     shaping));
+}
+
+/// The search-shaping options given on the command line, as typed ("--gpus 3, --pp 7"); "" when none.
+std::string shaping_options(const PlanArgs& a) {
+  std::vector<std::string> given;
+  if (a.given.count("--gpus") != 0) given.push_back(fmt::format("--gpus {}", a.gpus));
+  if (a.given.count("--cp") != 0) given.push_back(fmt::format("--cp {}", a.cp));
+  for (const auto& [text, option] : {std::pair{a.tp, "--tp"}, std::pair{a.pp, "--pp"}, std::pair{a.vp, "--vp"},
+                                     std::pair{a.micro_batch, "--micro-batch"}})
+    if (!text.empty()) given.push_back(fmt::format("{} {}", option, text));
+  std::string out;
+  for (const auto& g : given) out += (out.empty() ? "" : ", ") + g;
+  return out;
 }
 
 sim::PlanRequest plan_request(const PlanArgs& a) {
@@ -252,7 +273,7 @@ int cmd_plan(const PlanArgs& a) {
   req.progress = progress_callback(&progress);
   const sim::PlanResult r = sim::plan(s, req);
   progress.finish();
-  if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path);
+  if (r.ranked.empty()) fail_no_legal_option(r, a.common.scenario_path, shaping_options(a));
   print_plan(s, r, a.objective, a.gpus);
   if (!a.csv.empty()) {
     write_output_file(a.csv, csv_text(r), "plan CSV", "--csv");

@@ -135,11 +135,22 @@ TEST_CASE("apps: plan with no legal option exits 2 naming the first reasons and 
   const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 3 --fixed cp,pp,vp,recompute,micro_batch");
   INFO(r.output);
   REQUIRE(r.exit_code == 2);
-  CHECK(r.output.find("tests/fixtures/plan/slow_network_cp32.yaml: no legal option: all 9 ruled out (p2p TP3 PP1 none "
-                      "mbs1: "
+  // Grouped by reason (the same reason once, not once per comm type), and the fix names the option that set the
+  // sizes.
+  CHECK(r.output.find("tests/fixtures/plan/slow_network_cp32.yaml: --tp: no legal option: all 9 ruled out, by reason: "
+                      "7 x parallel.tensor_model_parallel_size, e.g. p2p TP3 PP1 none mbs1: "
                       "parallel.tensor_model_parallel_size: tensor_model_parallel_size 3 must divide") !=
         std::string::npos);
-  CHECK(r.output.find("; and 6 more); fix: ") != std::string::npos);
+  CHECK(r.output.find("; fix: the sizes come from --tp 3: give other values") != std::string::npos);
+  // --gpus 3: 47 options, the sequence-length reason once for its 24 options (it used to open the message three
+  // times, once per comm type), --gpus named.
+  const auto g = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --gpus 3");
+  INFO(g.output);
+  REQUIRE(g.exit_code == 2);
+  CHECK(g.output.find(": --gpus: no legal option: all 47 ruled out, by reason: 24 x model.seq_length, e.g. p2p TP1 "
+                      "PP1 none mbs1: model.seq_length: seq_length 32768 is not divisible by 2*context_parallel_size = 6") !=
+        std::string::npos);
+  CHECK(g.output.find("fix: the sizes come from --gpus 3: give other values") != std::string::npos);
   CHECK(r.output.find("rank  option") == std::string::npos);  // no empty ranking
 }
 
