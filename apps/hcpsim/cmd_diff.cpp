@@ -19,6 +19,7 @@ namespace {
 struct DiffArgs {
   std::string a;
   std::vector<std::string> rest;  ///< [B.yaml] [overrides…]
+  std::vector<std::string> both;  ///< --both KEY=VALUE (repeatable): overrides of both sides, before B's own
   std::string max_memory;         ///< --max-memory text; empty: the machine's default (admission.hpp)
   std::string json;               ///< --json FILE; empty: none
 };
@@ -57,11 +58,13 @@ int cmd_diff(const DiffArgs& args) {
     b_path = args.rest[0];
     first = 1;
   }
-  overrides.assign(args.rest.begin() + static_cast<std::ptrdiff_t>(first), args.rest.end());
-  if (first == 0 && overrides.empty())
+  if (first == 0 && args.rest.size() == first)
     throw InputError(SourceLoc{}, "", "diff needs a second side: a scenario B or overrides of A",
                      "run 'hcpsim diff A.yaml B.yaml' or 'hcpsim diff A.yaml key=value ...'");
-  const Scenario sa = load_scenario(args.a);
+  // --both first, then B's own: B's override of the same key wins, as a later override does in Megatron-Bridge.
+  overrides = args.both;
+  overrides.insert(overrides.end(), args.rest.begin() + static_cast<std::ptrdiff_t>(first), args.rest.end());
+  const Scenario sa = load_scenario(args.a, args.both);
   const Scenario sb = load_scenario(b_path, overrides);
   check_requested_outputs({{args.json, "--json", "diff JSON"}});
   const uint64_t max_memory = max_memory_limit(args.max_memory);
@@ -78,13 +81,15 @@ int cmd_diff(const DiffArgs& args) {
     return fmt::format("{}, DP {}, {} micro-batch{} per iteration", o.label, o.data_parallel_size,
                        o.step.num_microbatches, o.step.num_microbatches == 1 ? "" : "es");
   };
-  fmt::print("diff A: {} ({}, {})\n", sa.name, args.a, layout(a));
+  std::string a_desc = args.a;
+  for (const auto& o : args.both) a_desc += " " + o;
+  fmt::print("diff A: {} ({}, {})\n", sa.name, a_desc, layout(a));
   std::string b_desc = b_path;
   for (const auto& o : overrides) b_desc += " " + o;
   fmt::print("     B: {} ({}, {})\n", sb.name, b_desc, layout(b));
   const auto rows = sim::diff_rows(a, b);
   if (!args.json.empty())
-    write_diff_json(args.json, DiffSide{&sa, args.a, {}, &a}, DiffSide{&sb, b_path, overrides, &b}, rows);
+    write_diff_json(args.json, DiffSide{&sa, args.a, args.both, &a}, DiffSide{&sb, b_path, overrides, &b}, rows);
   size_t changed = 0;
   for (const auto& r : rows) changed += r.relative() > 0 ? 1 : 0;
   if (changed == 0) {
@@ -114,6 +119,11 @@ CLI::App* add_diff_command(CLI::App& app, int& exit_code) {
   cmd->add_option("A", a->a, "scenario A (YAML)")->required();
   cmd->add_option("B_or_overrides", a->rest,
                   "scenario B, or overrides applied to A to make B (a B file followed by overrides: they apply to B)");
+  cmd->add_option("--both", a->both,
+                  "an override applied to both A and B, before B's own (repeatable), e.g. --both cluster.nodes=1 "
+                  "--both parallel.context_parallel_size=8")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_max_memory_option(cmd, a->max_memory);
   add_quiet_flag(cmd);
   cmd->add_option("--json", a->json, "also write both sides and every compared quantity (SI units) as JSON");

@@ -188,3 +188,27 @@ TEST_CASE("apps: check-log of a log without throughput reports does not call the
   const auto j = read_json(out);
   CHECK(j.at("model").at("status") == "not_checked");
 }
+
+TEST_CASE("apps: diff --both applies an override to both sides, before B's own", "[apps][diff]") {
+  // p2p against a2a+p2p [2,4] at CP = 8 in one node: a layout neither side's file has, set once for both.
+  const auto out = scratch_dir("diff_both") / "diff.json";
+  const std::string args = "diff " + k8b +
+                           " parallel.cp_comm_type=p2p parallel.hierarchical_context_parallel_sizes=null"
+                           " --both cluster.nodes=1 --both parallel.context_parallel_size=8"
+                           " --both model.seq_length=65536 \"--both=parallel.hierarchical_context_parallel_sizes=[2,4]\"";
+  const auto r = hcpsim::test::run_hcpsim(args + " --json " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("diff A: llama3_8b_128k_cp16_4xdgx_h100 (" + k8b +
+                      " cluster.nodes=1 parallel.context_parallel_size=8 model.seq_length=65536 "
+                      "parallel.hierarchical_context_parallel_sizes=[2,4], a2a+p2p [2,4] TP1, DP 1") != std::string::npos);
+  // B's own override of the sizes comes after --both's and wins.
+  CHECK(r.output.find("parallel.cp_comm_type=p2p parallel.hierarchical_context_parallel_sizes=null, p2p TP1, DP 1") !=
+        std::string::npos);
+  const auto j = read_json(out);
+  CHECK(j.at("a").at("option") == "a2a+p2p [2,4] TP1");
+  CHECK(j.at("a").at("overrides").size() == 4);
+  CHECK(j.at("b").at("option") == "p2p TP1");
+  CHECK(j.at("b").at("overrides").size() == 6);
+  CHECK(j.at("b").at("overrides").at(5) == "parallel.hierarchical_context_parallel_sizes=null");
+}
