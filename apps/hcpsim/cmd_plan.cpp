@@ -85,6 +85,7 @@ std::string csv_text(const sim::PlanResult& r) {
       "layer_critical_exposed_comm_s,layer_load_imbalance_s,memory_per_gpu_bytes,fits,simulated,a2a_intra_node,"
       "dropped_reason\n";
   auto config = [](const sim::PlanOption& o) {
+    if (o.sizes_only) return fmt::format("{},,,,{},,{},,,,,", csv_quoted(o.label), o.tp, o.pp);  // only TP and PP
     return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}", csv_quoted(o.label), to_string(o.cp_comm_type),
                        o.a2a_size, o.p2p_size, o.tp, o.cp, o.pp, o.vp, o.data_parallel_size, to_string(o.recompute),
                        o.recompute_num_layers, o.micro_batch_size);

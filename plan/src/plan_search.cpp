@@ -379,6 +379,7 @@ LegalOptions enumerate_options(const Scenario& s, const SearchSpace& space, Plan
         d.tp = tp;
         d.pp = pp;
         d.label = fmt::format("TP{} PP{}", tp, pp);
+        d.sizes_only = true;
         if (space.cp) {  // CP held and --gpus given: only TP·PP = GPUs / CP
           d.dropped_key = "TP*CP*PP is not the --gpus count";
           d.dropped_reason = fmt::format("TP*CP*PP = {} x {} x {} = {}, not the {} GPUs of --gpus", tp, *space.cp, pp,

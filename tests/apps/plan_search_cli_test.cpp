@@ -223,3 +223,17 @@ TEST_CASE("apps: plan simulates every option tied with the third least when noth
     CHECK(r.output.find(expected) != std::string::npos);
   }
 }
+
+TEST_CASE("apps: plan --csv leaves a TP x PP pair's unset layout fields empty", "[apps][plan]") {
+  // TP 3 x PP 1 does not divide 32 GPUs: no option was formed, so it has no comm type, CP, VP, DP, recompute or
+  // micro-batch (the CSV used to print the placeholders p2p, 1, 1, ...).
+  const fs::path dir = fs::temp_directory_path() / "hcpsim_plan_sizes_only";
+  fs::create_directories(dir);
+  const auto r = run_hcpsim("plan tests/fixtures/plan/slow_network_cp32.yaml --tp 2,3 "
+                            "--fixed pp,vp,recompute,micro_batch --csv " + (dir / "p.csv").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp_file(dir / "p.csv").find("\n,\"TP3 PP1\",,,,3,,1,,,,,,,,,,,,,,,no,,\"32 GPUs are not divisible by "
+                                       "TP*PP = 3\"\n") != std::string::npos);
+  fs::remove_all(dir);
+}

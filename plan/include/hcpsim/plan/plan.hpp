@@ -86,6 +86,9 @@ struct PlanOption {
   int64_t micro_batch_size = 1;
   std::string label;            ///< e.g. "a2a+p2p [8,2] TP1 PP2 VP2 full mbs1" (VP only when interleaved)
   std::string dropped_reason;   ///< non-empty: validation (or the sweep) ruled it out; the rest is unset
+  /// A TP x PP pair ruled out before any option of it was formed (the GPUs do not divide): only tp and pp are set,
+  /// the other layout fields are placeholders that reports leave empty.
+  bool sizes_only = false;
   std::string dropped_key;      ///< what the reason is about: the rejected scenario key, or a short phrase
   /// false: not simulated because its closed-form memory (without CP attention buffers, a lower bound) exceeds
   /// the GPU; then only step.memory is set (that estimate).
