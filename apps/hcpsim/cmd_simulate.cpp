@@ -129,7 +129,7 @@ void print_step_header(const Scenario& s, const sim::StepResult& st) {
              p.context_parallel_size, st.data_parallel_size, p.pipeline_model_parallel_size, st.world_size,
              st.global_batch_size, st.num_microbatches, s.model.micro_batch_size,
              to_string(s.training.recompute_granularity), partial_recompute_text(s),
-             p.sequence_parallel ? ", sequence parallel" : "",
+             p.sequence_parallel && p.tensor_model_parallel_size > 1 ? ", sequence parallel" : "",  // off at TP 1
              fp8_text(s.training));
 }
 

@@ -127,9 +127,12 @@ int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_
   r.layer_backward_no_recompute_ps = r.layer_backward_ps;
   r.layer_no_recompute_flops = r.layer.phase_flops(Phase::forward) + r.layer.phase_flops(Phase::backward);
   for (int64_t k : r.stage_layers) r.stage_recomputed_layers.push_back(recompute_plan(s, k).recomputed_layers);
+  // Full granularity with layers left whole on some stage (block recompute of N < a chunk's layers, N = 0
+  // included): those layers run the backward of a layer without recompute, simulated below.
   bool partial = false;
   for (size_t k = 0; k < r.stage_layers.size(); ++k)
-    partial = partial || (r.stage_recomputed_layers[k] > 0 && r.stage_recomputed_layers[k] < r.stage_layers[k]);
+    partial = partial || (s.training.recompute_granularity == RecomputeGranularity::full &&
+                          r.stage_recomputed_layers[k] < r.stage_layers[k]);
   if (partial) {
     // Block recompute: the layers not recomputed run the backward of a layer without recompute.
     Scenario none = s;
@@ -204,11 +207,11 @@ void set_pipeline_time(const Scenario& s, const ParallelSizes& sizes, StepResult
     const auto k = static_cast<size_t>(i);
     const int64_t rec = r.stage_recomputed_layers[k], plain = r.stage_layers[k] - rec;
     // Recomputed layers pay the backward with the forward rerun; the others (block recompute) the plain one.
+    // (Without full granularity no layer counts as recomputed and layer_backward_no_recompute_ps is the simulated
+    // layer's backward, selective recompute included.)
     if (!given)
-      r.stage_layers_ps.push_back(rec > 0 && plain > 0
-                                      ? rec * (r.layer_forward_ps + r.layer_backward_ps) +
-                                            plain * (r.layer_forward_ps + r.layer_backward_no_recompute_ps)
-                                      : r.stage_layers[k] * (r.layer_forward_ps + r.layer_backward_ps));
+      r.stage_layers_ps.push_back(rec * (r.layer_forward_ps + r.layer_backward_ps) +
+                                  plain * (r.layer_forward_ps + r.layer_backward_no_recompute_ps));
     const TimePs output = i == stages - 1 ? r.output_layer_forward_ps + r.output_layer_backward_ps : 0;
     slowest = std::max(slowest, r.stage_layers_ps[k] + output);
   }
@@ -285,7 +288,7 @@ void set_throughput(const Scenario& s, double logits_flops, StepResult& r) {
   double layers_flops = L * layer_flops;
   if (r.worst_stage_layers_flops >= 0)
     layers_flops = r.worst_stage_layers_flops;
-  else if (rec > 0 && rec < r.layers_per_stage)
+  else if (rec < r.layers_per_stage)
     layers_flops = static_cast<double>(rec) * layer_flops +
                    static_cast<double>(r.layers_per_stage - rec) * r.layer_no_recompute_flops /
                        static_cast<double>(s.parallel.tensor_model_parallel_size * s.parallel.context_parallel_size);

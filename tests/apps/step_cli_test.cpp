@@ -218,3 +218,13 @@ TEST_CASE("apps: diff names each side's DP and micro-batches, and prints small c
   CHECK(r.output.find("-0.0%") == std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("apps: simulate's step header names sequence parallelism only where it runs (TP > 1)", "[apps][step]") {
+  // Megatron turns sequence parallelism off at TP 1 (validation warns); the header said ", sequence parallel".
+  const auto r = run_hcpsim("simulate scenarios/llama32_1b_cp4_a2a_p2p.yaml parallel.sequence_parallel=true --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("Megatron turns sequence parallelism off") != std::string::npos);
+  CHECK(r.output.find("whole training step: a2a+p2p [A=2, P=2], TP 1 x CP 4 x DP 2 x PP 1 = 8 GPUs") != std::string::npos);
+  CHECK(r.output.find(", sequence parallel") == std::string::npos);
+}

@@ -162,3 +162,18 @@ TEST_CASE("step: full recompute without recompute_num_layers warns that Megatron
             .find("(on the command line: training.recompute_method=null training.recompute_num_layers=null)") !=
         std::string::npos);
 }
+
+TEST_CASE("step: block recompute of 0 layers costs what no recompute costs", "[step][recompute]") {
+  // recompute_num_layers 0 with method block reruns no layer: it was charged the full recompute's backward for
+  // every layer (time and executed FLOPs of uniform full recompute) while its memory was the no-recompute one's.
+  const std::string full = "training.recompute_granularity=full", block = "training.recompute_method=block";
+  const StepResult none = step_of(small({}));
+  const StepResult zero = step_of(small({full, block, "training.recompute_num_layers=0"}));
+  const StepResult all = step_of(small({full, block, "training.recompute_num_layers=4"}));
+  CHECK(zero.stage_microbatch_ps == none.stage_microbatch_ps);
+  CHECK(zero.step_ps == none.step_ps);
+  CHECK(zero.executed_flops_per_gpu == none.executed_flops_per_gpu);
+  CHECK(zero.memory.activations_bytes == none.memory.activations_bytes);
+  CHECK(all.stage_microbatch_ps > none.stage_microbatch_ps);  // not vacuous: recomputing costs time
+  CHECK(all.executed_flops_per_gpu > none.executed_flops_per_gpu);
+}
