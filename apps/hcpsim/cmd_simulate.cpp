@@ -146,6 +146,9 @@ void print_step(const Scenario& s, const sim::StepResult& st) {
     fmt::print("  {:<34} {:>12}   (one micro-batch, mean over the layers of their comm types' layers above)\n",
                "layer forward", human_time_ps(st.layer_forward_ps));
   fmt::print("  {:<34} {:>12}\n", "layer backward", human_time_ps(st.layer_backward_ps));
+  if (st.layer_backward_no_recompute_ps != st.layer_backward_ps)  // block recompute leaves layers whole
+    fmt::print("  {:<34} {:>12}   (the layers block recompute leaves whole; the line above reruns the forward)\n",
+               "layer backward, not recomputed", human_time_ps(st.layer_backward_no_recompute_ps));
   fmt::print("  {:<34} {:>12}   (the busiest GPU's time with no kernel running)\n", "layer exposed comm (busiest GPU)",
              human_time_ps(st.layer_critical_exposed_comm_ps));
   fmt::print("  {:<34} {:>12}   (busiest - least busy GPU's kernel time; what the least busy GPU waits on top)\n",

@@ -400,12 +400,21 @@ LegalOptions enumerate_options(const Scenario& s, const SearchSpace& space, Plan
               for (const CpSizes& ap : cp_variant(t).plan_sizes(cp))
                 consider(e, Candidate{t, tp, cp, ap[0], ap[1], pp, vp, mbs, rc});
     }
-  if (!any_cp)
+  if (!any_cp) {
+    // A listed PP the layers cannot split over is named too: it would be ruled out even with fitting GPUs.
+    std::vector<int64_t> unsplit;
+    for (int64_t pp : space.pp)
+      if (!split_legal(s, pp, 1)) unsplit.push_back(pp);
+    const std::string layers =
+        unsplit.empty() ? ""
+                        : fmt::format("; and {} layers do not split over PP {}",
+                                      s.model.num_layers, fmt::join(unsplit, ","));
     throw InputError(SourceLoc{}, space.gpus ? "--gpus" : "--tp, --pp",
-                     fmt::format("{} GPUs per model replica fit no TP*PP of the lists (TP {}, PP {})", space.model_gpus,
-                                 fmt::join(space.tp, ","), fmt::join(space.pp, ",")),
+                     fmt::format("{} GPUs per model replica fit no TP*PP of the lists (TP {}, PP {}){}",
+                                 space.model_gpus, fmt::join(space.tp, ","), fmt::join(space.pp, ","), layers),
                      space.cp ? fmt::format("give --gpus as CP {} x TP x PP of the lists", *space.cp)
                               : std::string("give a GPU count divisible by TP*PP, or TP and PP sizes dividing it"));
+  }
   return std::move(e.legal);
 }
 

@@ -151,6 +151,11 @@ TEST_CASE("apps: plan with no legal option exits 2 naming the first reasons and 
                       "PP1 none mbs1: model.seq_length: seq_length 32768 is not divisible by 2*context_parallel_size = 6") !=
         std::string::npos);
   CHECK(g.output.find("fix: the sizes come from --gpus 3: give other values") != std::string::npos);
+  // --pp 7 fits no TP x PP into 64 GPUs, and the 80 layers do not split over 7 stages either: both are said.
+  const auto p7 = run_hcpsim("plan scenarios/llama3_70b_256k_tp8_cp8_8xdgx_h100.yaml --pp 7");
+  CHECK(p7.exit_code == 2);
+  CHECK(p7.output.find("64 GPUs per model replica fit no TP*PP of the lists (TP 1,2,4,8, PP 7); and 80 layers do not "
+                       "split over PP 7; fix: ") != std::string::npos);
   CHECK(r.output.find("rank  option") == std::string::npos);  // no empty ranking
 }
 
@@ -227,4 +232,25 @@ TEST_CASE("apps: simulate's step header names sequence parallelism only where it
   CHECK(r.output.find("Megatron turns sequence parallelism off") != std::string::npos);
   CHECK(r.output.find("whole training step: a2a+p2p [A=2, P=2], TP 1 x CP 4 x DP 2 x PP 1 = 8 GPUs") != std::string::npos);
   CHECK(r.output.find(", sequence parallel") == std::string::npos);
+}
+
+TEST_CASE("apps: simulate with block recompute prints the backward of the layers left whole", "[apps][step]") {
+  // Block recompute of 1 of the 8 layers: the recomputing layer's backward, then the plain one's; uniform full
+  // recompute (every layer) has only the first.
+  for (const auto& [recompute, whole] : {std::pair{std::string("training.recompute_method=block "
+                                                               "training.recompute_num_layers=1"),
+                                                   true},
+                                         std::pair{std::string("training.recompute_method=uniform "
+                                                               "training.recompute_num_layers=1"),
+                                                   false}}) {
+    const auto r = run_hcpsim("simulate tests/fixtures/plan/tp_sweep_cp16.yaml training.recompute_granularity=full " +
+                              recompute + " --quiet");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const size_t rerun = r.output.find("\n  layer backward  ");
+    const size_t plain = r.output.find("\n  layer backward, not recomputed  ");
+    REQUIRE(rerun != std::string::npos);
+    CHECK((plain != std::string::npos) == whole);
+    if (whole) CHECK(plain > rerun);
+  }
 }
