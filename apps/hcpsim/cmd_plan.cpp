@@ -178,9 +178,28 @@ void print_ruled_out(const sim::PlanResult& r) {
     fmt::print("\nnot simulated, closed-form memory above the GPU (a lower bound: without the transient CP attention "
                "and TP buffers a simulation adds): {} options; the closest:\n",
                r.over_memory.size());
-    for (size_t i = 0; i < r.over_memory.size() && i < kClosest; ++i)
-      fmt::print("  {:<46} at least {:.2f} GB of {:.2f} GB\n", r.over_memory[i].label,
-                 r.over_memory[i].step.memory.total_bytes / 1e9, r.over_memory[i].step.memory.capacity_bytes / 1e9);
+    // Options of one layout that differ only in the CP variant have one closed-form memory: one line each layout,
+    // its variants joined ("p2p / all_gather / a2a+p2p [2,4] TP4 PP2 VP2 full mbs1").
+    auto same_layout = [](const sim::PlanOption& x, const sim::PlanOption& y) {
+      return x.tp == y.tp && x.cp == y.cp && x.pp == y.pp && x.vp == y.vp && x.recompute == y.recompute &&
+             x.recompute_num_layers == y.recompute_num_layers && x.micro_batch_size == y.micro_batch_size &&
+             x.step.memory.total_bytes == y.step.memory.total_bytes;
+    };
+    size_t shown = 0;
+    for (size_t i = 0; i < r.over_memory.size() && shown < kClosest; ++shown) {
+      const sim::PlanOption& o = r.over_memory[i];
+      // "<variant> TP.. PP.. ...": the layout after the variant (every option label names its TP)
+      const size_t tp_at = std::min(o.label.rfind(" TP"), o.label.size());
+      std::string variants = o.label.substr(0, tp_at);
+      size_t j = i + 1;
+      for (; j < r.over_memory.size() && same_layout(o, r.over_memory[j]); ++j) {
+        const std::string& l = r.over_memory[j].label;
+        variants += " / " + l.substr(0, std::min(l.rfind(" TP"), l.size()));
+      }
+      fmt::print("  {:<46} at least {:.2f} GB of {:.2f} GB\n", variants + o.label.substr(tp_at),
+                 o.step.memory.total_bytes / 1e9, o.step.memory.capacity_bytes / 1e9);
+      i = j;
+    }
   }
   if (r.dropped.empty()) return;
   fmt::print("\nruled out: {} options, by reason (count, first example):\n", r.dropped.size());

@@ -237,3 +237,22 @@ TEST_CASE("apps: plan --csv leaves a TP x PP pair's unset layout fields empty", 
                                        "TP*PP = 3\"\n") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("apps: plan's not-simulated list gives one line per layout, its CP variants joined", "[apps][plan]") {
+  // The three closest options used to be one layout three times (p2p, all_gather, a2a+p2p [2,4] at TP4 PP2 VP2,
+  // all at 85.77 GB): now the three closest layouts.
+  const std::string out = run_hcpsim("plan " + k70b).output;
+  const size_t list = out.find("; the closest:\n");
+  REQUIRE(list != std::string::npos);
+  const std::vector<std::string> lines = {
+      "  a2a+p2p [2,4] / all_gather / p2p TP4 PP2 VP2 full mbs1 at least 85.77 GB of 85.52 GB",
+      "  all_gather / p2p TP8 PP1 full mbs2             at least 88.49 GB of 85.52 GB",
+      "  a2a / all_gather / p2p TP4 PP8 VP2 full mbs1   at least 90.26 GB of 85.52 GB"};
+  size_t at = list;
+  for (const std::string& line : lines) {
+    INFO(line << "\n" << out);
+    at = out.find("\n" + line + "\n", at);
+    REQUIRE(at != std::string::npos);
+  }
+}
+
