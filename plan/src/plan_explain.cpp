@@ -23,9 +23,7 @@ struct TimeSplit {
 // The kernel time the layer's busiest GPU (the most compute_busy_ps) loses to communication running beside its
 // kernels (RankStats::time_breakdown comm_slowdown_ps, GpuSpec::compute_slowdown_during_comm), ps.
 double kernel_time_lost_to_comm(const StepResult& r) {
-  const RankStats* busiest = nullptr;
-  for (const RankStats& st : r.layer.ranks)
-    if (busiest == nullptr || st.compute_busy_ps > busiest->compute_busy_ps) busiest = &st;
+  const RankStats* busiest = r.layer.most_busy_rank();
   TimePs lost = 0;
   if (busiest != nullptr)
     for (const TimeBreakdown& t : busiest->time_breakdown) lost += t.comm_slowdown_ps;

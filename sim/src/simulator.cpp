@@ -33,18 +33,23 @@ LinkClassUtilisation SimResult::link_class_utilisation(LinkClass c) const {
   return u;
 }
 
+namespace {
+bool less_busy(const RankStats& a, const RankStats& b) { return a.compute_busy_ps < b.compute_busy_ps; }
+}  // namespace
+
+const RankStats* SimResult::most_busy_rank() const {
+  return ranks.empty() ? nullptr : &*std::max_element(ranks.begin(), ranks.end(), less_busy);
+}
+
 TimePs SimResult::critical_exposed_comm_ps() const {
-  TimePs busiest = 0;
-  for (const RankStats& r : ranks) busiest = std::max(busiest, r.compute_busy_ps);
-  return ranks.empty() ? 0 : total_ps - busiest;
+  const RankStats* busiest = most_busy_rank();
+  return busiest == nullptr ? 0 : total_ps - busiest->compute_busy_ps;
 }
 
 TimePs SimResult::load_imbalance_ps() const {
-  if (ranks.empty()) return 0;
-  const auto [least, most] = std::minmax_element(ranks.begin(), ranks.end(), [](const RankStats& a, const RankStats& b) {
-    return a.compute_busy_ps < b.compute_busy_ps;
-  });
-  return most->compute_busy_ps - least->compute_busy_ps;
+  const RankStats* busiest = most_busy_rank();
+  if (busiest == nullptr) return 0;
+  return busiest->compute_busy_ps - std::min_element(ranks.begin(), ranks.end(), less_busy)->compute_busy_ps;
 }
 
 SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const Topology& topology,

@@ -146,12 +146,11 @@ int64_t simulate_layer(const Scenario& s, CpCommType cp_comm_type, int64_t data_
     r.layer_no_recompute_flops = plain.phase_flops(Phase::forward) + plain.phase_flops(Phase::backward);
   }
   int64_t transient = 0;
-  for (const RankStats& rs : r.layer.ranks) {
-    r.layer_exposed_comm_ps = std::max(r.layer_exposed_comm_ps, rs.exposed_comm_ps);
-    transient = std::max(transient, rs.peak_memory_bytes - rs.input_bytes);
-  }
+  for (const RankStats& rs : r.layer.ranks) transient = std::max(transient, rs.peak_memory_bytes - rs.input_bytes);
   r.layer_critical_exposed_comm_ps = r.layer.critical_exposed_comm_ps();
   r.layer_load_imbalance_ps = r.layer.load_imbalance_ps();
+  // The least busy GPU's idle time (max over ranks of exposed_comm_ps) is the sum of the two.
+  r.layer_exposed_comm_ps = r.layer_critical_exposed_comm_ps + r.layer_load_imbalance_ps;
   r.layer_transient_bytes = transient;
   return transient;
 }

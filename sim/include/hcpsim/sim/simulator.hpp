@@ -248,6 +248,9 @@ struct SimResult {
   /// FLOPs of one phase.
   [[nodiscard]] double phase_flops(Phase phase) const { return flops[static_cast<size_t>(phase)]; }
 
+  /// The rank with the largest RankStats::compute_busy_ps (the first of equals), the GPU whose idle time
+  /// critical_exposed_comm_ps() is; nullptr without ranks. (busiest_cp_rank ranks by summed kernel time instead.)
+  [[nodiscard]] const RankStats* most_busy_rank() const;
   /// Exposed communication of the busiest GPU: total_ps − the largest RankStats::compute_busy_ps (ps), the time of
   /// the run during which the GPU with the most kernel time runs none: messages its kernels could not hide and
   /// waits for the peers whose data it needs. 0 without ranks.
