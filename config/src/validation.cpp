@@ -309,7 +309,8 @@ class Validator {
       const auto alt = fix.rfind(", or use ");
       fix.insert(alt == std::string::npos ? fix.size() : alt, note);
     }
-    blame(key, {culprit, key, "parallel.tensor_model_parallel_size", "parallel.context_parallel_size"}, problem, fix);
+    blame(key, {culprit, key, "parallel.tensor_model_parallel_size", "parallel.context_parallel_size",
+                "parallel.cp_comm_type"}, problem, fix);
   }
 
   /// TE's attention backend filters (resolve_attention_kernel): some backend must be left for `t`, or TE raises

@@ -108,6 +108,10 @@ SourceLoc YamlReader::loc(const YAML::Node& n, const std::string& path) const {
   return l;
 }
 
+std::string YamlReader::example(const YAML::Node& n, const std::string& path, const std::string& value) const {
+  return loc(n, path).override_text.empty() ? "'" + path + ": " + value + "'" : "'" + path + "=" + value + "'";
+}
+
 void YamlReader::fail(const YAML::Node& n, const std::string& path, const std::string& problem,
                       const std::string& fix) const {
   throw InputError(loc(n, path), shown_key(path), problem, fix);
@@ -138,7 +142,7 @@ void YamlReader::record(const YAML::Node& key, const std::string& path) {
 }
 
 int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsScalar()) fail(n, path, "expected an integer", "write a whole number, e.g. '" + path + ": 8'");
+  if (!n.IsScalar()) fail(n, path, "expected an integer", "write a whole number, e.g. " + example(n, path, "8"));
   const std::string text = n.Scalar();
   try {
     size_t pos = 0;
@@ -147,14 +151,14 @@ int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const 
     return v;
   } catch (const std::out_of_range&) {
     fail(n, path, "the integer " + shown(text) + " is outside the 64-bit range (|value| < 9.2e18)",
-         "write a realistic size, e.g. '" + path + ": 8'");
+         "write a realistic size, e.g. " + example(n, path, "8"));
   } catch (const std::exception&) {
-    fail(n, path, "expected an integer, got " + shown(text), "write a whole number, e.g. '" + path + ": 8'");
+    fail(n, path, "expected an integer, got " + shown(text), "write a whole number, e.g. " + example(n, path, "8"));
   }
 }
 
 double YamlReader::get_double(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsScalar()) fail(n, path, "expected a number", "write a number, e.g. '" + path + ": 1.5'");
+  if (!n.IsScalar()) fail(n, path, "expected a number", "write a number, e.g. " + example(n, path, "1.5"));
   const std::string text = n.Scalar();
   try {
     size_t pos = 0;
@@ -162,7 +166,7 @@ double YamlReader::get_double(const YAML::Node& n, const std::string& path) cons
     if (pos != text.size() || !std::isfinite(v)) throw std::invalid_argument(text);
     return v;
   } catch (const std::exception&) {
-    fail(n, path, "expected a number, got " + shown(text), "write a number, e.g. '" + path + ": 1.5'");
+    fail(n, path, "expected a number, got " + shown(text), "write a number, e.g. " + example(n, path, "1.5"));
   }
 }
 
@@ -172,23 +176,23 @@ bool YamlReader::get_bool(const YAML::Node& n, const std::string& path) const {
     if (t == "true" || t == "True") return true;
     if (t == "false" || t == "False") return false;
   }
-  fail(n, path, "expected true or false", "write '" + path + ": true' or '" + path + ": false'");
+  fail(n, path, "expected true or false", "write " + example(n, path, "true") + " or " + example(n, path, "false"));
 }
 
 std::string YamlReader::get_string(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsScalar()) fail(n, path, "expected a string", "write a single value, e.g. '" + path + ": text'");
+  if (!n.IsScalar()) fail(n, path, "expected a string", "write a single value, e.g. " + example(n, path, "text"));
   return n.Scalar();
 }
 
 std::vector<int64_t> YamlReader::get_int_list(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsSequence()) fail(n, path, "expected a list of integers", "write e.g. '" + path + ": [2, 2]'");
+  if (!n.IsSequence()) fail(n, path, "expected a list of integers", "write e.g. " + example(n, path, "[2, 2]"));
   std::vector<int64_t> out;
   for (size_t i = 0; i < n.size(); ++i) {
     try {
       out.push_back(get_int(n[i], path));
     } catch (const InputError& e) {  // the item's problem, with a list in the fix
       fail(n[i], path, "item " + std::to_string(i + 1) + ": " + e.problem(),
-           "write whole numbers, e.g. '" + path + ": [2, 2]'");
+           "write whole numbers, e.g. " + example(n, path, "[2, 2]"));
     }
   }
   return out;

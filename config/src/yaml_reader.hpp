@@ -53,6 +53,10 @@ class YamlReader {
   /// 1-based line and column of `n` in the file.
   [[nodiscard]] SourceLoc loc(const YAML::Node& n, const std::string& path) const;
 
+  /// A fix's example of `path` set to `value`, as the user would write it where the value came from:
+  /// "'path: value'" in a file, "'path=value'" for an override.
+  [[nodiscard]] std::string example(const YAML::Node& n, const std::string& path, const std::string& value) const;
+
   /// @throws InputError at loc(n, path).
   [[noreturn]] void fail(const YAML::Node& n, const std::string& path, const std::string& problem,
                          const std::string& fix) const;

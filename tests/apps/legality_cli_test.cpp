@@ -187,8 +187,8 @@ TEST_CASE("apps: a list key's bad item and plan's 'partial' recompute get fixes 
                       "'parallel.hierarchical_context_parallel_sizes=[8,2.0]'");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("parallel.hierarchical_context_parallel_sizes: item 2: expected an integer, got '2.0'; fix: "
-                      "write whole numbers, e.g. 'parallel.hierarchical_context_parallel_sizes: [2, 2]'") !=
-        std::string::npos);  // was "e.g. '...: 8'", a scalar for a list key
+                      "write whole numbers, e.g. 'parallel.hierarchical_context_parallel_sizes=[2, 2]'") !=
+        std::string::npos);  // was "e.g. '...: 8'", a scalar for a list key; written as an override, as it came
   r = run_hcpsim("validate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml training.recompute_granularity=partial");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("unknown value 'partial'; fix: use one of: none, selective, full (plan's partial recompute is "

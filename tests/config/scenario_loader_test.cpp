@@ -80,11 +80,16 @@ TEST_CASE("core: overrides apply before validation and errors name the override"
   REQUIRE(s.loc("model.seq_length").to_string() == "override 'model.seq_length=131072'");
   REQUIRE(load_error(kMinimal, {"model.seq_length=abc"}) ==
           "override 'model.seq_length=abc': model.seq_length: expected an integer, got 'abc'; fix: write a whole "
-          "number, e.g. 'model.seq_length: 8'");
+          "number, e.g. 'model.seq_length=8'");
+  // The fix's example is written the way the value came in: key=value for an override, key: value in a file.
+  REQUIRE(load_error(kMinimal, {"parallel.sequence_parallel=maybe"}).find(
+              "fix: write 'parallel.sequence_parallel=true' or 'parallel.sequence_parallel=false'") != std::string::npos);
+  REQUIRE(load_error(kMinimal, {"parallel.hierarchical_context_parallel_sizes=4"}).find(
+              "fix: write e.g. 'parallel.hierarchical_context_parallel_sizes=[2, 2]'") != std::string::npos);
   // A whole number beyond int64 is said to be one (it used to read as "expected an integer").
   REQUIRE(load_error(kMinimal, {"model.num_layers=99999999999999999999"}) ==
           "override 'model.num_layers=99999999999999999999': model.num_layers: the integer '99999999999999999999' is "
-          "outside the 64-bit range (|value| < 9.2e18); fix: write a realistic size, e.g. 'model.num_layers: 8'");
+          "outside the 64-bit range (|value| < 9.2e18); fix: write a realistic size, e.g. 'model.num_layers=8'");
   REQUIRE(load_error(kMinimal, {"model.seq_lenght=8"}).find("override 'model.seq_lenght=8': model.seq_lenght: unknown "
                                                             "key 'seq_lenght'; fix: did you mean 'model.seq_length'?") == 0);
   REQUIRE(load_error(kMinimal, {"seq_length"}).find("an override must look like key.path=value") != std::string::npos);

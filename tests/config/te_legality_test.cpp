@@ -144,6 +144,10 @@ TEST_CASE("config: head-divisibility errors blame the head count that does not d
   CHECK(msg.rfind("override 'model.num_query_groups=3': model.num_query_groups: heads per TP rank "
                   "(num_attention_heads/TP = 12, num_query_groups/TP = 3) must both be divisible by the a2a size A = 2",
                   0) == 0);
+  // Switching the comm type on the command line is what broke the rule: the override is named, not the file's
+  // CP size (6 q / 3 KV heads cannot scatter over a2a's 6 ranks).
+  CHECK(error_of(kOdd, {"parallel.cp_comm_type=a2a", "parallel.hierarchical_context_parallel_sizes=null"})
+            .rfind("override 'parallel.cp_comm_type=a2a': parallel.cp_comm_type: heads per TP rank", 0) == 0);
   // The issue's input: 12 q / 3 KV heads at [2, 2] (CP 4): num_query_groups=3 is named, not num_attention_heads=12.
   CHECK(error_of(kOdd, {"model.num_attention_heads=12", "model.num_query_groups=3", "parallel.context_parallel_size=4",
                         "parallel.hierarchical_context_parallel_sizes=[2,2]"})
