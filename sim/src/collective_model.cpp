@@ -93,13 +93,17 @@ void add_nvls(const CollectiveGroupShape& g, const ClusterSpec& c, std::vector<C
   const CollectiveSpec& cs = c.collectives;
   if (!(cs.nvls_bus_bytes_per_s > 0) || g.ranks_per_node < 2) return;
   const double ppn = static_cast<double>(g.ranks_per_node);
-  const double intra_spb = 2 * (ppn - 1) / ppn / cs.nvls_bus_bytes_per_s;
+  const GroupRates r = group_rates(g, c);
+  // Whatever reduces, every GPU takes in the whole result, S bytes, over its NVLink ports: the algorithm
+  // bandwidth cannot exceed one GPU's NVLink rate per direction. The fixed NVLS bus rate (fitted on 8 GPUs)
+  // would break this at 2 GPUs (470 GB/s bus = algorithm bandwidth there).
+  const double link_spb = 1 / r.nvlink;
+  const double intra_spb = std::max(2 * (ppn - 1) / ppn / cs.nvls_bus_bytes_per_s, link_spb);
   if (g.nodes == 1) {
     out.push_back({CollectiveAlgorithm::nvls, NcclProtocol::simple, cs.nvls_latency_s,
-                   bus_factor(CollectiveOp::all_reduce, g.ranks) / cs.nvls_bus_bytes_per_s});
+                   std::max(bus_factor(CollectiveOp::all_reduce, g.ranks) / cs.nvls_bus_bytes_per_s, link_spb)});
     return;
   }
-  const GroupRates r = group_rates(g, c);
   const double nodes = static_cast<double>(g.nodes);
   const double inter_spb = 2 * (nodes - 1) / nodes / r.node_network;
   int64_t levels = 0;

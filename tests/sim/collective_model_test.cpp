@@ -63,7 +63,8 @@ TEST_CASE("collectives: NVLS inside a node and NVLS tree across nodes", "[sim][c
   ClusterSpec c = round_cluster(2, 8);
   c.collectives.nvls_bus_bytes_per_s = 4e11;
   c.collectives.nvls_latency_s = 50e-6;
-  // One node: 50 µs + 1.75 · 1e9 / 4e11 = 4.425 ms (ring Simple: 56 µs + 17.5 ms).
+  c.nvlink.bandwidth_bytes_per_s = 3e11;
+  // One node: 50 µs + 1.75 · 1e9 / 4e11 = 4.425 ms (ring Simple: 56 µs + 1.75 · 1e9 / 3e11 = 5.89 ms).
   const CollectiveEstimate one = estimate(CollectiveOp::all_reduce, 1e9, 1, 8, c);
   CHECK(one.algorithm == CollectiveAlgorithm::nvls);
   CHECK(one.seconds == Approx(4.425e-3).epsilon(1e-12));
@@ -71,6 +72,14 @@ TEST_CASE("collectives: NVLS inside a node and NVLS tree across nodes", "[sim][c
   const CollectiveEstimate two = estimate(CollectiveOp::all_reduce, 1e9, 2, 8, c);
   CHECK(two.algorithm == CollectiveAlgorithm::nvls_tree);
   CHECK(two.seconds == Approx(91.8e-6 + 5e-3).epsilon(1e-12));
+  // Two GPUs: each takes in the whole 1e9 B result over its NVLink (3e11 B/s), so no algorithm beats 3.33 ms,
+  // although the fixed NVLS bus rate alone would give 2.5 ms (the algorithm bandwidth above the link's). NVLS
+  // then needs 50 µs + 3.333 ms; the ring (Simple: 8.4 + 2 · 3.4 µs + 1e9 / 3e11) the same transfer with less
+  // latency, so it runs.
+  const CollectiveEstimate pair = estimate(CollectiveOp::all_reduce, 1e9, 1, 2, c);
+  CHECK(pair.algorithm == CollectiveAlgorithm::ring);
+  CHECK(pair.seconds == Approx(15.2e-6 + 1e9 / 3e11).epsilon(1e-12));
+  CHECK(pair.bus_bytes_per_s <= 3e11);
   // No NVLS for all-gather (the model's ring only).
   CHECK(estimate(CollectiveOp::all_gather, 1e9, 1, 8, c).algorithm == CollectiveAlgorithm::ring);
 }
