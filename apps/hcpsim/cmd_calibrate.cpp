@@ -27,6 +27,13 @@ struct CalibrateArgs {
 /// (preset_of_gpu_name, the mapping check-log uses).
 GpuSpec base_gpu(const std::string& name) {
   const auto preset = preset_of_gpu_name(name);
+  if (const auto d = datasheet_gpu(name); !preset && d)
+    throw InputError(SourceLoc{}, "--gpu",
+                     "'" + name + "' is the " + d->name + ", which hcpsim knows by its datasheet peak only (" +
+                         d->source + "), not as a cluster preset: the fit needs the GPU's whole model (HBM "
+                         "bandwidth, launch overhead), and another GPU's would skew every efficiency",
+                     "measure on a GPU with a preset (H100 SXM, H200, A100, B200), or write a cluster.gpu section "
+                     "for this GPU in a scenario and time it with simulate");
   if (!preset) {
     std::string names;
     for (const auto& n : cluster_preset_names()) names += (names.empty() ? "" : ", ") + n;

@@ -126,6 +126,7 @@ void choose_datasheet_gpu(GpuChoice& choice, const DatasheetGpu& d, const std::s
   choice.datasheet = d;
   choice.preset_name = d.family;
   choice.peak.tflops = d.tflops;
+  choice.peak.fp8_tflops = d.fp8_tflops;
   choice.peak.source = d.name + " (" + d.source + "), " + where;
 }
 
@@ -136,6 +137,7 @@ GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
   if (!o.scenario_path.empty()) {
     choice.given = load_scenario(o.scenario_path);
     peak.tflops = choice.given->cluster.gpu.peak_bf16_flops_per_s / 1e12;
+    peak.fp8_tflops = choice.given->cluster.gpu.peak_fp8_flops_per_s / 1e12;
     peak.source = choice.given->cluster.gpu.name + ", from --scenario " + o.scenario_path;
     if (!choice.given->cluster.preset.empty()) choice.preset_name = choice.given->cluster.preset;
   } else if (!o.gpu.empty()) {
@@ -148,11 +150,12 @@ GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
       std::string names;
       for (const auto& n : cluster_preset_names()) names += ", " + n;
       throw InputError(SourceLoc{}, "--gpu", "unknown GPU '" + o.gpu + "'",
-                       "use H100, H200, A100, B200" + names + ", or H100 PCIe, H100 NVL, GH200, H800, H20, A800, L40S");
+                       "use H100, H200, A100, B200" + names + ", or H100 PCIe, H100 NVL, H200 NVL, A100 PCIe, GH200, H800, H20, A800, L40S");
     }
     choice.preset_name = *p;
     const auto c = cluster_preset(*p, 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
+    peak.fp8_tflops = c->gpu.peak_fp8_flops_per_s / 1e12;
     peak.source = c->gpu.name + ", from --gpu " + o.gpu;
   } else if (const auto d = log.gpu_name ? datasheet_gpu(*log.gpu_name) : std::nullopt) {
     choose_datasheet_gpu(choice, *d, "named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line));
@@ -160,10 +163,12 @@ GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
     choice.preset_name = *preset_of_gpu_name(*log.gpu_name);
     const auto c = cluster_preset(choice.preset_name, 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
+    peak.fp8_tflops = c->gpu.peak_fp8_flops_per_s / 1e12;
     peak.source = c->gpu.name + ", named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line);
   } else {
     const auto c = cluster_preset("dgx-h100", 1);
     peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
+    peak.fp8_tflops = c->gpu.peak_fp8_flops_per_s / 1e12;
     peak.source = "assumed H100/H200-class: no --scenario, --gpu or GPU name in the log";
     peak.assumed = true;
   }
@@ -478,9 +483,12 @@ int run_check_log(const CheckLogOptions& o) {
     const bool fp8 = c.args && c.args->fp8;  // check_throughput_peak holds an FP8 run to the FP8 peak
     fmt::print("  GPU peak: {:.1f} TFLOP/s dense bf16 ({}){}{}\n", c.gpu.peak.tflops, c.gpu.peak.source,
                c.gpu.peak.assumed ? " [assumption]" : "",
-               fp8 ? fmt::format("; the run uses FP8, held to the dense FP8 peak {:.1f} TFLOP/s",
-                                 c.gpu.peak.tflops * kFp8PeakFactor)
-                   : std::string());
+               !fp8 ? std::string()
+               : c.gpu.peak.fp8_tflops > 0
+                   ? fmt::format("; the run uses FP8, held to the dense FP8 peak {:.1f} TFLOP/s",
+                                 held_peak_tflops(c.gpu.peak, fp8))
+                   : std::string("; the run asks for FP8, for which this GPU has no tensor cores: held to the "
+                                 "bf16 peak"));
     fmt::print("  throughput vs. model: {}\n", c.model.summary);
     CheckLogReport report{file, &c.log, &c.args, c.gpu.peak, c.model, c.from_args.warnings, {}, c.provenance, c.lines};
     for (const auto& f : c.findings)

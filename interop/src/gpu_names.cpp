@@ -2,6 +2,10 @@
 // (megatron_log.hpp).
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/interop/megatron_log.hpp"
@@ -9,29 +13,51 @@
 namespace hcpsim {
 namespace {
 
+/// Lower case, with '-' and '_' read as spaces: "H100-PCIe", "h100_pcie" and "H100 PCIe" name one GPU.
 std::string lower(const std::string& s) {
   std::string n;
-  for (char c : s) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char c : s) n += c == '-' || c == '_' ? ' ' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return n;
 }
 
+/// Words that may follow a preset GPU's name and still name that GPU (nvidia-smi's "NVIDIA H100 80GB HBM3",
+/// the presets' "H100-SXM5-80GB", "A100-SXM4-40GB"); any other word ("PCIe", "NVL", "X") names another part.
+bool preset_qualifier(const std::string& word) {
+  for (const char* q : {"sxm", "sxm4", "sxm5", "sxm6", "40gb", "80gb", "94gb", "141gb", "180gb", "192gb", "hbm2",
+                        "hbm2e", "hbm3", "hbm3e"})
+    if (word == q) return true;
+  return false;
+}
+
 /// Dense BF16 Tensor Core TFLOP/s: the NVIDIA datasheets give them "with sparsity", so the figures here are half.
-/// `token` is matched as a whole word in lower case; longer tokens first, so "h100 pcie" wins over "h100".
+/// `token` is matched as a whole word in lower case, and `variant` (when not empty) as a whole word anywhere after
+/// it ("NVIDIA A100 80GB PCIe", "A100-PCIE-40GB").
 struct DatasheetEntry {
   const char* token;
+  const char* variant;
   const char* name;
   double tflops;
   const char* source;
   const char* family;
+  double fp8_tflops;  ///< dense FP8 Tensor Core TFLOP/s (half the datasheet's sparse figure); 0 = no FP8
 };
 constexpr DatasheetEntry kDatasheetGpus[] = {
-    {"h100 pcie", "H100 PCIe", 756.0, "NVIDIA H100 datasheet: BF16 1,513 TFLOPS with sparsity", "dgx-h100"},
-    {"h100 nvl", "H100 NVL", 835.5, "NVIDIA H100 datasheet: BF16 1,671 TFLOPS with sparsity", "dgx-h100"},
-    {"gh200", "GH200", 989.5, "NVIDIA GH200 datasheet: BF16 1,979 TFLOPS with sparsity", "dgx-h100"},
-    {"h800", "H800", 989.5, "NVIDIA H800 SXM5 (the H100 SXM5's compute): BF16 1,979 TFLOPS with sparsity", "dgx-h100"},
-    {"h20", "H20", 148.0, "NVIDIA H20: BF16 296 TFLOPS with sparsity", "dgx-h100"},
-    {"a800", "A800", 312.0, "NVIDIA A800 (the A100's compute): BF16 624 TFLOPS with sparsity", "dgx-a100"},
-    {"l40s", "L40S", 362.05, "NVIDIA L40S datasheet: BF16 733 TFLOPS with sparsity", "dgx-h100"},
+    {"h100", "pcie", "H100 PCIe", 756.0, "NVIDIA H100 datasheet: BF16 1,513 / FP8 3,026 TFLOPS with sparsity",
+     "dgx-h100", 1513.0},
+    {"h100", "nvl", "H100 NVL", 835.5, "NVIDIA H100 datasheet: BF16 1,671 / FP8 3,341 TFLOPS with sparsity",
+     "dgx-h100", 1670.5},
+    {"h200", "nvl", "H200 NVL", 835.5, "NVIDIA H200 datasheet: BF16 1,671 / FP8 3,341 TFLOPS with sparsity",
+     "dgx-h200", 1670.5},
+    {"a100", "pcie", "A100 PCIe", 312.0, "NVIDIA A100 datasheet: BF16 624 TFLOPS with sparsity (no FP8)", "dgx-a100",
+     0.0},
+    {"gh200", "", "GH200", 989.5, "NVIDIA GH200 datasheet: BF16 1,979 / FP8 3,958 TFLOPS with sparsity", "dgx-h100",
+     1979.0},
+    {"h800", "", "H800", 989.5,
+     "NVIDIA H800 SXM5 (the H100 SXM5's compute): BF16 1,979 / FP8 3,958 TFLOPS with sparsity", "dgx-h100", 1979.0},
+    {"h20", "", "H20", 148.0, "NVIDIA H20: BF16 296 / FP8 592 TFLOPS with sparsity", "dgx-h100", 296.0},
+    {"a800", "", "A800", 312.0, "NVIDIA A800 (the A100's compute): BF16 624 TFLOPS with sparsity (no FP8)", "dgx-a100",
+     0.0},
+    {"l40s", "", "L40S", 362.05, "NVIDIA L40S datasheet: BF16 733 / FP8 1,466 TFLOPS with sparsity", "dgx-h100", 733.0},
 };
 
 /// Whether lower-case `text` holds `token` at `at` as a whole word (no letter or digit on either side).
@@ -49,19 +75,29 @@ size_t find_word(const std::string& text, const std::string& token) {
   return std::string::npos;
 }
 
+/// Whether lower-case `text` names entry `e`: its token, then its variant word among the next few words (a log
+/// line may say "PCIe" again much later, about something else).
+bool names_entry(const std::string& text, const DatasheetEntry& e) {
+  constexpr size_t kVariantWithinChars = 16;  // "a100 80gb pcie", "a100 sxm4 40gb": one or two words between
+  const size_t at = find_word(text, e.token);
+  if (at == std::string::npos) return false;
+  const std::string after = text.substr(at, std::strlen(e.token) + kVariantWithinChars);
+  return *e.variant == '\0' || find_word(after, e.variant) != std::string::npos;
+}
+
 }  // namespace
 
 std::optional<DatasheetGpu> datasheet_gpu(const std::string& name) {
   const std::string n = lower(name);
   for (const DatasheetEntry& e : kDatasheetGpus)
-    if (find_word(n, e.token) != std::string::npos) return DatasheetGpu{e.name, e.tflops, e.source, e.family};
+    if (names_entry(n, e)) return DatasheetGpu{e.name, e.tflops, e.source, e.family, e.fp8_tflops};
   return std::nullopt;
 }
 
 std::optional<std::string> gpu_named_in_line(const std::string& line) {
   const std::string n = lower(line);
   for (const DatasheetEntry& e : kDatasheetGpus)
-    if (find_word(n, e.token) != std::string::npos) return std::string(e.name);
+    if (names_entry(n, e)) return std::string(e.name);
   // "H100 80GB HBM3", "H100-SXM5-80GB": the preset GPUs (a following letter or "-SXM" still names them).
   for (const char* g : {"H100", "H200", "A100", "B200"}) {
     for (size_t at = line.find(g); at != std::string::npos; at = line.find(g, at + 1)) {
@@ -74,17 +110,33 @@ std::optional<std::string> gpu_named_in_line(const std::string& line) {
   return std::nullopt;
 }
 
-std::optional<std::string> preset_of_gpu_name(const std::string& name) {
-  const std::string n = lower(name);
-  for (const auto& p : cluster_preset_names())
-    if (n == p) return p;
-  if (datasheet_gpu(name)) return std::nullopt;
+/// The preset GPU `n` (lower(name)) names: "h100", "nvidia h100", then only preset_qualifier words.
+std::optional<std::string> preset_gpu_of(const std::string& n) {
+  std::vector<std::string> words;
+  for (size_t at = 0; at < n.size();) {
+    const size_t end = std::min(n.find(' ', at), n.size());
+    if (end > at) words.push_back(n.substr(at, end - at));
+    at = end + 1;
+  }
+  size_t first = !words.empty() && words[0] == "nvidia" ? 1 : 0;
+  if (first >= words.size()) return std::nullopt;
   for (const char* g : {"h100", "h200", "a100", "b200"}) {
-    if (n.rfind(g, 0) == 0 && (n.size() == 4 || !std::isdigit(static_cast<unsigned char>(n[4]))))
-      return std::string("dgx-") + g;
-    if (n.rfind(std::string("nvidia ") + g, 0) == 0) return std::string("dgx-") + g;
+    if (words[first] != g) continue;
+    for (size_t k = first + 1; k < words.size(); ++k)
+      if (!preset_qualifier(words[k])) return std::nullopt;
+    return std::string("dgx-") + g;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> preset_of_gpu_name(const std::string& name) {
+  const std::string n = lower(name);
+  std::string plain;  // a preset name keeps its hyphen: "dgx-h100"
+  for (char c : name) plain += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& p : cluster_preset_names())
+    if (plain == p) return p;
+  if (datasheet_gpu(name)) return std::nullopt;
+  return preset_gpu_of(n);
 }
 
 }  // namespace hcpsim

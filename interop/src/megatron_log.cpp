@@ -443,7 +443,8 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
 
 std::vector<LogFinding> check_throughput_peak(const MegatronLog& log, const GpuPeak& peak, bool fp8) {
   std::vector<LogFinding> out;
-  const double limit = fp8 ? peak.tflops * kFp8PeakFactor : peak.tflops;
+  const double limit = held_peak_tflops(peak, fp8);
+  fp8 = fp8 && peak.fp8_tflops > 0;  // what the message names
   const ThroughputReport* first = nullptr;
   const ThroughputReport* max = nullptr;
   size_t count = 0;

@@ -120,7 +120,18 @@ TEST_CASE("apps: check-log says an FP8 run is held to the FP8 peak", "[apps][imp
   std::ofstream(dir / "fp8.log") << text;
   const auto r = run_hcpsim("check-log '" + (dir / "fp8.log").string() + "'");
   INFO(r.output);
-  CHECK(r.output.find("; the run uses FP8, held to the dense FP8 peak 1978.8 TFLOP/s\n") != std::string::npos);
+  CHECK(r.output.find("; the run uses FP8, held to the dense FP8 peak 1978.9 TFLOP/s\n") != std::string::npos);
+  // The FP8 peak is the GPU's own (the datasheet's 3,026 sparse TFLOP/s halved), not twice the bf16 one (1512).
+  const auto pcie = run_hcpsim("check-log '" + (dir / "fp8.log").string() + "' --gpu H100-PCIe");
+  INFO(pcie.output);
+  CHECK(pcie.output.find("GPU peak: 756.0 TFLOP/s dense bf16 (H100 PCIe") != std::string::npos);
+  CHECK(pcie.output.find("held to the dense FP8 peak 1513.0 TFLOP/s") != std::string::npos);
+  // An A100 has no FP8 tensor cores: the line no longer claims a 624 TFLOP/s FP8 peak.
+  const auto a100 = run_hcpsim("check-log '" + (dir / "fp8.log").string() + "' --gpu A100");
+  INFO(a100.output);
+  CHECK(a100.output.find("the run asks for FP8, for which this GPU has no tensor cores: held to the bf16 peak") !=
+        std::string::npos);
+  CHECK(a100.output.find("624.0") == std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -529,8 +529,9 @@ TEST_CASE("apps: check-log holds a log from a GPU without a preset to its datash
   auto v = check_log_variant("pcie", "log_healthy.txt", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe");
   INFO(v.run.output);
   CHECK(v.run.exit_code == 0);
-  CHECK(v.run.output.find("  GPU peak: 756.0 TFLOP/s dense bf16 (H100 PCIe (NVIDIA H100 datasheet: BF16 1,513 TFLOPS "
-                          "with sparsity), named by the log at " + v.log.string() + ":1)") != std::string::npos);
+  CHECK(v.run.output.find("  GPU peak: 756.0 TFLOP/s dense bf16 (H100 PCIe (NVIDIA H100 datasheet: BF16 1,513 / FP8 "
+                          "3,026 TFLOPS with sparsity), named by the log at " + v.log.string() + ":1)") !=
+        std::string::npos);
   CHECK(v.run.output.find("throughput vs. model: not checked (no cluster preset for the H100 PCIe: give --scenario "
                           "with its cluster.gpu)") != std::string::npos);
   fs::remove_all(v.log.parent_path());

@@ -79,6 +79,15 @@ TEST_CASE("apps: calibrate writes a file that a scenario includes and simulate n
   CHECK(r.output.find("timed rows; alloc and free rows take no device time and are not read)") != std::string::npos);
   CHECK(r.output.find("launch overhead 4.606 us") != std::string::npos);  // 5 µs − 1 MB · 39 µs / 99 MB
   REQUIRE(std::filesystem::exists(out));
+  // An H100 PCIe (or "H100X") was fitted against the SXM5's peaks, every efficiency 24% low: now refused.
+  for (const char* other : {"H100-PCIe", "H100X"}) {
+    const auto o = run_hcpsim("calibrate " + (dir / "measured.csv").string() + " --gpu " + other + " -o " +
+                              (dir / "other.yaml").string());
+    CHECK(o.exit_code == 2);
+    CHECK(!std::filesystem::exists(dir / "other.yaml"));
+  }
+  CHECK(run_hcpsim("calibrate " + (dir / "measured.csv").string() + " --gpu H100-PCIe -o -")
+            .output.find("is the H100 PCIe, which hcpsim knows by its datasheet peak only") != std::string::npos);
   {
     std::ofstream s(dir / "scenario.yaml");
     s << "schema_version: 1\nmodel: {num_attention_heads: 32, num_query_groups: 8, kv_channels: 128, seq_length: 8192,"

@@ -81,7 +81,7 @@ TEST_CASE("log: a2a+p2p without hierarchical sizes and throughput above peak (CP
           "(each rank attends only to its own chunks); the world-size line (off.txt:2) reports hierarchical "
           "context-parallel sizes: None; fix: set --hierarchical-context-parallel-sizes A P with A*P = "
           "context_parallel_size 16");
-  const GpuPeak h100{989.4, "H100-SXM5-80GB", false};
+  const GpuPeak h100{989.4, "H100-SXM5-80GB", false, 1978.9};
   const auto peak = check_throughput_peak(log, h100, false);
   REQUIRE(peak.size() == 1);
   REQUIRE(peak[0].line == 91);  // iteration 10, the first above the peak
@@ -89,8 +89,16 @@ TEST_CASE("log: a2a+p2p without hierarchical sizes and throughput above peak (CP
                                 "peak of the GPU, 989.4 TFLOP/s (H100-SXM5-80GB); 6 of 6 reporting iterations are "
                                 "above it, max 1102.5 at off.txt:94.",
                                 0) == 0);
-  // FP8 GEMMs may run at twice the bf16 peak: 1102.5 < 2 * 989.4.
+  // FP8 GEMMs may run up to the dense FP8 peak: 1102.5 < 1978.9.
   REQUIRE(check_throughput_peak(log, h100, true).empty());
+  // An A100 has no FP8 tensor cores: an "FP8" run there is held to its bf16 peak, and the message says bf16.
+  const GpuPeak a100{312.0, "A100-SXM4-80GB", false, 0.0};
+  const auto a100_fp8 = check_throughput_peak(log, a100, true);
+  REQUIRE(a100_fp8.size() == 1);
+  CHECK(a100_fp8[0].message.find("exceeds the dense bf16 peak of the GPU, 312.0 TFLOP/s") != std::string::npos);
+  CHECK(held_peak_tflops(a100, true) == 312.0);
+  CHECK(held_peak_tflops(h100, true) == 1978.9);
+  CHECK(held_peak_tflops(h100, false) == 989.4);
 }
 
 TEST_CASE("log: hierarchical sizes configured but the world-size line shows none", "[log]") {
@@ -154,6 +162,19 @@ TEST_CASE("log: GPU and preset names map to cluster presets", "[log]") {
   REQUIRE(*preset_of_gpu_name("dgx-h100") == "dgx-h100");
   REQUIRE_FALSE(preset_of_gpu_name("H1000").has_value());
   REQUIRE_FALSE(preset_of_gpu_name("MI300X").has_value());
+  // Another word after the GPU names another part: never the SXM preset (an H100 PCIe has 756, not 989.4,
+  // dense BF16 TFLOP/s). Hyphens and underscores read as spaces.
+  for (const char* other : {"H100-PCIe", "h100_pcie", "H100X", "H100 Foo", "H200-NVL", "A100 80GB PCIe"}) {
+    INFO(other);
+    CHECK_FALSE(preset_of_gpu_name(other).has_value());
+  }
+  REQUIRE(*preset_of_gpu_name("H100-SXM5-80GB") == "dgx-h100");
+  REQUIRE(*preset_of_gpu_name("NVIDIA H200 141GB HBM3e") == "dgx-h200");
+  REQUIRE(datasheet_gpu("H100-PCIe")->tflops == 756.0);
+  REQUIRE(datasheet_gpu("H100-PCIe")->fp8_tflops == 1513.0);  // 3,026 with sparsity, halved
+  REQUIRE(datasheet_gpu("H200-NVL")->tflops == 835.5);
+  REQUIRE(datasheet_gpu("NVIDIA A100 80GB PCIe")->fp8_tflops == 0.0);
+  REQUIRE(gpu_named_in_line("GPU 0: NVIDIA H100-PCIe (UUID: GPU-0)") == "H100 PCIe");
 }
 
 TEST_CASE("log: NaN iterations with CP > 1 name the count, the first iteration and the CP causes", "[log][nan]") {

@@ -59,7 +59,7 @@ json run_json(const CheckLogReport& r) {
   j["world"] = world_json(r.log->world);
   j["arguments"] = arguments_json(*r.log, *r.arguments);
   j["throughput"] = throughput_json(*r.log);
-  j["gpu_peak"] = {{"tflops_per_gpu", r.peak.tflops}, {"source", r.peak.source}, {"assumed", r.peak.assumed}};
+  j["gpu_peak"] = {{"tflops_per_gpu", r.peak.tflops}, {"fp8_tflops_per_gpu", r.peak.fp8_tflops}, {"source", r.peak.source}, {"assumed", r.peak.assumed}};
   j["model"] = {{"status", r.model.status},
                 {"predicted_tflops_per_gpu",
                  r.model.predicted_tflops_per_gpu ? json(*r.model.predicted_tflops_per_gpu) : json(nullptr)},

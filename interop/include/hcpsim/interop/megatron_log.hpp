@@ -108,6 +108,9 @@ struct GpuPeak {
   double tflops = 0;    ///< TFLOP/s per GPU (1e12 FLOP/s)
   std::string source;   ///< e.g. "H100-SXM5-80GB, from --gpu H100", or the stated assumption
   bool assumed = false; ///< true when no scenario, option or log line named the GPU
+  /// Dense FP8 TFLOP/s, the peak an FP8 run is held to (datasheet or preset); 0 when the GPU has no FP8 tensor
+  /// cores (A100): an FP8 run there is held to the bf16 peak.
+  double fp8_tflops = 0;
 };
 
 /// Maps a GPU or preset name to a cluster preset name: "H100" / "h100" / "H100-SXM5-80GB" → "dgx-h100", likewise
@@ -121,6 +124,7 @@ struct DatasheetGpu {
   double tflops = 0;    ///< dense BF16 Tensor Core TFLOP/s (the datasheet's "with sparsity" figure halved)
   std::string source;   ///< the datasheet
   std::string family;   ///< the cluster preset of the nearest GPU, e.g. "dgx-h100" (for placement rules only)
+  double fp8_tflops = 0;  ///< dense FP8 Tensor Core TFLOP/s (datasheet "with sparsity" halved); 0: no FP8
 };
 
 /// The GPUs check-log knows by datasheet only: H100 PCIe, H100 NVL, GH200, H20, H800, A800, L40S. `name` is a GPU
@@ -151,13 +155,14 @@ constexpr double kThroughputModelFactor = 1.5;
 /// arguments); 0.55x leaves margin below that gap, so a run at about half the prediction is flagged.
 constexpr double kThroughputModelLowFactor = 0.55;
 
-/// Factor of the dense bf16 peak allowed when the run uses FP8 (TE fp8 GEMMs).
-/// Source: NVIDIA H100 SXM datasheet: 1979 TFLOP/s dense FP8 vs 989.4 dense BF16 (2x; same ratio on A100 int8,
-/// H200, B200).
-constexpr double kFp8PeakFactor = 2.0;
+/// The peak a run is held to: `peak.fp8_tflops` when the run uses FP8 (TE fp8 GEMMs) and the GPU has FP8 tensor
+/// cores, else the dense bf16 `peak.tflops`.
+inline double held_peak_tflops(const GpuPeak& peak, bool fp8) {
+  return fp8 && peak.fp8_tflops > 0 ? peak.fp8_tflops : peak.tflops;
+}
 
 /// (b) Reported throughput above the GPU's peak: one finding at the first offending iteration, naming how many
-/// iterations exceed `peak.tflops` (times kFp8PeakFactor when `fp8`) and the maximum.
+/// iterations exceed held_peak_tflops(peak, fp8) and the maximum.
 std::vector<LogFinding> check_throughput_peak(const MegatronLog& log, const GpuPeak& peak, bool fp8);
 
 /// (b) Reported throughput versus the whole-step model: one finding at the first iteration reporting more than
