@@ -84,7 +84,8 @@ class VerifyRunner {
   }
 
   /// Verifies comm type `t`: prints its header, table and result, records its JSON, and writes the dump and the
-  /// GPU measurements for the first comm type of a per-layer list.
+  /// GPU measurements (with several comm types, a per-layer list, each type's to FILE.<type>, as simulate's
+  /// --trace).
   void verify(CpCommType t);
 
   /// No comm type failed (each passed or was precision_limited): exit 0.
@@ -102,14 +103,15 @@ class VerifyRunner {
  private:
   void print_run_header(CpCommType t, const CpLayout& layout, const HeadSelection& sel) const;
   void write_measurements();
-  void write_dump_once(CpCommType t, const CpLayout& layout, const HeadSelection& sel, const VerifyRun& run);
+  void write_dump(CpCommType t, const CpLayout& layout, const HeadSelection& sel, const VerifyRun& run);
 
   const VerifySetup& setup_;
   const VerifyArgs& args_;
   const Provenance& provenance_;  ///< the effective scenario, with --dtype and --inject in its oracle block
   std::shared_ptr<GpuRunRecord> gpu_record_;  ///< the measurements of the latest GPU run
   ProgressReporter* progress_ = nullptr;  ///< the display of the comm type being verified (runner_for reads it)
-  bool dumped_ = false, measured_written_ = false, all_pass_ = true, any_precision_limited_ = false;
+  std::string suffix_;  ///< ".<type>" of the comm type being verified when the scenario has several, else ""
+  bool all_pass_ = true, any_precision_limited_ = false;
   bool any_judged_ = false;  ///< some comm type got a verdict (not only a bf16_accumulation report)
   nlohmann::json json_runs_ = nlohmann::json::array();
 };
@@ -139,21 +141,18 @@ void VerifyRunner::print_run_header(CpCommType t, const CpLayout& layout, const 
 
 void VerifyRunner::write_measurements() {
   fmt::print("  {}\n", describe_gpu_run(*gpu_record_));
-  if (measured_written_) return;  // the first comm type of a per-layer list, like --dump
   if (!args_.trace_path.empty()) {
-    write_gpu_trace(args_.trace_path, *gpu_record_, provenance_);
-    fmt::print("  measured trace: {}\n", args_.trace_path);
+    write_gpu_trace(args_.trace_path + suffix_, *gpu_record_, provenance_);
+    fmt::print("  measured trace: {}\n", args_.trace_path + suffix_);
   }
   if (!args_.ops_csv_path.empty()) {
-    write_gpu_ops_csv(args_.ops_csv_path, *gpu_record_);
-    fmt::print("  measured ops: {} (input of hcpsim calibrate)\n", args_.ops_csv_path);
+    write_gpu_ops_csv(args_.ops_csv_path + suffix_, *gpu_record_);
+    fmt::print("  measured ops: {} (input of hcpsim calibrate)\n", args_.ops_csv_path + suffix_);
   }
-  measured_written_ = true;
 }
 
-void VerifyRunner::write_dump_once(CpCommType t, const CpLayout& layout, const HeadSelection& sel,
-                                   const VerifyRun& run) {
-  if (args_.dump_path.empty() || dumped_) return;  // the first comm type of a per-layer list
+void VerifyRunner::write_dump(CpCommType t, const CpLayout& layout, const HeadSelection& sel, const VerifyRun& run) {
+  if (args_.dump_path.empty()) return;
   const Scenario& s = setup_.scenario;
   const auto& fault = setup_.fault;
   DumpContents d;
@@ -189,13 +188,13 @@ void VerifyRunner::write_dump_once(CpCommType t, const CpLayout& layout, const H
   d.seed = s.oracle.seed;
   d.thd = thd_dump_layout(sel.shape.packing, layout.a2a_size(), layout.p2p_size());
   if (sel.shape.packing.thd()) d.meta_number["pad_between_seqs"] = sel.shape.packing.pad_between_seqs ? 1.0 : 0.0;
-  write_dump(args_.dump_path, d);
-  dumped_ = true;
-  fmt::print("  dump: {}\n", args_.dump_path);
+  hcpsim::write_dump(args_.dump_path + suffix_, d);
+  fmt::print("  dump: {}\n", args_.dump_path + suffix_);
 }
 
 void VerifyRunner::verify(CpCommType t) {
   const Scenario& s = setup_.scenario;
+  suffix_ = buildable_types(s).size() > 1 ? "." + to_string(t) : "";
   const auto& fault = setup_.fault;
   const Dtype dtype = setup_.dtype;
   const auto full_shape = attention_shape(s);
@@ -249,7 +248,7 @@ void VerifyRunner::verify(CpCommType t) {
     json_runs_.back()["gpu_backend"] = gpu_backend_name(*gpu_record_);
     json_runs_.back()["device"] = gpu_device_name(*gpu_record_);
   }
-  write_dump_once(t, layout, sel, run);
+  write_dump(t, layout, sel, run);
   all_pass_ = all_pass_ && v.verdict != VerifyVerdict::fail;
   any_judged_ = true;
   any_precision_limited_ = any_precision_limited_ || v.verdict == VerifyVerdict::precision_limited;

@@ -209,7 +209,10 @@ void check_requested_outputs(const std::vector<RequestedOutput>& outputs) {
     refuse_if_input(o.path, o.what, o.option);
     for (const RequestedOutput* other : files) {
       std::error_code e1, e2, e3;
-      const fs::path a = fs::weakly_canonical(o.path, e1), b = fs::weakly_canonical(other->path, e2);
+      // Absolute first: weakly_canonical leaves a relative path whose file does not exist yet relative, so
+      // "z.h5" and "/cwd/z.h5" (or "./z.h5") would compare different while both name one new file.
+      const fs::path a = fs::weakly_canonical(fs::absolute(o.path, e1), e1);
+      const fs::path b = fs::weakly_canonical(fs::absolute(other->path, e2), e2);
       const bool same = (!e1 && !e2 && a == b) || (fs::equivalent(o.path, other->path, e3) && !e3);
       if (same)
         throw InputError(located_at(o.path), o.option,

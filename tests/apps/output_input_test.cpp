@@ -8,6 +8,7 @@
 #include <string>
 
 #include "catch_compat.hpp"
+#include "hcpsim/oracles/dump.hpp"
 #include "run_command.hpp"
 
 using hcpsim::test::run_hcpsim;
@@ -68,6 +69,16 @@ TEST_CASE("apps: two outputs naming one file are refused before any work, and no
   r = run_hcpsim("simulate " + s + " --quiet --links " + a + " --timeline-svg " + dir.string() + "/./a.json");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("both --links and --timeline-svg name") != std::string::npos);
+  // A new file named relative and absolute (or as ./name): the trace was lost to the summary.
+  const std::string rel = "new.json";
+  for (const std::string& other : {(dir / rel).string(), "./" + rel}) {
+    r = hcpsim::test::run_command("cd '" + dir.string() + "' && '" + HCPSIM_BINARY + "' simulate " + s + " --quiet --trace " + rel +
+                    " --summary " + other);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("both --trace and --summary name") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir / rel));
+  }
   const std::string h5 = (dir / "a.h5").string();
   r = run_hcpsim("verify " + s + " model.seq_length=256 --threads 1 --dump " + h5 + " --json " + h5);
   INFO(r.output);
@@ -131,4 +142,27 @@ TEST_CASE("apps: collective, check-log and calibrate refuse an unwritable output
   CHECK(r.output.find(bad + ".yaml: -o: directory") != std::string::npos);
   CHECK(r.output.find("calibrate " + csv.string()) == std::string::npos);
   std::filesystem::remove(csv);
+}
+
+TEST_CASE("apps: verify of a per-layer comm-type list dumps each type to its own file", "[apps][robustness]") {
+  // The dump held the first type's run only, without a word (the second type was verified and then dropped).
+  const auto dir = std::filesystem::temp_directory_path() / ("hcpsim_mixdump_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string h5 = (dir / "mix.h5").string();
+  const auto r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 model.num_layers=4 "
+                            "'parallel.cp_comm_type=[a2a+p2p, p2p, p2p, a2a+p2p]' --threads 1 --dump " + h5);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("dump: " + h5 + ".a2a+p2p\n") != std::string::npos);
+  CHECK(r.output.find("dump: " + h5 + ".p2p\n") != std::string::npos);
+  CHECK(std::filesystem::is_regular_file(h5 + ".a2a+p2p"));
+  CHECK(std::filesystem::is_regular_file(h5 + ".p2p"));
+  CHECK_FALSE(std::filesystem::exists(h5));
+  // Each is the dump of its own run.
+  for (const char* type : {"a2a+p2p", "p2p"}) {
+    const hcpsim::DumpContents d = hcpsim::read_dump(h5 + "." + type);
+    CHECK(d.meta_text.at("cp_comm_type") == type);
+  }
+  std::filesystem::remove_all(dir);
 }
