@@ -70,7 +70,8 @@ class ArgInterpreter {
     read_launch();
     read_unmodelled();
     if (!log_) {
-      refuse_misspelled_flags();
+      refuse_misspelled_flags();  // argparse refuses unknown flags before validate_args asserts anything
+      refuse_asserted_combinations();
       for (const auto& a : order_) {
         std::string name = a.name == "fp8" ? std::string("fp8_format") : a.name;
         if (used_.count(name) && last_.count(name) && last_.at(name).line == a.line && last_.at(name).flag == a.flag)
@@ -126,6 +127,24 @@ class ArgInterpreter {
     }
   }
 
+  /// Flag combinations Megatron accepts from argparse and then asserts against.
+  /// @throws InputError at the later flag of the combination.
+  void refuse_asserted_combinations() {
+    // Megatron-LM arguments.py validate_args: under args.fp16, assert not args.bf16.
+    if (cfg_.params_dtype == "bf16" && last_.count("fp16") && get_switch("fp16"))
+      throw InputError(where(*get("fp16")), get("fp16")->flag,
+                       "given with --bf16: Megatron's validate_args asserts that at most one of them is set",
+                       "give one of --bf16 and --fp16");
+    // Megatron's local DotProductAttention (transformer_impl local) asserts "Context parallelism is only supported
+    // by TEDotProductAttention!" (megatron/core/transformer/dot_product_attention.py).
+    const auto impl = peek_word("transformer_impl");
+    if (impl && *impl == "local" && cfg_.context_parallel_size > 1)
+      throw InputError(where(*get("transformer_impl")), get("transformer_impl")->flag,
+                       "local attention (Megatron's DotProductAttention) has no context parallelism: it asserts "
+                       "\"Context parallelism is only supported by TEDotProductAttention!\"",
+                       "use --transformer-impl transformer_engine (the default), or --context-parallel-size 1");
+  }
+
   bool is_none(const MegatronArg& a) const { return a.values.size() == 1 && a.values[0] == "None"; }
 
   const MegatronArg* get(const std::string& name) {
@@ -165,7 +184,7 @@ class ArgInterpreter {
                                    : "set " + var + "=<value> in the script before the command, or write the value");
     }
     throw InputError(where(a), a.flag, "expected " + expected + ", got '" + v + "'",
-                     "write " + expected + ", e.g. '" + a.flag + " 8'");
+                     "write " + expected + ", e.g. '" + a.flag + (expected == "integers" ? " 2 2'" : " 8'"));
   }
 
   std::optional<int64_t> get_int(const std::string& name) {
@@ -183,6 +202,15 @@ class ArgInterpreter {
     } catch (const std::out_of_range&) {
       bad_value(*a, "an integer");
     }
+  }
+
+  /// A parallel size: a whole number of at least 1. @throws InputError at the flag otherwise.
+  std::optional<int64_t> get_size(const std::string& name) {
+    const auto v = get_int(name);
+    if (v && *v < 1)
+      throw InputError(where(*get(name)), get(name)->flag, "must be at least 1, got " + std::to_string(*v),
+                       "give a positive size, e.g. '" + get(name)->flag + " 2'");
+    return v;
   }
 
   std::optional<std::vector<int64_t>> get_int_list(const std::string& name) {
@@ -339,9 +367,10 @@ class ArgInterpreter {
   }
 
   void read_parallel() {
-    if (auto v = get_int("tensor_model_parallel_size")) cfg_.tensor_model_parallel_size = *v;
-    if (auto v = get_int("pipeline_model_parallel_size")) cfg_.pipeline_model_parallel_size = *v;
-    if (auto v = get_int("context_parallel_size")) cfg_.context_parallel_size = *v;
+    if (auto v = get_size("tensor_model_parallel_size")) cfg_.tensor_model_parallel_size = *v;
+    if (auto v = get_size("pipeline_model_parallel_size")) cfg_.pipeline_model_parallel_size = *v;
+    if (auto v = get_size("context_parallel_size")) cfg_.context_parallel_size = *v;
+
     cfg_.virtual_pipeline_model_parallel_size = get_int("virtual_pipeline_model_parallel_size");
     cfg_.account_for_embedding_in_pipeline_split = get_switch("account_for_embedding_in_pipeline_split");
     cfg_.account_for_loss_in_pipeline_split = get_switch("account_for_loss_in_pipeline_split");

@@ -569,9 +569,12 @@ TEST_CASE("apps: import refuses a misspelling of a flag or key it reads, as Mega
   CHECK(r.output.find("launch.sh:1:" + std::to_string(line.find("--context-paralel-size") + 1) +
                       ": --context-paralel-size: unknown flag; did you mean --context-parallel-size? (Megatron "
                       "refuses it: unrecognized arguments); fix: spell it --context-parallel-size") != std::string::npos);
-  // Real flags two edits apart stay accepted (--fp16 next to --bf16), and a misspelling of a flag the script also
-  // sets correctly is only ignored.
-  std::ofstream(dir / "both.sh") << line.substr(0, line.size() - 1) + " --context-parallel-size 2\n";
+  // Short real flags two edits apart are no misspelling (--fp16 next to --bf16: the misspelling is reported, not
+  // Megatron's assert against the pair, as argparse stops first), and a misspelling of a flag the script also sets
+  // correctly is only ignored.
+  std::string both = line.substr(0, line.size() - 1) + " --context-parallel-size 2\n";
+  both.erase(both.find(" --fp16"), 7);
+  std::ofstream(dir / "both.sh") << both;
   r = run_hcpsim("import megatron-args '" + (dir / "both.sh").string() + "'");
   CHECK(r.output.find("context_parallel_size: 2") != std::string::npos);
   CHECK(r.output.find("unknown flag") == std::string::npos);

@@ -265,6 +265,23 @@ TEST_CASE("import: what cannot be resolved or derived is an InputError naming fi
                  "fix: make nnodes*nproc_per_node a multiple of 4, or change the parallel sizes");
 }
 
+TEST_CASE("import: command lines Megatron itself refuses are refused at their flag", "[import]") {
+  // Each was imported with exit 0 (a negative CP then failed on the world size "multiple of -4").
+  CHECK(error_of([] { import_text("python pretrain_gpt.py --bf16 --fp16\n"); }) ==
+        "launch.sh:1:31: --fp16: given with --bf16: Megatron's validate_args asserts that at most one of them is set; "
+        "fix: give one of --bf16 and --fp16");
+  CHECK(error_of([] { import_text("python pretrain_gpt.py --transformer-impl local --context-parallel-size 2\n"); })
+            .rfind("launch.sh:1:24: --transformer-impl: local attention (Megatron's DotProductAttention) has no "
+                   "context parallelism",
+                   0) == 0);
+  CHECK(import_text("python pretrain_gpt.py --transformer-impl local\n").context_parallel_size == 1);  // no CP: read
+  CHECK(error_of([] { import_text("python pretrain_gpt.py --context-parallel-size -4\n"); }) ==
+        "launch.sh:1:24: --context-parallel-size: must be at least 1, got -4; fix: give a positive size, e.g. "
+        "'--context-parallel-size 2'");
+  CHECK(error_of([] { import_text("python pretrain_gpt.py --hierarchical-context-parallel-sizes 2,2\n"); })
+            .find("e.g. '--hierarchical-context-parallel-sizes 2 2'") != std::string::npos);
+}
+
 TEST_CASE("import: a log's arguments block reads like the command line (Python spellings)", "[import]") {
   std::vector<MegatronArg> block;
   int line = 10;
