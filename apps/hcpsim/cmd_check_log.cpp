@@ -302,6 +302,11 @@ void print_log_facts(const std::string& file, const MegatronLog& log, const std:
   } else {
     fmt::print("  arguments: no arguments block (validation not run)\n");
   }
+  for (const ThroughputReport& r : log.resumed_at)
+    fmt::print("  resumed run: iteration {} at {}:{} does not follow the iteration before it: a run resumed from a "
+               "checkpoint appended to this log without its own arguments; each iteration counts once, its latest "
+               "report\n",
+               r.iteration, file, r.line);
   if (log.throughput.empty()) {
     fmt::print("  throughput: no iteration reports 'throughput per GPU (TFLOP/s/GPU)' ({})\n",
                log.iteration_lines == 0 ? "the log has no iteration lines" : "run with --log-throughput");

@@ -341,7 +341,7 @@ MegatronLog parse_megatron_log(const std::string& bytes, const std::string& disp
     at_line.file = display(display_name);
     at_line.line = number;
     if (!log.world) log.world = world_line(line, at_line);
-    if (auto t = throughput_line(line, at_line)) log.throughput.push_back(*t);
+    if (auto t = throughput_line(line, at_line)) add_throughput_report(log, *t);
     if (const auto it = training_iteration(line)) {
       ++log.iteration_lines;
       if (auto n = nan_line(line, number, *it)) log.nan_reports.push_back(std::move(*n));

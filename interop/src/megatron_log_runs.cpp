@@ -30,4 +30,15 @@ std::vector<LogRunRange> megatron_log_runs(const std::string& bytes) {
   return runs;
 }
 
+void add_throughput_report(MegatronLog& log, const ThroughputReport& t) {
+  auto& reports = log.throughput;
+  if (!reports.empty() && t.iteration <= reports.back().iteration) {
+    log.resumed_at.push_back(t);
+    reports.erase(std::remove_if(reports.begin(), reports.end(),
+                                 [&](const ThroughputReport& r) { return r.iteration >= t.iteration; }),
+                  reports.end());
+  }
+  reports.push_back(t);
+}
+
 }  // namespace hcpsim

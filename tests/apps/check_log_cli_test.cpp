@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "catch_compat.hpp"
 #include "run_command.hpp"
 #include "test_util.hpp"
@@ -55,6 +57,22 @@ TEST_CASE("apps: check-log checks every run of a log that a restarted job append
   fs::remove_all(dir);
 }
 
+
+TEST_CASE("apps: check-log names a resumed run that repeats iterations without a header", "[apps][check_log]") {
+  const std::string healthy = slurp(std::string(HCPSIM_SOURCE_DIR) + "/" + kDir + "log_healthy.txt");
+  const auto dir = scratch("resumed");
+  const auto log = dir / "log.txt";
+  std::ofstream(log) << healthy << " iteration       20/     500 | throughput per GPU (TFLOP/s/GPU): 399.0 |\n";
+  const int line = static_cast<int>(std::count(healthy.begin(), healthy.end(), '\n')) + 1;
+  const auto r = run_hcpsim("check-log '" + log.string() + "' --json '" + (dir / "r.json").string() + "'");
+  INFO(r.output);
+  CHECK(r.output.find(fmt::format("resumed run: iteration 20 at {}:{} does not follow", log.string(), line)) !=
+        std::string::npos);
+  CHECK(r.output.find("throughput: 2 iterations report TFLOP/s per GPU") != std::string::npos);  // 10, then 20
+  const auto j = nlohmann::json::parse(slurp((dir / "r.json").string()));
+  CHECK(j.at("throughput").at("resumed_lines") == nlohmann::json::array({line}));
+  fs::remove_all(dir);
+}
 
 TEST_CASE("apps: check-log warns when --scenario is not the logged configuration", "[apps][import][check_log]") {
   const std::string log = kDir + "log_healthy.txt";

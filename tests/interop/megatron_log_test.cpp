@@ -1,4 +1,5 @@
 // Megatron training logs: parsing and the HCP / throughput checks (core/megatron_log.hpp).
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -64,6 +65,25 @@ TEST_CASE("log: the healthy fixture parses into world line, arguments and throug
   const GpuPeak h100{989.4, "H100", false};
   REQUIRE(check_throughput_peak(log, h100, false).empty());
   REQUIRE(check_throughput_vs_model(log, std::nullopt).empty());
+}
+
+TEST_CASE("log: a resumed run appended without its header counts each iteration once", "[log]") {
+  // Iterations 20 and 30 reported again after 60 (a resume from the iteration-10 checkpoint, tee -a): they were
+  // counted twice, with no word of the restart.
+  const std::string healthy = read_fixture("log_healthy.txt");
+  const auto lines = static_cast<int>(std::count(healthy.begin(), healthy.end(), '\n'));
+  const std::string again =
+      " iteration       20/     500 | elapsed time per iteration (ms): 159900.4 | throughput per GPU (TFLOP/s/GPU): "
+      "399.0 |\n iteration       30/     500 | throughput per GPU (TFLOP/s/GPU): 398.0 |\n";
+  const auto log = parse_megatron_log(healthy + again, "resumed.txt");
+  REQUIRE(log.resumed_at.size() == 1);
+  CHECK(log.resumed_at[0].iteration == 20);
+  CHECK(log.resumed_at[0].line == lines + 1);
+  REQUIRE(log.throughput.size() == 3);  // 10, then the resumed 20 and 30 (40-60 of the first run were dropped)
+  CHECK(log.throughput[0].iteration == 10);
+  CHECK(log.throughput[1].tflops_per_gpu == 399.0);
+  CHECK(log.throughput[2].line == lines + 2);
+  CHECK(parse_megatron_log(healthy, "h.txt").resumed_at.empty());
 }
 
 TEST_CASE("log: a2a+p2p without hierarchical sizes and throughput above peak (CP silently off)", "[log]") {

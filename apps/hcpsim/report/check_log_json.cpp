@@ -47,7 +47,12 @@ json throughput_json(const MegatronLog& log) {
     return json{{"iterations", 0}, {"max_tflops_per_gpu", nullptr}, {"max_line", nullptr}};
   const auto mx = std::max_element(log.throughput.begin(), log.throughput.end(),
                                    [](const auto& a, const auto& b) { return a.tflops_per_gpu < b.tflops_per_gpu; });
-  return json{{"iterations", log.throughput.size()}, {"max_tflops_per_gpu", mx->tflops_per_gpu}, {"max_line", mx->line}};
+  json resumed = json::array();
+  for (const ThroughputReport& r : log.resumed_at) resumed.push_back(r.line);
+  return json{{"iterations", log.throughput.size()},
+              {"max_tflops_per_gpu", mx->tflops_per_gpu},
+              {"max_line", mx->line},
+              {"resumed_lines", resumed}};
 }
 
 /// One run's report, without the log path and the provenance.

@@ -71,7 +71,15 @@ struct MegatronLog {
   int64_t iteration_lines = 0;        ///< lines of the form `iteration N/ M | ...` (training_log's), and NeMo
                                       ///< progress-bar lines with a `..._loss=` field
   std::vector<NanReport> nan_reports;  ///< the iteration lines that report NaN or Inf, in log order
+  /// Throughput lines whose iteration is not above the one before: a run resumed from a checkpoint and appended
+  /// to the log without its own world-size line and arguments (add_throughput_report). In log order.
+  std::vector<ThroughputReport> resumed_at;
 };
+
+/// Appends throughput report `t` to `log.throughput`. When `t`'s iteration is not above the last one's (a resumed
+/// run appended without a header), `t` goes into `log.resumed_at` and the earlier reports of the iterations it
+/// repeats are dropped: each iteration counts once, with its latest report (the one the resumed run kept).
+void add_throughput_report(MegatronLog& log, const ThroughputReport& t);
 
 /// Parses a training log held in memory.
 /// @param bytes         the file contents
