@@ -334,6 +334,8 @@ class Validator {
   std::string te_backend_fix(CpCommType t) const {
     const ModelConfig& m = s_.model;
     const int64_t tp = s_.parallel.tensor_model_parallel_size;
+    // Both backends take fp16 or bf16 only: in fp32 no other change brings one back.
+    if (m.params_dtype != Dtype::bf16 && m.params_dtype != Dtype::fp16) return "use params_dtype: bf16 (--bf16)";
     std::vector<std::string> ways;
     if ((m.num_attention_heads / tp) % 2 != 0 || (m.num_query_groups / tp) % 2 != 0)
       ways.push_back("even head counts per TP rank for FusedAttention (e.g. num_attention_heads " +
@@ -342,7 +344,6 @@ class Validator {
     if (t != CpCommType::p2p) ways.push_back("cp_comm_type p2p");
     if (attention_call(s_, t).pad_between_seqs)
       ways.push_back("te_version >= 2.16 on Hopper (FlashAttention-3 takes padded packed sequences)");
-    if (m.params_dtype != Dtype::bf16 && m.params_dtype != Dtype::fp16) ways.push_back("params_dtype: bf16");
     if (m.attention_backend != AttentionBackend::auto_select) ways.push_back("attention_backend: auto");
     std::string fix = "use ";
     for (size_t i = 0; i < ways.size(); ++i) fix += (i == 0 ? "" : i + 1 == ways.size() ? ", or " : ", ") + ways[i];

@@ -144,6 +144,14 @@ TEST_CASE("config: head-divisibility errors blame the head count that does not d
   CHECK(msg.rfind("override 'model.num_query_groups=3': model.num_query_groups: heads per TP rank "
                   "(num_attention_heads/TP = 12, num_query_groups/TP = 3) must both be divisible by the a2a size A = 2",
                   0) == 0);
+  // In fp32 both backends are out whatever else changes: the fix is the dtype alone (it also offered
+  // "qkv_format: bshd for FlashAttention", which then failed on the dtype).
+  const std::string fp32 = error_of(kOdd, {"model.params_dtype=fp32", "model.num_attention_heads=8",
+                                           "model.num_query_groups=2", "parallel.context_parallel_size=4",
+                                           "parallel.hierarchical_context_parallel_sizes=[2,2]"});
+  INFO(fp32);
+  CHECK(fp32.find("FusedAttention: qkv_dtype fp32 (fp16 or bf16 only)") != std::string::npos);
+  CHECK(fp32.substr(fp32.find("; fix: ")) == "; fix: use params_dtype: bf16 (--bf16)");
   // Switching the comm type on the command line is what broke the rule: the override is named, not the file's
   // CP size (6 q / 3 KV heads cannot scatter over a2a's 6 ranks).
   CHECK(error_of(kOdd, {"parallel.cp_comm_type=a2a", "parallel.hierarchical_context_parallel_sizes=null"})
