@@ -89,9 +89,21 @@ int cmd_collective(const CollectiveArgs& a) {
     throw InputError(SourceLoc{}, "--gpus-per-node", fmt::format("{} is not between 1 and {}", gpn, cl.gpus_per_node),
                      fmt::format("give at most the {} GPUs of a {} node", cl.gpus_per_node, a.cluster));
   const int64_t lo = parse_size(a.min_bytes, "--min-bytes"), hi = parse_size(a.max_bytes, "--max-bytes");
-  if (lo < 1 || lo > hi)
-    throw InputError(SourceLoc{}, "--min-bytes", fmt::format("{} B is not between 1 and --max-bytes ({} B)", lo, hi),
-                     "give --min-bytes <= --max-bytes");
+  if (lo < 1)
+    throw InputError(SourceLoc{}, "--min-bytes", fmt::format("{} B: a collective moves at least 1 byte", lo),
+                     "give a size of at least 1, e.g. --min-bytes 8");
+  if (hi < 1)
+    throw InputError(SourceLoc{}, "--max-bytes", fmt::format("{} B: a collective moves at least 1 byte", hi),
+                     "give a size of at least 1, e.g. --max-bytes 1G");
+  if (lo > hi) {
+    const bool max_given = a.max_bytes != CollectiveArgs{}.max_bytes;  // the user's option is the one to change
+    throw InputError(SourceLoc{}, max_given ? "--max-bytes" : "--min-bytes",
+                     fmt::format("--min-bytes {} B{} is above --max-bytes {} B{}", lo,
+                                 a.min_bytes == CollectiveArgs{}.min_bytes ? " (the default)" : "", hi,
+                                 max_given ? "" : " (the default)"),
+                     max_given ? fmt::format("give --max-bytes {} or more, or a smaller --min-bytes", lo)
+                               : fmt::format("give --min-bytes {} or less, or a larger --max-bytes", hi));
+  }
   if (a.step_factor < 2)
     throw InputError(SourceLoc{}, "--step-factor", fmt::format("{} is below 2", a.step_factor),
                      "give an integer factor >= 2 between sizes, e.g. 2");

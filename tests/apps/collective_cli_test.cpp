@@ -80,7 +80,14 @@ TEST_CASE("apps: collective rejects bad sizes, ranges, factors and operations wi
         std::pair{"--min-bytes 1G --max-bytes 999999999999G", "--max-bytes: '999999999999G' is more than 1 PiB"},
         std::pair{"--nodes 100000000", "--nodes: 100000000 is outside 1..100000"},
         // One rank: NCCL copies locally; rows of 0 us and 0 GB/s (printed before) say nothing.
-        std::pair{"--gpus-per-node 1", "--gpus-per-node: a group of 1 rank communicates nothing"}}) {
+        std::pair{"--gpus-per-node 1", "--gpus-per-node: a group of 1 rank communicates nothing"},
+        // The option the user gave is the one named (it blamed the default --min-bytes 8), and a zero size is
+        // called that (its fix said "--min-bytes <= --max-bytes", which 0 <= 64 already was).
+        std::pair{"--max-bytes 2", "--max-bytes: --min-bytes 8 B (the default) is above --max-bytes 2 B; fix: give "
+                                   "--max-bytes 8 or more, or a smaller --min-bytes"},
+        std::pair{"--min-bytes 4G", "--min-bytes: --min-bytes 4294967296 B is above --max-bytes 1073741824 B (the "
+                                    "default); fix: give --min-bytes 1073741824 or less, or a larger --max-bytes"},
+        std::pair{"--min-bytes 0 --max-bytes 64", "--min-bytes: 0 B: a collective moves at least 1 byte"}}) {
     const auto bad = run_hcpsim(std::string("collective all_reduce --cluster dgx-h100 ") + args);
     INFO(args << "\n" << bad.output);
     CHECK(bad.exit_code == 2);
