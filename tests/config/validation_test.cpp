@@ -76,7 +76,11 @@ TEST_CASE("core: every validation rule names its key, the problem and a fix", "[
                  "cluster.nodes=2"},
                 "model.seq_length", "10 tokens per CP rank (seq_length 40 / context_parallel_size 4) do not split "
                 "over tensor_model_parallel_size 4 with sequence_parallel",
-                "use a seq_length that is a multiple of 32, or sequence_parallel: false");
+                "use a seq_length that is a multiple of 16 (e.g. 48), or sequence_parallel: false");
+  // The fix's multiple is the least that meets both rules, lcm(2·CP, CP·TP) = 16 (it said 2·CP·TP = 32, while 48
+  // validates), and its example validates.
+  CHECK(error_of({"model.seq_length=48", "parallel.tensor_model_parallel_size=4", "parallel.sequence_parallel=true",
+                  "cluster.nodes=2"}).empty());
   CHECK(error_of({"model.seq_length=32", "parallel.tensor_model_parallel_size=4", "parallel.sequence_parallel=true",
                   "cluster.nodes=2"}).empty());
   CHECK(error_of({"model.seq_length=40", "parallel.tensor_model_parallel_size=4", "cluster.nodes=2"}).empty());
