@@ -1,8 +1,10 @@
 #include "yaml_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -153,8 +155,23 @@ int64_t YamlReader::get_int(const YAML::Node& n, const std::string& path) const 
     fail(n, path, "the integer " + shown(text) + " is outside the 64-bit range (|value| < 9.2e18)",
          "write a realistic size, e.g. " + example(n, path, "8"));
   } catch (const std::exception&) {
-    fail(n, path, "expected an integer, got " + shown(text), "write a whole number, e.g. " + example(n, path, "8"));
+    fail(n, path, "expected an integer, got " + shown(text),
+         "write a whole number, e.g. " + example(n, path, integer_meant(text).value_or("8")));
   }
+}
+
+std::optional<std::string> YamlReader::integer_meant(const std::string& text) {
+  // "8k" / "128K" / "1M" (sizes as people say them; K = 2^10, as sequence lengths are counted) and "2048.0".
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 12) return std::nullopt;
+  const long long whole = std::stoll(text.substr(0, digits));
+  const std::string rest = text.substr(digits);
+  if (rest == "k" || rest == "K") return std::to_string(whole * 1024);
+  if (rest == "m" || rest == "M") return std::to_string(whole * 1024 * 1024);
+  if (!rest.empty() && rest.find_first_not_of('0', 1) == std::string::npos && rest[0] == '.')
+    return text.substr(0, digits);
+  return std::nullopt;
 }
 
 double YamlReader::get_double(const YAML::Node& n, const std::string& path) const {

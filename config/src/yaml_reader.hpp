@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +68,10 @@ class YamlReader {
 
   /// Records the location of the key node `key` as the location of `path`.
   void record(const YAML::Node& key, const std::string& path);
+
+  /// The whole number a non-integer text most likely meant, for a fix's example: "8k" → "8192", "1M" → "1048576",
+  /// "2048.0" → "2048"; std::nullopt when none.
+  [[nodiscard]] static std::optional<std::string> integer_meant(const std::string& text);
 
   /// A whole decimal number. @throws InputError otherwise.
   [[nodiscard]] int64_t get_int(const YAML::Node& n, const std::string& path) const;

@@ -81,6 +81,11 @@ TEST_CASE("core: overrides apply before validation and errors name the override"
   REQUIRE(load_error(kMinimal, {"model.seq_length=abc"}) ==
           "override 'model.seq_length=abc': model.seq_length: expected an integer, got 'abc'; fix: write a whole "
           "number, e.g. 'model.seq_length=8'");
+  // A size written the way people say it gets the number it stands for as the example (it was always "8").
+  CHECK(load_error(kMinimal, {"model.seq_length=128K"})
+            .find("fix: write a whole number, e.g. 'model.seq_length=131072'") != std::string::npos);
+  CHECK(load_error(kMinimal, {"model.seq_length=4096.0"}).find("e.g. 'model.seq_length=4096'") != std::string::npos);
+  CHECK(load_error(kMinimal, {"model.seq_length=1e4"}).find("e.g. 'model.seq_length=8'") != std::string::npos);
   // The fix's example is written the way the value came in: key=value for an override, key: value in a file.
   REQUIRE(load_error(kMinimal, {"parallel.sequence_parallel=maybe"}).find(
               "fix: write 'parallel.sequence_parallel=true' or 'parallel.sequence_parallel=false'") != std::string::npos);
