@@ -105,12 +105,16 @@ int cmd_compare(const CompareArgs& args) {
   // --atol defaults to --rtol when only --rtol is given, else to the dtype's default.
   const double atol = args.atol_given ? args.atol : rtol;
   const DumpComparison r = compare_dumps(a, b, rtol, atol, args.a_path, args.b_path, tensors);
+  const std::string dtype_default = a.meta_text.count("dtype") ? "the default of A's dtype " + to_string(a.dtype)
+                                                                : "the default of fp64: A's /meta names no dtype";
+  // Where each came from: an option, the other option (atol follows --rtol), or A's dtype.
+  const std::string from = args.atol_given && args.rtol_given ? "--atol, --rtol"
+                           : args.rtol_given                  ? "--rtol, and atol as it"
+                           : args.atol_given                  ? "--atol; rtol " + dtype_default
+                                                              : dtype_default;
   fmt::print("compare {} (B) against {} (A): /hcp elementwise |B - A| <= atol + rtol*|A|, atol {:.2e}, rtol {:.2e} "
              "({})\n",
-             args.b_path, args.a_path, atol, rtol,
-             args.rtol_given || args.atol_given ? std::string("command line")
-             : a.meta_text.count("dtype")       ? "default of A's dtype " + to_string(a.dtype)
-                                                : "default of fp64: A's /meta names no dtype");
+             args.b_path, args.a_path, atol, rtol, from);
   print_provenance_difference(a, b);
   fmt::print("  {:<12} {:<22} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "tensor", "shape", "max_abs_err",
              "max_rel_err", "rel_l2_err", "B_vs_ref", "violations", "result");

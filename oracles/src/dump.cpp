@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,39 @@ const std::vector<std::string>& dump_tensor_names() {
   return names;
 }
 
+namespace {
+
+/// Shape consistency of a read dump: every tensor of the same problem as /inputs/q (the `selected` outputs, and
+/// /reference only `with_reference`). @throws InputError (io_fail) naming the dataset, its shape and the expected one.
+void check_dump_shapes(const DumpContents& c, const std::string& path, const std::vector<size_t>& selected,
+                       bool with_reference) {
+  const HostTensor& q = c.inputs.q;
+  auto expect = [&](const HostTensor& t, int64_t heads, int64_t width, const std::string& name) {
+    if (t.batch() == q.batch() && t.rows() == q.rows() && t.heads() == heads && t.width() == width) return;
+    const bool lse = width == 1;  // stored [b, h, s]
+    auto shape = [lse](int64_t b, int64_t s, int64_t h, int64_t d) {
+      return lse ? fmt::format("[{}, {}, {}]", b, h, s) : fmt::format("[{}, {}, {}, {}]", b, s, h, d);
+    };
+    io_fail(path,
+            "dataset " + name + " is " + shape(t.batch(), t.rows(), t.heads(), t.width()) + " where /inputs/q " +
+                fmt::format("[{}, {}, {}, {}]", q.batch(), q.rows(), q.heads(), q.width()) + " makes it " +
+                shape(q.batch(), q.rows(), heads, width),
+            "all tensors must describe the same [b, s] problem (lse as [b, h, s])");
+  };
+  const int64_t H = q.heads(), Hkv = c.inputs.k.heads(), dk = q.width(), dv = c.inputs.v.width();
+  expect(c.inputs.k, Hkv, dk, "/inputs/k");
+  expect(c.inputs.v, Hkv, dv, "/inputs/v");
+  expect(c.inputs.dout, H, dv, "/inputs/do");
+  const int64_t heads[] = {H, H, H, Hkv, Hkv}, widths[] = {dv, 1, dk, dk, dv};
+  for (const AttentionOutputs* o : {&c.reference, &c.hcp}) {
+    if (o == &c.reference && !with_reference) continue;
+    const std::string g = o == &c.reference ? "/reference/" : "/hcp/";
+    for (size_t i : selected) expect(*output_slot(*o, i), heads[i], widths[i], g + kTensorNames[i]);
+  }
+}
+
+}  // namespace
+
 DumpContents read_dump(const std::string& path, const std::vector<std::string>& tensors, bool with_reference) {
   const std::vector<size_t> selected = tensor_indices(tensors);
   hdf5::QuietErrors quiet;
@@ -250,23 +284,7 @@ DumpContents read_dump(const std::string& path, const std::vector<std::string>& 
     }
     *output_slot(c.hcp, i) = i == 1 ? read_lse(file.get(), path, h) : read_bshd(file.get(), path, h);
   }
-  // Shape consistency: every tensor of the same problem.
-  const HostTensor& q = c.inputs.q;
-  auto expect = [&](const HostTensor& t, int64_t heads, int64_t width, const std::string& name) {
-    if (t.batch() != q.batch() || t.rows() != q.rows() || t.heads() != heads || t.width() != width)
-      io_fail(path, "dataset " + name + " has a shape inconsistent with /inputs/q",
-              "all tensors must describe the same [b, s] problem (lse as [b, h, s])");
-  };
-  const int64_t H = q.heads(), Hkv = c.inputs.k.heads(), dk = q.width(), dv = c.inputs.v.width();
-  expect(c.inputs.k, Hkv, dk, "/inputs/k");
-  expect(c.inputs.v, Hkv, dv, "/inputs/v");
-  expect(c.inputs.dout, H, dv, "/inputs/do");
-  const int64_t heads[] = {H, H, H, Hkv, Hkv}, widths[] = {dv, 1, dk, dk, dv};
-  for (const AttentionOutputs* o : {&c.reference, &c.hcp}) {
-    if (o == &c.reference && !with_reference) continue;
-    const std::string g = o == &c.reference ? "/reference/" : "/hcp/";
-    for (size_t i : selected) expect(*output_slot(*o, i), heads[i], widths[i], g + kTensorNames[i]);
-  }
+  check_dump_shapes(c, path, selected, with_reference);
   const auto it = c.meta_text.find("dtype");
   if (it != c.meta_text.end()) {
     if (auto d = parse_dtype(it->second)) c.dtype = *d;
@@ -300,6 +318,29 @@ double default_compare_tolerance(Dtype dtype) {
   return 1e-5;
 }
 
+namespace {
+
+/// What the two dumps' /meta say about where their inputs came from, where they differ: "; seed 99 against 1234".
+std::string input_origins(const DumpContents& a, const DumpContents& b) {
+  std::string why;
+  const auto seed = [](const DumpContents& d) -> std::optional<std::string> {
+    if (d.seed) return std::to_string(*d.seed);
+    const auto it = d.meta_number.find("seed");
+    return it == d.meta_number.end() ? std::nullopt : std::optional<std::string>(fmt::format("{:.17g}", it->second));
+  };
+  if (seed(a) && seed(b) && *seed(a) != *seed(b)) why += "; seed " + *seed(b) + " against " + *seed(a);
+  for (const char* key : {"dtype", "input_distribution"}) {
+    const auto x = a.meta_text.find(key), y = b.meta_text.find(key);
+    if (x != a.meta_text.end() && y != b.meta_text.end() && x->second != y->second)
+      why += fmt::format("; {} {} against {}", key, y->second, x->second);
+  }
+  if (a.inputs.q.heads() != b.inputs.q.heads())
+    why += fmt::format("; {} q heads against {} (oracle.heads)", b.inputs.q.heads(), a.inputs.q.heads());
+  return why;
+}
+
+}  // namespace
+
 DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, double rtol, double atol,
                              const std::string& a_path, const std::string& b_path,
                              const std::vector<std::string>& tensors) {
@@ -307,7 +348,8 @@ DumpComparison compare_dumps(const DumpContents& a, const DumpContents& b, doubl
   if (!same(a.inputs.q, b.inputs.q) || !same(a.inputs.k, b.inputs.k) || !same(a.inputs.v, b.inputs.v) ||
       !same(a.inputs.dout, b.inputs.dout))
     throw InputError(SourceLoc{b_path, 0, 0, {}}, "",
-                     "its /inputs differ from those of '" + a_path + "' (not the same problem)",
+                     "its /inputs differ from those of '" + a_path + "' (not the same problem" + input_origins(a, b) +
+                         ")",
                      "dump both runs from the same scenario, seed, dtype and oracle.heads, or copy /inputs of the "
                      "first file into your own");
   // Equal inputs do not make the same problem: the mask, the scale and the packed sequences decide the outputs

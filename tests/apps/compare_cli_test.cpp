@@ -74,18 +74,22 @@ TEST_CASE("apps: compare takes the tolerance from the reference file and refuses
     r = run_hcpsim("compare " + good + " " + claimed);
     INFO(r.output);
     REQUIRE(r.exit_code == 1);  // A is fp32: rtol = atol = 1e-5 whatever B claims
-    REQUIRE(r.output.find("atol 1.00e-05, rtol 1.00e-05 (default of A's dtype fp32)") != std::string::npos);
+    REQUIRE(r.output.find("atol 1.00e-05, rtol 1.00e-05 (the default of A's dtype fp32)") != std::string::npos);
     REQUIRE(r.output.find("result: FAIL: worst tensor") != std::string::npos);
   }
   // The claim changes the verdict only where that file is the reference, and then the table says so.
   r = run_hcpsim("compare " + bf16 + " " + good);
   REQUIRE(r.exit_code == 0);
-  REQUIRE(r.output.find("atol 2.50e-02, rtol 2.50e-02 (default of A's dtype bf16)") != std::string::npos);
+  REQUIRE(r.output.find("atol 2.50e-02, rtol 2.50e-02 (the default of A's dtype bf16)") != std::string::npos);
   REQUIRE(r.output.find("* dtype             bf16") != std::string::npos);  // the claim is shown as a difference
   REQUIRE(r.output.find("* hcpsim_version") == std::string::npos);
   r = run_hcpsim("compare " + good + " " + bf16 + " --rtol 2e-3");
   REQUIRE(r.exit_code == 0);
-  REQUIRE(r.output.find("atol 2.00e-03, rtol 2.00e-03 (command line)") != std::string::npos);
+  REQUIRE(r.output.find("atol 2.00e-03, rtol 2.00e-03 (--rtol, and atol as it)") != std::string::npos);
+  // --atol alone: rtol is still A's dtype's, and the header says so (it said "command line" for both).
+  r = run_hcpsim("compare " + good + " " + bf16 + " --atol 1e-3");
+  REQUIRE(r.output.find("atol 1.00e-03, rtol 1.00e-05 (--atol; rtol the default of A's dtype fp32)") !=
+          std::string::npos);
   // A reference without /meta dtype (a user's own file) is judged at fp64's tolerance, and the header says why.
   hcpsim::DumpContents plain = hcpsim::read_dump(good);
   plain.meta_text.erase("dtype");
@@ -93,7 +97,7 @@ TEST_CASE("apps: compare takes the tolerance from the reference file and refuses
   hcpsim::write_dump(no_dtype, plain);
   r = run_hcpsim("compare " + no_dtype + " " + good);
   REQUIRE(r.exit_code == 0);  // the same values
-  REQUIRE(r.output.find("atol 1.00e-10, rtol 1.00e-10 (default of fp64: A's /meta names no dtype)") !=
+  REQUIRE(r.output.find("atol 1.00e-10, rtol 1.00e-10 (the default of fp64: A's /meta names no dtype)") !=
           std::string::npos);
   // A dump whose tensors all have 0 elements compares nothing: refused, not PASS.
   hcpsim::DumpContents zero;

@@ -143,13 +143,22 @@ TEST_CASE("oracles: truncated, incomplete and mismatched dumps are clear InputEr
   // different inputs: compare refuses
   const std::string other = (dir / "other.h5").string();
   write_dump(other, small_dump(Dtype::fp32, 1, 8));
-  bool threw = false;
+  std::string why;
   try {
     (void)compare_dumps(read_dump(good), read_dump(other), 1e-5, 1e-5, good, other);
   } catch (const InputError& e) {
-    threw = std::string(e.what()).find("/inputs differ") != std::string::npos;
+    why = e.what();
   }
-  REQUIRE(threw);
+  INFO(why);
+  CHECK(why.find("/inputs differ") != std::string::npos);
+  CHECK(why.find("(not the same problem; seed 8 against 7)") != std::string::npos);  // the seeds, from /meta
+  // A dataset of another shape is given with its shape and the one /inputs/q makes it (it named neither).
+  DumpContents bad = d;
+  bad.hcp.out = HostTensor(2, 32, 2, 4);
+  const std::string shape = (dir / "shape.h5").string();
+  write_dump(shape, bad);
+  CHECK(error_of(shape).find("dataset /hcp/out is [2, 32, 2, 4] where /inputs/q [2, 32, 4, 8] makes it "
+                             "[2, 32, 4, 4]") != std::string::npos);
   fs::remove_all(dir);
 }
 
