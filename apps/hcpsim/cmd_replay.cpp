@@ -39,6 +39,7 @@ struct Outcome {
   bool ran_simulate = false;
   ReplaySimulate simulate;
   bool calibration_file = false;  ///< a calibration file, skipped (never rewritten by --update)
+  bool unreadable = false;        ///< not YAML or no readable expect: block (FAIL; the run exits 2)
 };
 
 std::vector<std::string> collect(const std::vector<std::string>& paths) {
@@ -114,7 +115,16 @@ Outcome replay_one(const std::string& path, int threads, bool record_all = false
     return o;
   }
   const std::string file_name = std::filesystem::path(path).filename().string();
-  const ExpectSpec expect = load_expect(path);
+  ExpectSpec expect;
+  try {
+    expect = load_expect(path);
+  } catch (const InputError& e) {  // not YAML, or a broken expect: block: this case fails, the others still run
+    o.status = "FAIL";
+    o.unreadable = true;
+    o.failures.push_back("not a readable scenario: " + without_directories(e.what(), file_name));
+    o.digest = "unreadable:" + o.failures.back();
+    return o;
+  }
   Scenario s;
   bool valid = false;
   try {
@@ -341,6 +351,20 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
                            "' this replay reads",
                        "write the report outside the replayed scenarios");
   }
+  if (!junit.empty() && fs::path(junit).extension() == ".yaml") {  // the next replay would read it as a scenario
+    std::error_code ec;
+    const fs::path report = fs::weakly_canonical(fs::absolute(junit, ec), ec);
+    for (const auto& p : paths) {
+      if (!fs::is_directory(p, ec)) continue;
+      const fs::path dir = fs::weakly_canonical(fs::absolute(p, ec), ec);
+      const auto [end, rest] = std::mismatch(dir.begin(), dir.end(), report.begin(), report.end());
+      if (end == dir.end())
+        throw InputError(SourceLoc{junit, 0, 0, ""}, "--junit",
+                         "will not write the JUnit report to '" + junit + "': a .yaml file in the replayed folder '" +
+                             p + "', which the next replay would read as a scenario",
+                         "write it outside the folder, or name it .xml");
+    }
+  }
   if (files.empty()) throw InputError(SourceLoc{}, "", "no *.yaml scenario files found", "give a folder of scenarios");
   // JUnit's time and timestamp are the only clock readings in any output (the format requires them); the
   // timestamp is read first so that a malformed SOURCE_DATE_EPOCH fails before anything runs.
@@ -401,6 +425,9 @@ int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, 
              outcomes.size() - static_cast<size_t>(n_fail) - static_cast<size_t>(n_skipped), n_fail,
              n_skipped > 0 ? fmt::format(", {} skipped ({})", n_skipped, why) : "",
              update ? fmt::format(", {} updated", n_updated) : "");
+  // An unreadable file is bad input (exit 2), after every other scenario ran and the report was written.
+  if (std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) { return o.unreadable; }))
+    return kExitBadInput;
   return n_fail == 0 ? kExitOk : kExitFailed;
 }
 

@@ -198,6 +198,22 @@ TEST_CASE("apps: replay exits 2 on an unreadable file and 1 on a wrong verify go
   INFO(r.output);
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("broken.yaml") != std::string::npos);
+  // Beside good scenarios in a folder: they still run and the JUnit report is written, with the broken one failed
+  // (one unreadable file stopped the whole replay, with no report); the exit stays 2.
+  fs::copy_file(fs::path(HCPSIM_SOURCE_DIR) / "scenarios/ci/p2p_cp4_causal_mha.yaml", dir / "good.yaml");
+  r = hcpsim::test::run_hcpsim("replay " + dir.string() + " --junit " + (dir / "report.xml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("FAIL    " + (dir / "broken.yaml").string() + "\n        not a readable scenario: broken.yaml:") !=
+        std::string::npos);
+  CHECK(r.output.find("pass    " + (dir / "good.yaml").string()) != std::string::npos);
+  CHECK(slurp(dir / "report.xml").find("failures=\"1\"") != std::string::npos);
+  // A report named .yaml inside the replayed folder would be read as a scenario by the next replay: refused.
+  r = hcpsim::test::run_hcpsim("replay " + dir.string() + " --junit " + (dir / "new.yaml").string());
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("which the next replay would read as a scenario") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "new.yaml"));
+  fs::remove(dir / "good.yaml");
   r = hcpsim::test::run_hcpsim("replay scenarios/does_not_exist");
   REQUIRE(r.exit_code == 2);
   // A fault-injected scenario whose golden claims "pass" is a regression.
