@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -104,6 +105,20 @@ std::string without_location(const std::string& message, const std::string& name
 /// Replays one scenario file against its expect: block. With `record_all` (replay --update) a file without an
 /// expect: block also runs verify and simulate (each where the scenario can run it), so that the block --update
 /// writes holds every golden, not only validation's.
+/// The expect: block of `o.path`; std::nullopt, with `o` failed as unreadable, when the file is not YAML or its
+/// block is broken (that case fails, the others still run).
+std::optional<ExpectSpec> read_expect(Outcome& o, const std::string& file_name) {
+  try {
+    return load_expect(o.path);
+  } catch (const InputError& e) {
+    o.status = "FAIL";
+    o.unreadable = true;
+    o.failures.push_back("not a readable scenario: " + without_directories(e.what(), file_name));
+    o.digest = "unreadable:" + o.failures.back();
+    return std::nullopt;
+  }
+}
+
 Outcome replay_one(const std::string& path, int threads, bool record_all = false) {
   Outcome o;
   o.path = path;
@@ -115,16 +130,9 @@ Outcome replay_one(const std::string& path, int threads, bool record_all = false
     return o;
   }
   const std::string file_name = std::filesystem::path(path).filename().string();
-  ExpectSpec expect;
-  try {
-    expect = load_expect(path);
-  } catch (const InputError& e) {  // not YAML, or a broken expect: block: this case fails, the others still run
-    o.status = "FAIL";
-    o.unreadable = true;
-    o.failures.push_back("not a readable scenario: " + without_directories(e.what(), file_name));
-    o.digest = "unreadable:" + o.failures.back();
-    return o;
-  }
+  const std::optional<ExpectSpec> read = read_expect(o, file_name);
+  if (!read) return o;
+  const ExpectSpec& expect = *read;
   Scenario s;
   bool valid = false;
   try {
