@@ -25,7 +25,7 @@ constexpr const char* kWriteFix = "check that the directory exists, is writable 
 
 SourceLoc located_at(const std::string& path) { return SourceLoc{path, 0, 0, ""}; }
 
-// Temporary files being written, removed by the SIGINT/SIGTERM handler: fixed slots of plain chars, so that the
+// Temporary files being written, removed by the SIGINT/SIGTERM/SIGHUP handler: fixed slots of plain chars, so that the
 // handler only reads memory and calls unlink (async-signal-safe, POSIX.1-2008 §2.4.3).
 constexpr size_t kTempSlots = 16;
 constexpr size_t kTempPathMax = 4096;
@@ -41,11 +41,11 @@ extern "C" void remove_temps_and_reraise(int sig) {
   std::raise(sig);
 }
 
-/// Registers `tmp` for removal on SIGINT/SIGTERM; returns its slot, or kTempSlots when every slot is taken or
+/// Registers `tmp` for removal on SIGINT/SIGTERM/SIGHUP; returns its slot, or kTempSlots when every slot is taken or
 /// the path is too long (then only the normal error paths remove it).
 size_t track_temp(const std::string& tmp) {
   std::call_once(g_handlers_installed, [] {
-    for (int sig : {SIGINT, SIGTERM})
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})  // Ctrl-C, kill / timeout, a closed terminal or ssh session
       if (std::signal(sig, remove_temps_and_reraise) == SIG_IGN) std::signal(sig, SIG_IGN);  // keep an ignore
   });
   if (tmp.size() >= kTempPathMax) return kTempSlots;
@@ -278,6 +278,10 @@ void commit_output_file(const std::string& temp_path, const std::string& path, c
                          ") with the " + what,
                      "give the path of a regular file");
   }
+  // A replaced file keeps its permissions (a 0600 result stays private; the temporary was made 0666 & ~umask).
+  struct stat old_file {};
+  if (t.kind == OutputKind::regular && ::stat(t.path.c_str(), &old_file) == 0)
+    ::chmod(temp_path.c_str(), old_file.st_mode & 07777);
   std::error_code ec;
   std::filesystem::rename(temp_path, t.path, ec);
   if (ec) {

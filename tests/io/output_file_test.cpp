@@ -107,15 +107,30 @@ TEST_CASE("io: outputs never clobber what they should not", "[io]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("io: a run killed by SIGTERM while writing leaves no temporary file", "[io]") {
-  const fs::path dir = test::scratch_dir("io_output_sigterm");
-  const std::string path = (dir / "dump.h5").string();
-  (void)test::run_in_child([&] {
-    (void)create_output_temp(path, "dump", "--dump");
-    std::raise(SIGTERM);
-  });
-  int entries = 0;
-  for (const auto& e : fs::directory_iterator(dir)) entries += e.is_regular_file() ? 1 : 0;
-  CHECK(entries == 0);
+TEST_CASE("io: a run killed by SIGTERM, SIGINT or SIGHUP while writing leaves no temporary file", "[io]") {
+  // SIGHUP (a closed terminal) left the temporary next to the dump.
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    INFO("signal " << sig);
+    const fs::path dir = test::scratch_dir("io_output_signal");
+    const std::string path = (dir / "dump.h5").string();
+    (void)test::run_in_child([&] {
+      (void)create_output_temp(path, "dump", "--dump");
+      std::raise(sig);
+    });
+    int entries = 0;
+    for (const auto& e : fs::directory_iterator(dir)) entries += e.is_regular_file() ? 1 : 0;
+    CHECK(entries == 0);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("io: replacing a file keeps its permissions", "[io]") {
+  // A 0600 file came back 0644 (the temporary's mode) after the rename.
+  const fs::path dir = test::scratch_dir("io_output_mode");
+  const std::string path = (dir / "private.json").string();
+  write_output_file(path, "old", "summary", "--summary");
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  write_output_file(path, "new", "summary", "--summary");
+  CHECK(fs::status(path).permissions() == (fs::perms::owner_read | fs::perms::owner_write));
   fs::remove_all(dir);
 }
