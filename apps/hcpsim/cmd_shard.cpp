@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "app_common.hpp"
 #include "hcpsim/core/fault_injection.hpp"
@@ -225,14 +224,18 @@ int cmd_gather(const GatherArgs& a) {
     *to = HostTensor(from->batch(), from->rows(), from->heads(), from->width(), nan);
   std::map<std::string, HostTensor*> targets = {{"out", &g.hcp.out}, {"lse", &g.hcp.softmax_lse}, {"dq", &g.hcp.dq},
                                                 {"dk", &g.hcp.dk},   {"dv", &g.hcp.dv}};
-  std::set<int64_t> seen;
+  std::map<int64_t, std::string> seen;  // cp_rank -> the file that gave it
   int64_t with_lse = 0;
   for (const std::string& path : a.ranks) {
     const RankFile f = read_rank_file_isolated(path);
     const auto cp_rank = static_cast<int64_t>(f.meta_number.at("cp_rank"));
-    if (cp_rank < 0 || cp_rank >= static_cast<int64_t>(s.ranks.size()) || !seen.insert(cp_rank).second)
-      throw InputError(SourceLoc{path, 0, 0, {}}, "", fmt::format("/meta cp_rank {} is outside the dump's {} CP ranks "
-                                                                  "or given twice", cp_rank, s.ranks.size()),
+    if (cp_rank < 0 || cp_rank >= static_cast<int64_t>(s.ranks.size()))
+      throw InputError(SourceLoc{path, 0, 0, {}}, "",
+                       fmt::format("/meta cp_rank {} is outside the dump's {} CP ranks", cp_rank, s.ranks.size()),
+                       "pass the rank files of 'hcpsim shard --cp-rank g' for this dump");
+    if (const auto [it, fresh] = seen.emplace(cp_rank, path); !fresh)
+      throw InputError(SourceLoc{path, 0, 0, {}}, "",
+                       fmt::format("/meta cp_rank {} was given already, by '{}'", cp_rank, it->second),
                        "pass each rank file of 'hcpsim shard --cp-rank g' once");
     check_same_source(f, d, path, a.dump);
     const RankProgram& prog = s.ranks[static_cast<size_t>(cp_rank)];

@@ -269,6 +269,11 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
   r = run_hcpsim("gather " + dump + " " + (dir / "rank0.h5").string() + " -o " + (dir / "x.h5").string());
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("1 of the dump's 4 CP ranks given") != std::string::npos);
+  // The same rank file twice is called that, with the file that gave the rank first ("outside ... or given twice").
+  const std::string rank0 = (dir / "rank0.h5").string();
+  r = run_hcpsim("gather " + dump + " " + rank0 + " " + rank0 + " -o " + (dir / "x.h5").string());
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find(rank0 + ": /meta cp_rank 0 was given already, by '" + rank0 + "'") != std::string::npos);
   // A rank file where a dump belongs is named as such (shard and compare gave compare's --tensors advice).
   for (const std::string& cmd : {"shard " + inputs_only + " --cp-rank 0 -o " + (dir / "y.h5").string(),
                                  "compare " + dump + " " + inputs_only}) {
