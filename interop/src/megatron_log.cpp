@@ -583,10 +583,10 @@ std::vector<LogFinding> check_nan_iterations(const MegatronLog& log, const std::
            "). Known CP causes: a CP rank whose tokens are all padding or loss-masked gives 0/0 in the attention "
            "softmax and the loss (NVIDIA/Megatron-LM#1764, NVIDIA-NeMo/Megatron-Bridge#2914); a THD packed "
            "sequence whose half on a CP rank is all padding gives NaN gradients in TE's fused attention backward "
-           "(NVIDIA/TransformerEngine#2186); fix: check the padding of the packed sequences (cu_seqlens_padded: "
-           "each sequence padded to a multiple of 2*CP so that no CP rank holds only padding), use a Transformer "
-           "Engine release with the fix of TransformerEngine#2186, and check the CP attention with `hcpsim verify` "
-           "on a scenario of this configuration (qkv_format: thd with the run's packed_sequence_lengths)";
+           "(NVIDIA/TransformerEngine#2186); fix: check that no CP rank's tokens are all padding or loss-masked "
+           "(if the run packs sequences: cu_seqlens_padded pads each to a multiple of 2*CP, and a TE release with "
+           "the fix of TransformerEngine#2186), and check the CP attention with `hcpsim verify` on a scenario of "
+           "this configuration (packed: qkv_format thd with the run's packed_sequence_lengths)";
   } else {
     msg += ", not CP-specific (" +
            (cp ? "context-parallel size " + std::to_string(cp->first) + ", from " + cp->second

@@ -216,6 +216,42 @@ TEST_CASE("apps: simulate --summary and --trace carry the provenance of the run"
   fs::remove_all(dir);
 }
 
+namespace {
+
+/// What shard and gather refuse, on the dump and rank files "shard then gather" left in `dir`: a rank file without
+/// the framework's outputs, a missing rank, a rank given twice, a rank file where a dump belongs, a rank outside
+/// the group; each named, exit 2.
+void check_gather_refusals(const fs::path& dir) {
+  const std::string dump = (dir / "dump.h5").string(), inputs_only = (dir / "in0.h5").string();
+  auto r = run_hcpsim("shard " + dump + " --cp-rank 0 -o " + inputs_only);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("/outputs") == std::string::npos);
+  r = run_hcpsim("gather " + dump + " " + inputs_only + " -o " + (dir / "x.h5").string());
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find(inputs_only + ": missing dataset /outputs/out") != std::string::npos);
+  r = run_hcpsim("gather " + dump + " " + (dir / "rank0.h5").string() + " -o " + (dir / "x.h5").string());
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("1 of the dump's 4 CP ranks given") != std::string::npos);
+  // The same rank file twice is called that, with the file that gave the rank first ("outside ... or given twice").
+  const std::string rank0 = (dir / "rank0.h5").string();
+  r = run_hcpsim("gather " + dump + " " + rank0 + " " + rank0 + " -o " + (dir / "x.h5").string());
+  REQUIRE(r.exit_code == 2);
+  CHECK(r.output.find(rank0 + ": /meta cp_rank 0 was given already, by '" + rank0 + "'") != std::string::npos);
+  // A rank file where a dump belongs is named as such (shard and compare gave compare's --tensors advice).
+  for (const std::string& cmd : {"shard " + inputs_only + " --cp-rank 0 -o " + (dir / "y.h5").string(),
+                                 "compare " + dump + " " + inputs_only}) {
+    r = run_hcpsim(cmd);
+    INFO(cmd << "\n" << r.output);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.output.find(inputs_only + ": this is a rank file of 'hcpsim shard'") != std::string::npos);
+  }
+  r = run_hcpsim("shard " + dump + " --cp-rank 4 -o " + inputs_only);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);
+}
+
+}  // namespace
+
 TEST_CASE("apps: shard then gather reproduces the dump's outputs for every builder", "[apps]") {
   const fs::path dir = fresh_dir("hcpsim_shard_gather");
   struct Case {
@@ -258,33 +294,9 @@ TEST_CASE("apps: shard then gather reproduces the dump's outputs for every build
     REQUIRE(r.exit_code == 0);
     REQUIRE(r.output.find("* backend ") != std::string::npos);
   }
-  // A rank file without the framework's outputs, a missing rank, a rank outside the group: named, exit 2.
-  const std::string dump = (dir / "dump.h5").string(), inputs_only = (dir / "in0.h5").string();
-  auto r = run_hcpsim("shard " + dump + " --cp-rank 0 -o " + inputs_only);
-  REQUIRE(r.exit_code == 0);
-  REQUIRE(r.output.find("/outputs") == std::string::npos);
-  r = run_hcpsim("gather " + dump + " " + inputs_only + " -o " + (dir / "x.h5").string());
-  REQUIRE(r.exit_code == 2);
-  REQUIRE(r.output.find(inputs_only + ": missing dataset /outputs/out") != std::string::npos);
-  r = run_hcpsim("gather " + dump + " " + (dir / "rank0.h5").string() + " -o " + (dir / "x.h5").string());
-  REQUIRE(r.exit_code == 2);
-  REQUIRE(r.output.find("1 of the dump's 4 CP ranks given") != std::string::npos);
-  // The same rank file twice is called that, with the file that gave the rank first ("outside ... or given twice").
-  const std::string rank0 = (dir / "rank0.h5").string();
-  r = run_hcpsim("gather " + dump + " " + rank0 + " " + rank0 + " -o " + (dir / "x.h5").string());
-  REQUIRE(r.exit_code == 2);
-  CHECK(r.output.find(rank0 + ": /meta cp_rank 0 was given already, by '" + rank0 + "'") != std::string::npos);
-  // A rank file where a dump belongs is named as such (shard and compare gave compare's --tensors advice).
-  for (const std::string& cmd : {"shard " + inputs_only + " --cp-rank 0 -o " + (dir / "y.h5").string(),
-                                 "compare " + dump + " " + inputs_only}) {
-    r = run_hcpsim(cmd);
-    INFO(cmd << "\n" << r.output);
-    REQUIRE(r.exit_code == 2);
-    REQUIRE(r.output.find(inputs_only + ": this is a rank file of 'hcpsim shard'") != std::string::npos);
-  }
-  r = run_hcpsim("shard " + dump + " --cp-rank 4 -o " + inputs_only);
-  REQUIRE(r.exit_code == 2);
-  REQUIRE(r.output.find("--cp-rank: cp_rank 4 is outside the dump's CP group") != std::string::npos);
+  check_gather_refusals(dir);
+  const std::string dump = (dir / "dump.h5").string();
+  hcpsim::test::CommandRun r;
   // softmax_lse of the wrong shape is named in the file's own layout, [b, h, s], not the internal [b, s, h, 1].
   {
     hcpsim::RankFile f = hcpsim::read_rank_file((dir / "rank0.h5").string());

@@ -314,8 +314,9 @@ TEST_CASE("apps: check-log reports NaN iterations, with the CP causes when CP > 
                         "with context parallelism (context-parallel size 16, from the world-size line " + log +
                         ":3). Known CP causes: ") != std::string::npos);
   for (const char* pointer : {"(NVIDIA/Megatron-LM#1764, NVIDIA-NeMo/Megatron-Bridge#2914)",
-                              "(NVIDIA/TransformerEngine#2186); fix: check the padding of the packed sequences "
-                              "(cu_seqlens_padded", "`hcpsim verify`"})
+                              "(NVIDIA/TransformerEngine#2186); fix: check that no CP rank's tokens are all "
+                              "padding or loss-masked (if the run packs sequences: cu_seqlens_padded",
+                              "`hcpsim verify`"})
     REQUIRE(r.output.find(pointer) != std::string::npos);
   REQUIRE(r.output.find("    | [2025-01-01 12:53:55] iteration       20/     500 |") != std::string::npos);
   REQUIRE(r.output.find("result: 1 finding\n") != std::string::npos);
