@@ -309,6 +309,26 @@ const MegatronArg* find_arg(const MegatronLog& log, const std::string& name) {
   return found;
 }
 
+/// The context-parallel size the run used and where the log says so: the world-size line (what ran), else the
+/// interpreted arguments, else the raw context_parallel_size argument. std::nullopt when the log gives none.
+std::optional<std::pair<int64_t, std::string>> log_context_parallel_size(const MegatronLog& log,
+                                                                         const std::optional<MegatronConfig>& args) {
+  const std::string file = display(log.path);
+  if (log.world && log.world->context_parallel_size)
+    return std::make_pair(*log.world->context_parallel_size,
+                          "the world-size line " + file + ":" + std::to_string(log.world->line));
+  const MegatronArg* a = find_arg(log, "context_parallel_size");
+  const std::string where = a ? " " + file + ":" + std::to_string(a->line) : std::string();
+  if (args) return std::make_pair(args->context_parallel_size, "the arguments" + where);
+  if (a && !a->values.empty())
+    if (const auto v = count_text(a->values.front())) return std::make_pair(*v, "the arguments" + where);
+  return std::nullopt;
+}
+
+std::string plural(int64_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
 }  // namespace
 
 MegatronLog parse_megatron_log(const std::string& bytes, const std::string& display_name, int first_line) {
@@ -414,8 +434,12 @@ std::vector<LogFinding> check_hierarchical_cp(const MegatronLog& log, const std:
       const std::string configured = list_text(*args->hierarchical_context_parallel_sizes) + " (" +
                                      where(sizes_arg ? sizes_arg->line : type_line) + ")";
       std::string missing;
-      if (w->reports_hierarchical && !w->hierarchical_sizes) missing = "hierarchical context-parallel sizes: None";
-      else if (w->context_parallel_size && *w->context_parallel_size == 1) missing = "context-parallel size: 1";
+      const bool cp_one = w->context_parallel_size && *w->context_parallel_size == 1;
+      const std::string cp_text = "context-parallel size: 1 (the arguments: " +
+                                  std::to_string(args->context_parallel_size) + ")";
+      if (w->reports_hierarchical && !w->hierarchical_sizes)
+        missing = "hierarchical context-parallel sizes: None" + (cp_one ? " and " + cp_text : std::string());
+      else if (cp_one) missing = cp_text;
       else if (!other_cp && w->hierarchical_sizes &&
                *w->hierarchical_sizes != *args->hierarchical_context_parallel_sizes)
         missing = "hierarchical context-parallel sizes: " + list_text(*w->hierarchical_sizes);
@@ -527,30 +551,6 @@ bool is_non_finite_text(const std::string& text) {
   // C's printf may print a NaN's payload: "nan(0x8000000000000)".
   return t == "nan" || t == "inf" || t == "infinity" || (t.rfind("nan(", 0) == 0 && t.back() == ')');
 }
-
-namespace {
-
-/// The context-parallel size the run used and where the log says so: the world-size line (what ran), else the
-/// interpreted arguments, else the raw context_parallel_size argument. std::nullopt when the log gives none.
-std::optional<std::pair<int64_t, std::string>> log_context_parallel_size(const MegatronLog& log,
-                                                                         const std::optional<MegatronConfig>& args) {
-  const std::string file = display(log.path);
-  if (log.world && log.world->context_parallel_size)
-    return std::make_pair(*log.world->context_parallel_size,
-                          "the world-size line " + file + ":" + std::to_string(log.world->line));
-  const MegatronArg* a = find_arg(log, "context_parallel_size");
-  const std::string where = a ? " " + file + ":" + std::to_string(a->line) : std::string();
-  if (args) return std::make_pair(args->context_parallel_size, "the arguments" + where);
-  if (a && !a->values.empty())
-    if (const auto v = count_text(a->values.front())) return std::make_pair(*v, "the arguments" + where);
-  return std::nullopt;
-}
-
-std::string plural(int64_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
-}  // namespace
 
 std::vector<LogFinding> check_nan_iterations(const MegatronLog& log, const std::optional<MegatronConfig>& args) {
   std::vector<LogFinding> out;

@@ -140,7 +140,17 @@ TEST_CASE("log: hierarchical sizes configured but the world-size line shows none
   const auto log1 = parse_megatron_log(cp1, "h.txt");
   const auto f1 = check_hierarchical_cp(log1, interpret_megatron_args(log1.arguments, "h.txt", true));
   REQUIRE(f1.size() == 1);
-  REQUIRE(f1[0].message.find("but the world-size line reports context-parallel size: 1:") != std::string::npos);
+  REQUIRE(f1[0].message.find("but the world-size line reports context-parallel size: 1 (the arguments: 16):") !=
+          std::string::npos);
+  // Both at once: the CP size the run lost is named too (only "sizes: None" was).
+  const std::string both = replace(read_fixture("log_healthy.txt"),
+                                   "context-parallel size: 16, hierarchical context-parallel sizes: [8, 2]",
+                                   "context-parallel size: 1, hierarchical context-parallel sizes: None");
+  const auto log2 = parse_megatron_log(both, "h.txt");
+  const auto f2 = check_hierarchical_cp(log2, interpret_megatron_args(log2.arguments, "h.txt", true));
+  REQUIRE(f2.size() == 1);
+  CHECK(f2[0].message.find("reports hierarchical context-parallel sizes: None and context-parallel size: 1 (the "
+                           "arguments: 16):") != std::string::npos);
 }
 
 TEST_CASE("log: throughput versus the whole-step model needs a prediction", "[log]") {
