@@ -134,23 +134,22 @@ TEST_CASE("log: hierarchical sizes configured but the world-size line shows none
           "hierarchical groups were not built as configured; fix: check that the launch passes "
           "--hierarchical-context-parallel-sizes to this Megatron version");
 
-  const std::string cp1 = replace(read_fixture("log_healthy.txt"),
-                                  "context-parallel size: 16, hierarchical context-parallel sizes: [8, 2]",
-                                  "context-parallel size: 1, hierarchical context-parallel sizes: [8, 2]");
-  const auto log1 = parse_megatron_log(cp1, "h.txt");
-  const auto f1 = check_hierarchical_cp(log1, interpret_megatron_args(log1.arguments, "h.txt", true));
-  REQUIRE(f1.size() == 1);
-  REQUIRE(f1[0].message.find("but the world-size line reports context-parallel size: 1 (the arguments: 16):") !=
-          std::string::npos);
-  // Both at once: the CP size the run lost is named too (only "sizes: None" was).
-  const std::string both = replace(read_fixture("log_healthy.txt"),
-                                   "context-parallel size: 16, hierarchical context-parallel sizes: [8, 2]",
-                                   "context-parallel size: 1, hierarchical context-parallel sizes: None");
-  const auto log2 = parse_megatron_log(both, "h.txt");
-  const auto f2 = check_hierarchical_cp(log2, interpret_megatron_args(log2.arguments, "h.txt", true));
-  REQUIRE(f2.size() == 1);
-  CHECK(f2[0].message.find("reports hierarchical context-parallel sizes: None and context-parallel size: 1 (the "
-                           "arguments: 16):") != std::string::npos);
+  // The world-size line's CP size 1 (the arguments: 16), alone and with the sizes lost too: both are named (only
+  // "sizes: None" was).
+  for (const auto& [world, expected] :
+       {std::pair{"context-parallel size: 1, hierarchical context-parallel sizes: [8, 2]",
+                  "but the world-size line reports context-parallel size: 1 (the arguments: 16):"},
+        std::pair{"context-parallel size: 1, hierarchical context-parallel sizes: None",
+                  "reports hierarchical context-parallel sizes: None and context-parallel size: 1 (the arguments: "
+                  "16):"}}) {
+    const auto changed = parse_megatron_log(
+        replace(read_fixture("log_healthy.txt"),
+                "context-parallel size: 16, hierarchical context-parallel sizes: [8, 2]", world),
+        "h.txt");
+    const auto found = check_hierarchical_cp(changed, interpret_megatron_args(changed.arguments, "h.txt", true));
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].message.find(expected) != std::string::npos);
+  }
 }
 
 TEST_CASE("log: throughput versus the whole-step model needs a prediction", "[log]") {
