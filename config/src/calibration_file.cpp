@@ -7,7 +7,8 @@ namespace hcpsim {
 
 namespace {
 
-std::string g17(double v) { return fmt::format("{:.17g}", v); }
+/// The shortest text that reads back as exactly `v` (fmt's default): 989.4, not 989.39999999999998.
+std::string g17(double v) { return fmt::format("{}", v); }
 
 /// A double-quoted scalar escaped by yaml-cpp's emitter: the rule of io/yaml_text.hpp (config does not use io).
 std::string double_quoted(const std::string& text) {

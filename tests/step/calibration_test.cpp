@@ -88,8 +88,11 @@ TEST_CASE("calibration: a fit of a synthetic CSV recovers the efficiencies it wa
   // The fitted table reproduces the measured time through the cost model.
   CHECK(table_efficiency(fit.gpu.attn_fwd_table, 128, 4096, 1024, false) == Approx(attn_eff(true, false, 4096, 1024)));
 
-  // Round trip: the YAML, included by a scenario, gives the same GPU.
-  write(dir / "calibration.yaml", calibration_yaml(fit, "measured.csv"));
+  // Round trip: the YAML, included by a scenario, gives the same GPU. Numbers are written in their shortest exact
+  // form (the datasheet peak 989.4 was written 989.39999999999998).
+  const std::string yaml = calibration_yaml(fit, "measured.csv");
+  CHECK(yaml.find("  peak_bf16_TFLOP_per_s: 989.4\n") != std::string::npos);
+  write(dir / "calibration.yaml", yaml);
   write(dir / "scenario.yaml", R"(schema_version: 1
 model: {num_attention_heads: 32, num_query_groups: 8, kv_channels: 128, seq_length: 8192}
 parallel: {context_parallel_size: 2, cp_comm_type: p2p}
