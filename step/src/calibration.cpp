@@ -87,15 +87,19 @@ void fit_memory_bound(const std::vector<MeasuredOpRow>& rows, const std::string&
   }
   const double slope = sxy / sxx, intercept = my - slope * mx;
   const double bandwidth_gb_s = slope > 0 ? 1e-9 / slope : 0, overhead_us = intercept * 1e6;
-  if (slope > 0 && intercept >= 0 &&
-      (bandwidth_gb_s < plausible::kHbmBandwidth.lo || bandwidth_gb_s > plausible::kHbmBandwidth.hi ||
-       overhead_us > plausible::kLaunchOverhead.hi))
-    fail(csv_path, 0, "measured_s",
-         fmt::format("the elementwise rows give an HBM bandwidth of {:.4g} GB/s and a launch overhead of {:.4g} us, "
-                     "outside what a GPU does ({} to {} GB/s, at most {} us)",
-                     bandwidth_gb_s, overhead_us, plausible::kHbmBandwidth.lo, plausible::kHbmBandwidth.hi,
-                     plausible::kLaunchOverhead.hi),
-         kUnitsFix);
+  const bool bandwidth_off = bandwidth_gb_s < plausible::kHbmBandwidth.lo || bandwidth_gb_s > plausible::kHbmBandwidth.hi;
+  const bool overhead_off = overhead_us > plausible::kLaunchOverhead.hi;
+  if (slope > 0 && intercept >= 0 && (bandwidth_off || overhead_off)) {
+    // Name the figure that is out of range (both when both are), each with its range.
+    std::string what;
+    if (bandwidth_off)
+      what = fmt::format("an HBM bandwidth of {:.4g} GB/s, outside what a GPU does ({} to {} GB/s)", bandwidth_gb_s,
+                         plausible::kHbmBandwidth.lo, plausible::kHbmBandwidth.hi);
+    if (overhead_off)
+      what += fmt::format("{}a launch overhead of {:.4g} us, above what a GPU takes (at most {} us)",
+                          what.empty() ? "" : " and ", overhead_us, plausible::kLaunchOverhead.hi);
+    fail(csv_path, 0, "measured_s", "the elementwise rows give " + what, kUnitsFix);
+  }
   if (slope > 0 && intercept >= 0) {
     g.hbm_bandwidth_bytes_per_s = 1 / slope;
     g.kernel_launch_overhead_s = intercept;

@@ -268,6 +268,13 @@ TEST_CASE("calibration: times in the wrong unit or for the wrong GPU are refused
   // loader then refused.
   CHECK(error_of(head + "elementwise,bf16,,,,,,,,67108864,,40.0\nelementwise,bf16,,,,,,,,134217728,,80.0\n")
             .find("m.csv: measured_s: the elementwise rows give an HBM bandwidth of 0.0016") == 0);
+  // Only the figure out of range is called that: a plausible 4500 us overhead beside a 3 GB/s bandwidth was
+  // "outside what a GPU does (... at most 10000 us)".
+  const std::string slow = error_of(head + "elementwise,bf16,,,,,,,,67108864,,0.02687\n"
+                                           "elementwise,bf16,,,,,,,,134217728,,0.04924\n");
+  CHECK(slow.find("an HBM bandwidth of 3 GB/s, outside what a GPU does (10 to 1000000 GB/s); fix:") !=
+        std::string::npos);
+  CHECK(slow.find("launch overhead") == std::string::npos);
   // Every attention point below 1% of the peak is a unit error; a few small blocks are raised to 1% with a note.
   CHECK(error_of(head + "attn_fwd_block,bf16,128,4096,4096,0,,,,,68719476736,140.0\n")
             .find("every attn_fwd_block point is below 0.01 of the peak") != std::string::npos);
