@@ -79,6 +79,7 @@ class BridgeReader {
         read_section(section, m);
       }
     }
+    check_dataset_seq_length(root);
   }
 
   /// Applies TransformerConfig's defaults for what the config left unset and returns the result.
@@ -110,6 +111,24 @@ class BridgeReader {
       l.column = n.Mark().column + 1;
     }
     return l;
+  }
+
+  /// Megatron-Bridge's ConfigContainer.validate asserts model.seq_length == the dataset's (sequence_length of a
+  /// GPTDatasetConfig, seq_length of a FinetuningDatasetConfig). @throws InputError at the dataset's key.
+  void check_dataset_seq_length(const YAML::Node& root) const {
+    const YAML::Node d = root["dataset"];
+    if (!d || !d.IsMap() || !c_.seq_length) return;
+    for (const char* k : {"sequence_length", "seq_length"}) {
+      const YAML::Node v = d[k];
+      if (!v || is_null(v)) continue;
+      const std::string key = std::string("dataset.") + k;
+      const int64_t x = as_int(v, key);
+      if (x != *c_.seq_length)
+        throw InputError(loc(v), key,
+                         std::to_string(x) + " differs from model.seq_length " + std::to_string(*c_.seq_length) +
+                             ": Megatron-Bridge's ConfigContainer.validate asserts that they match",
+                         "set both to the sequence length the run trains with");
+    }
   }
 
   /// Records where the Megatron argument `name` was set.

@@ -364,6 +364,14 @@ TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
 
   const auto bad = error_of([] { parse_bridge_config("model:\n  num_attention_heads: many\n", "b.yaml"); });
   REQUIRE(bad == "b.yaml:2:24: model.num_attention_heads: expected an integer, got 'many'; fix: write a whole number");
+  // Bridge's ConfigContainer.validate asserts model.seq_length == the dataset's; it was listed as ignored.
+  CHECK(error_of([] {
+          parse_bridge_config("model:\n  seq_length: 65536\ndataset:\n  sequence_length: 32768\n", "b.yaml");
+        }) == "b.yaml:4:20: dataset.sequence_length: 32768 differs from model.seq_length 65536: Megatron-Bridge's "
+              "ConfigContainer.validate asserts that they match; fix: set both to the sequence length the run trains "
+              "with");
+  CHECK(parse_bridge_config("model:\n  seq_length: 8192\ndataset:\n  seq_length: 8192\n", "b.yaml").seq_length ==
+        8192);
   const auto not_bridge = error_of([] { parse_bridge_config("train:\n  micro_batch_size: 1\n", "b.yaml"); });
   REQUIRE(not_bridge.find("not a Megatron-Bridge config: no 'model:' section") != std::string::npos);
 }
