@@ -135,6 +135,7 @@ class BridgeReader {
   void mark(const std::string& name, const YAML::Node& n) {
     c_.lines[name] = loc(n).line;
     c_.columns[name] = loc(n).column;
+    c_.source_keys[name] = current_key_;
   }
 
   int64_t as_int(const YAML::Node& n, const std::string& key) const {
@@ -200,6 +201,7 @@ class BridgeReader {
 
   /// `mixed_precision:` is a recipe name ("bf16_mixed", ...) or a map of bf16/fp16/fp8 settings.
   void read_mixed_precision(const YAML::Node& m) {
+    current_key_ = "mixed_precision";
     if (m.IsScalar() && !is_null(m)) {
       // Source: Megatron-Bridge mixed_precision recipes: "bf16_mixed", "fp16_mixed", "bf16_with_fp8_..._mixed".
       const std::string s = m.Scalar();
@@ -221,6 +223,7 @@ class BridgeReader {
     } else if (m.IsMap()) {
       for (auto it = m.begin(); it != m.end(); ++it) {
         const std::string k = key_text(it->first, "mixed_precision");
+        current_key_ = "mixed_precision." + k;
         if (k == "bf16") bf16_ = as_bool(it->second, "mixed_precision.bf16");
         else if (k == "fp16") fp16_ = as_bool(it->second, "mixed_precision.fp16");
         else if (k == "fp8") c_.fp8 = c_.fp8 || !is_null(it->second);
@@ -242,6 +245,7 @@ class BridgeReader {
       const std::string key = section + "." + k;
       const YAML::Node v = it->second;  // a handle: the iterator yields a temporary
       if (!k.empty() && k[0] == '_') continue;
+      current_key_ = key;
       if (read_key(section, k, key, v)) continue;
       if (section == "model") refuse_misspelled_model_key(m, k, key, it->first);
       ignore(key, v);
@@ -437,6 +441,7 @@ class BridgeReader {
 
   SourceLoc file_;  ///< the input file, no line: the location of a value without a mark
   MegatronConfig c_;
+  std::string current_key_;  ///< the config key being read, as written ("model.gated_linear_unit"), for mark()
   bool bf16_ = false;
   bool fp16_ = false;
 };

@@ -30,7 +30,9 @@ class YamlWriter {
       for (const auto& n : MegatronConfig::megatron_names_of(full)) {
         auto it = c_.lines.find(n);
         if (it != c_.lines.end() && it->second > 0) {
-          note = n + ", line " + std::to_string(it->second);
+          const auto source = c_.source_keys.find(n);  // a Bridge config's own key, as written
+          note = (source == c_.source_keys.end() || source->second.empty() ? n : source->second) + ", line " +
+                 std::to_string(it->second);
           break;
         }
       }
@@ -203,7 +205,8 @@ std::string scenario_yaml_of(const MegatronConfig& c, const ScenarioWriteOptions
   const auto dp = c.data_parallel_size();
   YamlWriter w(c);
   w.comment("Imported by `" + (opt.generator.empty() ? std::string("hcpsim import") : opt.generator) + "` from " +
-            interop::display(c.source_path) + ". Comments name the Megatron argument and line behind each value.");
+            interop::display(c.source_path) + ". Comments name the " +
+            (c.source_keys.empty() ? "Megatron argument" : "config key") + " and line behind each value.");
   if (!c.unmodelled.empty()) {
     // Written only with --allow-unmodelled: the scenario simulates the dense, standard-attention part only.
     w.comment("NOT MODELLED (imported with --allow-unmodelled): hcpsim simulates this as a dense model with");

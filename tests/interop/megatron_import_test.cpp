@@ -345,6 +345,14 @@ TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
   const Scenario s = load_scenario_text(scenario_yaml_of(on_two_nodes, ScenarioWriteOptions{}), "bridge.yaml");
   REQUIRE(validate_scenario(s, ValidationScope::placement).data_parallel_size == 1);
   REQUIRE(cp_layout_for(s, CpCommType::a2a_p2p).a2a_size() == 4);
+  // Comments name the config key as the Bridge file writes it (they named Megatron's argument: "swiglu" for
+  // gated_linear_unit, "untie_embeddings_and_output_weights" at the line of share_embeddings_and_output_weights).
+  const std::string written = scenario_yaml_of(on_two_nodes, ScenarioWriteOptions{});
+  CHECK(written.find("Comments name the config key and line behind each value.") != std::string::npos);
+  CHECK(written.find("# model.gated_linear_unit, line 13\n") != std::string::npos);
+  CHECK(written.find("# model.share_embeddings_and_output_weights, line 14\n") != std::string::npos);
+  CHECK(written.find("# mixed_precision, line 45\n") != std::string::npos);
+  CHECK(written.find("swiglu") == std::string::npos);
   // The fixture leaves ddp.grad_reduce_in_fp32 out: Megatron's default (fp32) and no key written.
   REQUIRE_FALSE(c.grad_reduce_in_fp32.has_value());
   REQUIRE(s.parallel.grad_reduce_in_fp32);

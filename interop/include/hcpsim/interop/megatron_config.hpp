@@ -102,6 +102,10 @@ struct MegatronConfig {
   std::map<std::string, int> lines;
   /// Megatron argument name → 1-based column of the flag or key on its line (absent or 0: unknown).
   std::map<std::string, int> columns;
+  /// Megatron argument name → the key that set it as a Megatron-Bridge config writes it
+  /// ("model.share_embeddings_and_output_weights" for untie_embeddings_and_output_weights); empty for a command line,
+  /// whose flag is the argument.
+  std::map<std::string, std::string> source_keys;
   /// Flags hcpsim does not model, as "--flag value" text, in input order (printed "ignored (not modelled): ...").
   std::vector<std::string> ignored;
   /// Settings that change the model in ways hcpsim cannot simulate (MoE, MLA, multi-token prediction, hybrid
