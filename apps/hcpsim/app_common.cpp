@@ -152,11 +152,15 @@ void print_layout(const Scenario& s, CpCommType type, int64_t dp) {
     }
   }
   if (const PackedSequences packing = scenario_packing(s); packing.thd()) return print_thd_split(packing, layout);
-  fmt::print("  zigzag split: {} chunks of {} tokens; after the a2a each rank holds {} tokens of {} query heads\n",
-             2 * layout.cp_size(), layout.chunk_size(), layout.seq_length() / layout.p2p_size(),
+  // Without an a2a level (p2p, all_gather: A = 1) the tokens a rank holds are its two chunks throughout.
+  const bool a2a = layout.a2a_size() > 1;
+  fmt::print("  zigzag split: {} chunks of {} tokens; {} each rank holds {} tokens of {} query heads\n",
+             2 * layout.cp_size(), layout.chunk_size(), a2a ? "after the a2a" : "without an a2a,",
+             layout.seq_length() / layout.p2p_size(),
              s.model.num_attention_heads / s.parallel.tensor_model_parallel_size / layout.a2a_size());
   fmt::print("  {:>7} {:>11} {:>8} {:>8} {:>8} {:>10}  {:<28} {}\n", "cp_rank", "global_rank", "node:gpu",
-             "a2a_rank", "p2p_rank", "chunks", "tokens before a2a", "tokens after a2a");
+             "a2a_rank", "p2p_rank", "chunks", a2a ? "tokens before a2a" : "tokens",
+             a2a ? "tokens after a2a" : "tokens in attention");
   for (int64_t g = 0; g < layout.cp_size(); ++g) {
     const auto& pl = place[static_cast<size_t>(g)];
     const auto ch = layout.zigzag_chunks(g);

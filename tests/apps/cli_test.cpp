@@ -61,6 +61,12 @@ TEST_CASE("apps: every bundled scenario validates and prints the Megatron group 
   REQUIRE(r.output.find("level 1 (p2p) group 3: global ranks [3, 11] on nodes [0, 1] -> ring crosses nodes") !=
           std::string::npos);
   REQUIRE(r.output.find("data_parallel_size=2") != std::string::npos);
+  CHECK(r.output.find("after the a2a each rank holds 65536 tokens of 4 query heads") != std::string::npos);
+  // Plain p2p has no a2a: the split line and the table said "after the a2a" all the same.
+  const auto p2p = run_hcpsim("validate scenarios/ci/p2p_cp4_causal_mha.yaml").output;
+  CHECK(p2p.find("without an a2a, each rank holds 32 tokens of 4 query heads") != std::string::npos);
+  CHECK(p2p.find("a2a each rank") == std::string::npos);
+  CHECK(p2p.find("tokens in attention") != std::string::npos);
 }
 
 TEST_CASE("apps: every file in scenarios/invalid exits 2 with its expected message", "[apps]") {
