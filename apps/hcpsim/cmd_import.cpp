@@ -28,6 +28,7 @@ struct ImportOptions {
   int64_t nodes = 0;                   ///< 0: from the launcher (or the nodes TP*CP*PP needs)
   int64_t gpus_per_node = 0;           ///< 0: from the launcher's --nproc_per_node (or the preset)
   bool allow_unmodelled = false;       ///< import MoE / MLA / ... launches anyway, noting it in the scenario
+  std::vector<std::string> overrides;  ///< bridge-config: Bridge-style "section.key=value" overrides, in order
 };
 
 /// Refuses model-changing settings hcpsim cannot simulate (MegatronConfig::unmodelled) unless allowed.
@@ -137,7 +138,7 @@ int run_import(const ImportOptions& o, bool bridge) {
   }
   const std::string text = read_input(o.input);
   std::vector<std::string> unresolved;
-  MegatronConfig cfg = bridge ? parse_bridge_config(text, o.input)
+  MegatronConfig cfg = bridge ? parse_bridge_config(text, o.input, o.overrides)
                               : interpret_megatron_args(split_megatron_command_line(text, o.input, &unresolved),
                                                         o.input);
   check_unmodelled(cfg, o.allow_unmodelled);
@@ -225,6 +226,9 @@ CLI::App* add_import_command(CLI::App& app, int& exit_code) {
   auto bridge_opts = std::make_shared<ImportOptions>();
   auto* bridge = cmd->add_subcommand("bridge-config", "read a Megatron-Bridge ConfigContainer YAML");
   add_import_options(bridge, *bridge_opts, "Megatron-Bridge YAML config");
+  bridge->add_option("overrides", bridge_opts->overrides,
+                     "Megatron-Bridge overrides of the config, applied before it is read, e.g. "
+                     "model.context_parallel_size=8 \"model.hierarchical_context_parallel_sizes=[4,2]\"");
   bridge->callback([&exit_code, bridge_opts] { exit_code = run_import(*bridge_opts, true); });
   return cmd;
 }

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "hcpsim/config/megatron_defaults.hpp"
 #include "hcpsim/config/scenario_loader.hpp"
@@ -37,6 +38,51 @@ YAML::Node load_bridge_yaml(const std::string& text, SourceLoc where) {
   return root;
 }
 
+/// Applies Bridge-style overrides ("a.b=value") to `root` in order; returns each dotted key → its last override's
+/// text. @throws InputError at the override for a missing '=', an empty key component, a path through a value
+/// that is not a section, or a value that is not YAML.
+std::map<std::string, std::string> apply_bridge_overrides(YAML::Node& root, const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> set;
+  for (const std::string& o : overrides) {
+    SourceLoc at;
+    at.override_text = o;
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError(at, "", "an override must look like section.key=value", "e.g. model.context_parallel_size=8");
+    const std::string key = o.substr(0, eq);
+    std::vector<std::string> parts;
+    for (size_t from = 0;;) {
+      const size_t dot = key.find('.', from);
+      parts.push_back(key.substr(from, dot == std::string::npos ? std::string::npos : dot - from));
+      if (parts.back().empty())
+        throw InputError(at, key, "empty component in key path", "write dotted keys such as model.seq_length");
+      if (dot == std::string::npos) break;
+      from = dot + 1;
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw InputError(at, key, "value is not valid YAML: " + e.msg, "quote lists, e.g. \"" + key + "=[2,2]\"");
+    }
+    // Walk by copies of handles (yaml-cpp's operator= on a handle would rebind it, not assign through it).
+    std::vector<YAML::Node> path{root};
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      YAML::Node next = path.back()[parts[i]];
+      if (next && !next.IsMap() && !next.IsNull())
+        throw InputError(at, key, "'" + parts[i] + "' is not a section", "override a key inside a section");
+      if (!next || next.IsNull()) {
+        path.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+        next = path.back()[parts[i]];
+      }
+      path.push_back(next);
+    }
+    path.back()[parts.back()] = value;
+    set[key] = o;
+  }
+  return set;
+}
+
 /// A value as written: the scalar, "null", or a sequence/map in YAML flow style.
 std::string scalar_text(const YAML::Node& n) {
   if (n.IsScalar()) return n.Scalar();
@@ -65,7 +111,8 @@ const std::map<std::string, std::string> kModelInts{
 /// the Megatron argument name it stands for.
 class BridgeReader {
  public:
-  BridgeReader(SourceLoc file, MegatronConfig c) : file_(std::move(file)), c_(std::move(c)) {}
+  BridgeReader(SourceLoc file, MegatronConfig c, std::map<std::string, std::string> overridden)
+      : file_(std::move(file)), c_(std::move(c)), overridden_(std::move(overridden)) {}
 
   void read(const YAML::Node& root) {
     for (auto sec = root.begin(); sec != root.end(); ++sec) {
@@ -105,6 +152,14 @@ class BridgeReader {
 
  private:
   SourceLoc loc(const YAML::Node& n) const {
+    // A value an override set (or one below an overridden section) is located at that override.
+    for (std::string k = current_key_; !k.empty(); k.resize(k.rfind('.') == std::string::npos ? 0 : k.rfind('.'))) {
+      const auto it = overridden_.find(k);
+      if (it == overridden_.end()) continue;
+      SourceLoc o;
+      o.override_text = it->second;
+      return o;
+    }
     SourceLoc l = file_;
     if (n.Mark().line >= 0 && !n.Mark().is_null()) {
       l.line = n.Mark().line + 1;
@@ -115,13 +170,14 @@ class BridgeReader {
 
   /// Megatron-Bridge's ConfigContainer.validate asserts model.seq_length == the dataset's (sequence_length of a
   /// GPTDatasetConfig, seq_length of a FinetuningDatasetConfig). @throws InputError at the dataset's key.
-  void check_dataset_seq_length(const YAML::Node& root) const {
+  void check_dataset_seq_length(const YAML::Node& root) {
     const YAML::Node d = root["dataset"];
     if (!d || !d.IsMap() || !c_.seq_length) return;
     for (const char* k : {"sequence_length", "seq_length"}) {
       const YAML::Node v = d[k];
       if (!v || is_null(v)) continue;
       const std::string key = std::string("dataset.") + k;
+      current_key_ = key;  // loc() names its override when one set it
       const int64_t x = as_int(v, key);
       if (x != *c_.seq_length)
         throw InputError(loc(v), key,
@@ -135,7 +191,8 @@ class BridgeReader {
   void mark(const std::string& name, const YAML::Node& n) {
     c_.lines[name] = loc(n).line;
     c_.columns[name] = loc(n).column;
-    c_.source_keys[name] = current_key_;
+    const SourceLoc l = loc(n);
+    c_.source_keys[name] = l.override_text.empty() ? current_key_ : "override '" + l.override_text + "'";
   }
 
   int64_t as_int(const YAML::Node& n, const std::string& key) const {
@@ -441,6 +498,7 @@ class BridgeReader {
 
   SourceLoc file_;  ///< the input file, no line: the location of a value without a mark
   MegatronConfig c_;
+  std::map<std::string, std::string> overridden_;  ///< dotted key → the override that set it
   std::string current_key_;  ///< the config key being read, as written ("model.gated_linear_unit"), for mark()
   bool bf16_ = false;
   bool fp16_ = false;
@@ -448,15 +506,17 @@ class BridgeReader {
 
 }  // namespace
 
-MegatronConfig parse_bridge_config(const std::string& text, const std::string& display_name) {
+MegatronConfig parse_bridge_config(const std::string& text, const std::string& display_name,
+                                   const std::vector<std::string>& overrides) {
   SourceLoc where;
   where.file = interop::display(display_name);
-  const YAML::Node root = load_bridge_yaml(text, where);
+  YAML::Node root = load_bridge_yaml(text, where);
+  std::map<std::string, std::string> overridden = apply_bridge_overrides(root, overrides);
 
   MegatronConfig c;
   c.source_path = display_name;
   c.name = interop::scenario_name_of(display_name, "bridge_config");
-  BridgeReader reader(where, std::move(c));
+  BridgeReader reader(where, std::move(c), std::move(overridden));
   reader.read(root);
   return reader.finish();
 }

@@ -29,8 +29,12 @@ class YamlWriter {
       const std::string full = section_.empty() ? key : section_ + "." + key;
       for (const auto& n : MegatronConfig::megatron_names_of(full)) {
         auto it = c_.lines.find(n);
+        const auto source = c_.source_keys.find(n);  // a Bridge config's own key, as written, or its override
+        if (source != c_.source_keys.end() && source->second.rfind("override '", 0) == 0) {
+          note = source->second;
+          break;
+        }
         if (it != c_.lines.end() && it->second > 0) {
-          const auto source = c_.source_keys.find(n);  // a Bridge config's own key, as written
           note = (source == c_.source_keys.end() || source->second.empty() ? n : source->second) + ", line " +
                  std::to_string(it->second);
           break;

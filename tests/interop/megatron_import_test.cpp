@@ -380,6 +380,28 @@ TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
               "with");
   CHECK(parse_bridge_config("model:\n  seq_length: 8192\ndataset:\n  seq_length: 8192\n", "b.yaml").seq_length ==
         8192);
+  // Bridge-style overrides change the config before it is read, and a value they set is located at them.
+  const std::string base = "model:\n  context_parallel_size: 2\n  seq_length: 8192\n";
+  const auto over = parse_bridge_config(base, "b.yaml",
+                                        {"model.context_parallel_size=8", "model.cp_comm_type=a2a+p2p",
+                                         "model.hierarchical_context_parallel_sizes=[4,2]", "train.micro_batch_size=2"});
+  CHECK(over.context_parallel_size == 8);
+  CHECK(over.hierarchical_context_parallel_sizes == std::optional<std::vector<int64_t>>({4, 2}));
+  CHECK(over.micro_batch_size == 2);
+  CHECK(over.source_keys.at("context_parallel_size") == "override 'model.context_parallel_size=8'");
+  CHECK(over.source_keys.at("seq_length") == "model.seq_length");
+  CHECK(parse_bridge_config(base, "b.yaml", {"model.seq_length=1", "model.seq_length=4096"}).seq_length == 4096);
+  CHECK(error_of([&] { parse_bridge_config(base, "b.yaml", {"model.context_parallel_size=four"}); }) ==
+        "override 'model.context_parallel_size=four': model.context_parallel_size: expected an integer, got 'four'; "
+        "fix: write a whole number");
+  for (const auto& [malformed, message] :
+       {std::pair{"seq_length", "an override must look like section.key=value"},
+        std::pair{"model..seq_length=1", "empty component in key path"},
+        std::pair{"model.seq_length.x=1", "'seq_length' is not a section"},
+        std::pair{"model.seq_length=[1", "value is not valid YAML"}}) {
+    INFO(malformed);
+    CHECK(error_of([&] { parse_bridge_config(base, "b.yaml", {malformed}); }).find(message) != std::string::npos);
+  }
   const auto not_bridge = error_of([] { parse_bridge_config("train:\n  micro_batch_size: 1\n", "b.yaml"); });
   REQUIRE(not_bridge.find("not a Megatron-Bridge config: no 'model:' section") != std::string::npos);
 }

@@ -46,7 +46,12 @@ MegatronConfig interpret_megatron_args(const std::vector<MegatronArg>& args, con
 /// (use_decentralized_pg), `mixed_precision:` (bf16_mixed, fp16_mixed, ...). Every other key of these sections,
 /// and every other section, goes to `ignored` as "key.path value".
 /// `model.share_embeddings_and_output_weights: false` means untied; `model.fp8` set (not null) means FP8.
-/// @throws InputError naming file:line:col and the key for YAML syntax errors or a value of the wrong type.
-MegatronConfig parse_bridge_config(const std::string& text, const std::string& display_name);
+/// `overrides` ("section.key=value", the value YAML; Megatron-Bridge's command-line override syntax, applied in
+/// order, a later one of the same key winning, missing sections created) change the config before it is read; a
+/// value they set is located at its override in messages and in the written scenario's comments.
+/// @throws InputError naming file:line:col (or the override) and the key for YAML syntax errors, a malformed
+/// override, or a value of the wrong type.
+MegatronConfig parse_bridge_config(const std::string& text, const std::string& display_name,
+                                   const std::vector<std::string>& overrides = {});
 
 }  // namespace hcpsim
