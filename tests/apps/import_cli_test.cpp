@@ -587,5 +587,12 @@ TEST_CASE("apps: import refuses a misspelling of a flag or key it reads, as Mega
   CHECK(r.output.find("b.yaml:8:3: model.contex_parallel_size: unknown key; did you mean model.context_parallel_size? "
                       "(a Bridge config refuses an unknown field); fix: spell it model.context_parallel_size") !=
         std::string::npos);
+  // The misspelling fixed by a Bridge override on the command line instead of in the file.
+  r = run_hcpsim("import bridge-config '" + (dir / "b.yaml").string() + "' --nodes 1 model.contex_parallel_size=null "
+                 "model.context_parallel_size=8 mixed_precision=bf16_mixed");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("context_parallel_size: 8                        # override 'model.context_parallel_size=8'") !=
+        std::string::npos);
   fs::remove_all(dir);
 }
