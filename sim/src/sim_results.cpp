@@ -217,8 +217,8 @@ SimResult collect_results(const SimContext& ctx, const MemoryAccounting& memory,
   }
   // Exposed communication needs the layer time, known only after every rank is collected.
   for (RankStats& st : res.ranks) st.exposed_comm_ps = res.total_ps - st.compute_busy_ps;
-  for (const RankStats& st : res.ranks)
-    if (st.compute_kernel_ps > res.ranks[index_of(res.busiest_cp_rank)].compute_kernel_ps) res.busiest_cp_rank = st.cp_rank;
+  // One busiest GPU for every output: the one whose idle time critical_exposed_comm_ps() is (SimResult::most_busy_rank).
+  if (const RankStats* busiest = res.most_busy_rank(); busiest != nullptr) res.busiest_cp_rank = busiest->cp_rank;
   res.backward_ps = backward.any_backward ? backward.end_ps - res.backward_start_ps : 0;
   return res;
 }

@@ -212,7 +212,10 @@ struct SimResult {
   /// Makespan: the end of the last op of any rank.
   TimePs total_ps = 0;
   std::vector<RankStats> ranks;          ///< indexed by cp rank
-  /// The rank with the largest compute_kernel_ps (the lowest cp rank among equals): the busiest GPU.
+  /// The busiest GPU: the rank with the largest RankStats::compute_busy_ps (the lowest cp rank among equals), the
+  /// rank of most_busy_rank(), whose idle time critical_exposed_comm_ps() is. (It was the largest summed kernel
+  /// time, compute_kernel_ps, which counts kernels overlapping on two streams twice, so "the busiest GPU" of the
+  /// time breakdown could be another GPU than the one of the exposed-communication split.)
   int64_t busiest_cp_rank = 0;
   MessageTable messages{};               ///< all ranks
   /// FLOPs per phase, summed over ranks in cp-rank order and over ops in list order (the order
@@ -249,7 +252,7 @@ struct SimResult {
   [[nodiscard]] double phase_flops(Phase phase) const { return flops[static_cast<size_t>(phase)]; }
 
   /// The rank with the largest RankStats::compute_busy_ps (the first of equals), the GPU whose idle time
-  /// critical_exposed_comm_ps() is; nullptr without ranks. (busiest_cp_rank ranks by summed kernel time instead.)
+  /// critical_exposed_comm_ps() is; nullptr without ranks. busiest_cp_rank is its cp rank.
   [[nodiscard]] const RankStats* most_busy_rank() const;
   /// Exposed communication of the busiest GPU: total_ps − the largest RankStats::compute_busy_ps (ps), the time of
   /// the run during which the GPU with the most kernel time runs none: messages its kernels could not hide and
