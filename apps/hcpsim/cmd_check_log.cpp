@@ -492,8 +492,8 @@ int run_check_log(const CheckLogOptions& o) {
                : c.gpu.peak.fp8_tflops > 0
                    ? fmt::format("; the run uses FP8, held to the dense FP8 peak {:.1f} TFLOP/s",
                                  held_peak_tflops(c.gpu.peak, fp8))
-                   : std::string("; the run asks for FP8, for which this GPU has no tensor cores: held to the "
-                                 "bf16 peak"));
+                   : std::string("; the run asks for FP8, but the GPU has no FP8 peak (no FP8 tensor cores, or "
+                                 "none given for it): held to the bf16 peak"));
     fmt::print("  throughput vs. model: {}\n", c.model.summary);
     CheckLogReport report{file, &c.log, &c.args, c.gpu.peak, c.model, c.from_args.warnings, {}, c.provenance, c.lines};
     for (const auto& f : c.findings)

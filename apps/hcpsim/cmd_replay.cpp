@@ -330,7 +330,9 @@ std::string keep_expect_comments(const std::string& old, const std::string& fres
 /// Rewrites the expect block of `path` (the last top-level key) when its values changed, keeping its comments
 /// (keep_expect_comments). @return true if written.
 bool update_file(const Outcome& o) {
-  if (o.status == "pass" || o.calibration_file) return false;  // every golden holds, or not a scenario: untouched
+  // Every golden holds, or not a scenario (a calibration file, or a file that cannot be read: it stays a failure,
+  // and the other scenarios still run): untouched.
+  if (o.status == "pass" || o.calibration_file || o.unreadable) return false;
   const ExpectSpec old = load_expect(o.path);
   std::ifstream in(o.path, std::ios::binary);
   std::stringstream ss;

@@ -274,10 +274,17 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
                          "bf16_accumulation measures how the dQ/dK/dV error grows over P = 1, 2, 4, 8 and runs no "
                          "single schedule whose results could be written there",
                          fmt::format("drop {}, or verify without --inject to write a run's {}", option, option));
-  check_requested_outputs({{args.json_path, "--json", "JSON summary"},
-                           {args.dump_path, "--dump", "dump", true},
-                           {args.trace_path, "--trace", "trace"},
-                           {args.ops_csv_path, "--ops-csv", "per-op CSV"}});
+  // With several comm types (a per-layer list) each writes its dump and measurements to FILE.<type>: those are the
+  // paths to check before any work.
+  std::vector<RequestedOutput> outputs{{args.json_path, "--json", "JSON summary"}};
+  for (CpCommType t : types) {
+    const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
+    auto with = [&](const std::string& path) { return path.empty() ? path : path + suffix; };
+    outputs.push_back({with(args.dump_path), "--dump", "dump", true});
+    outputs.push_back({with(args.trace_path), "--trace", "trace"});
+    outputs.push_back({with(args.ops_csv_path), "--ops-csv", "per-op CSV"});
+  }
+  check_requested_outputs(outputs);
   print_header(s);
   print_warnings(setup.report);
   // The effective scenario: the file after the overrides, with the --dtype and --inject the run used, so running

@@ -46,10 +46,16 @@ std::map<std::string, std::string> apply_bridge_overrides(YAML::Node& root, cons
   for (const std::string& o : overrides) {
     SourceLoc at;
     at.override_text = o;
-    const auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw InputError(at, "", "an override must look like section.key=value", "e.g. model.context_parallel_size=8");
-    const std::string key = o.substr(0, eq);
+    // Hydra's grammar, which Bridge's scripts parse overrides with: "+key=v" adds a key, "++key=v" adds or
+    // replaces one (both set it here), "~key" deletes one.
+    const size_t plus = o.rfind("++", 0) == 0 ? 2 : o.rfind('+', 0) == 0 ? 1 : 0;
+    const bool remove = plus == 0 && o.rfind('~', 0) == 0;
+    const std::string body = o.substr(plus + (remove ? 1 : 0));
+    const auto eq = body.find('=');
+    if ((eq == std::string::npos && !remove) || eq == 0 || body.empty())
+      throw InputError(at, "", "an override must look like section.key=value (or ~section.key to delete one)",
+                       "e.g. model.context_parallel_size=8");
+    const std::string key = body.substr(0, eq);
     std::vector<std::string> parts;
     for (size_t from = 0;;) {
       const size_t dot = key.find('.', from);
@@ -61,7 +67,7 @@ std::map<std::string, std::string> apply_bridge_overrides(YAML::Node& root, cons
     }
     YAML::Node value;
     try {
-      value = YAML::Load(o.substr(eq + 1));
+      if (!remove) value = YAML::Load(body.substr(eq + 1));
     } catch (const YAML::Exception& e) {
       throw InputError(at, key, "value is not valid YAML: " + e.msg, "quote lists, e.g. \"" + key + "=[2,2]\"");
     }
@@ -77,7 +83,10 @@ std::map<std::string, std::string> apply_bridge_overrides(YAML::Node& root, cons
       }
       path.push_back(next);
     }
-    path.back()[parts.back()] = value;
+    if (remove)
+      path.back().remove(parts.back());  // a key that is not there: nothing to delete
+    else
+      path.back()[parts.back()] = value;
     set[key] = o;
   }
   return set;

@@ -98,12 +98,12 @@ std::optional<std::string> gpu_named_in_line(const std::string& line) {
   const std::string n = lower(line);
   for (const DatasheetEntry& e : kDatasheetGpus)
     if (names_entry(n, e)) return std::string(e.name);
-  // "H100 80GB HBM3", "H100-SXM5-80GB": the preset GPUs (a following letter or "-SXM" still names them).
+  // "H100 80GB HBM3", "H100-SXM5-80GB": the preset GPUs as a whole word ("H100X" or "H1000" is another part).
   for (const char* g : {"H100", "H200", "A100", "B200"}) {
     for (size_t at = line.find(g); at != std::string::npos; at = line.find(g, at + 1)) {
       const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(line[at - 1]));
       const size_t end = at + 4;
-      const bool right = end >= line.size() || !std::isdigit(static_cast<unsigned char>(line[end]));
+      const bool right = end >= line.size() || !std::isalnum(static_cast<unsigned char>(line[end]));
       if (left && right) return std::string(g);
     }
   }

@@ -184,7 +184,8 @@ class ArgInterpreter {
                                    : "set " + var + "=<value> in the script before the command, or write the value");
     }
     throw InputError(where(a), a.flag, "expected " + expected + ", got '" + v + "'",
-                     "write " + expected + ", e.g. '" + a.flag + (expected == "integers" ? " 2 2'" : " 8'"));
+                     "write " + expected + ", e.g. '" + a.flag +
+                         (expected.find("integers") != std::string::npos ? " 2 2'" : " 8'"));
   }
 
   std::optional<int64_t> get_int(const std::string& name) {

@@ -32,7 +32,8 @@ std::vector<LogRunRange> megatron_log_runs(const std::string& bytes) {
 
 void add_throughput_report(MegatronLog& log, const ThroughputReport& t) {
   auto& reports = log.throughput;
-  if (!reports.empty() && t.iteration <= reports.back().iteration) {
+  // Megatron counts iterations from 1: 0 is a line that gave no `iteration N`, which says nothing about a resume.
+  if (!reports.empty() && t.iteration > 0 && reports.back().iteration > 0 && t.iteration <= reports.back().iteration) {
     log.resumed_at.push_back(t);
     reports.erase(std::remove_if(reports.begin(), reports.end(),
                                  [&](const ThroughputReport& r) { return r.iteration >= t.iteration; }),

@@ -164,5 +164,14 @@ TEST_CASE("apps: verify of a per-layer comm-type list dumps each type to its own
     const hcpsim::DumpContents d = hcpsim::read_dump(h5 + "." + type);
     CHECK(d.meta_text.at("cp_comm_type") == type);
   }
+  // The per-type paths are checked before the work: one that is this command's --reference is refused up front
+  // (it was found only when the first type's run wrote it).
+  const auto again = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 model.num_layers=4 "
+                                "'parallel.cp_comm_type=[a2a+p2p, p2p, p2p, a2a+p2p]' --threads 1 --reference " + h5 +
+                                ".a2a+p2p --dump " + h5);
+  INFO(again.output);
+  CHECK(again.exit_code == 2);
+  CHECK(again.output.find("it is this command's input") != std::string::npos);
+  CHECK(again.output.find("result:") == std::string::npos);
   std::filesystem::remove_all(dir);
 }

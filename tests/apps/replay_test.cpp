@@ -208,6 +208,12 @@ TEST_CASE("apps: replay exits 2 on an unreadable file and 1 on a wrong verify go
         std::string::npos);
   CHECK(r.output.find("pass    " + (dir / "good.yaml").string()) != std::string::npos);
   CHECK(slurp(dir / "report.xml").find("failures=\"1\"") != std::string::npos);
+  // Likewise with --update, which read the broken file again and stopped there.
+  r = hcpsim::test::run_hcpsim("replay " + dir.string() + " --update --junit " + (dir / "report2.xml").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("pass    " + (dir / "good.yaml").string()) != std::string::npos);
+  CHECK(fs::exists(dir / "report2.xml"));
   // A report named .yaml inside the replayed folder would be read as a scenario by the next replay: refused.
   r = hcpsim::test::run_hcpsim("replay " + dir.string() + " --junit " + (dir / "new.yaml").string());
   CHECK(r.exit_code == 2);

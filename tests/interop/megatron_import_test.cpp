@@ -391,6 +391,11 @@ TEST_CASE("import: the Megatron-Bridge fixture config", "[import]") {
   CHECK(over.source_keys.at("context_parallel_size") == "override 'model.context_parallel_size=8'");
   CHECK(over.source_keys.at("seq_length") == "model.seq_length");
   CHECK(parse_bridge_config(base, "b.yaml", {"model.seq_length=1", "model.seq_length=4096"}).seq_length == 4096);
+  // Hydra's prefixes, as Bridge's scripts take them: + and ++ set the key ("++model" became a section of its own,
+  // ignored), ~ deletes it (the CP size then takes its default, 1).
+  CHECK(parse_bridge_config(base, "b.yaml", {"++model.context_parallel_size=4"}).context_parallel_size == 4);
+  CHECK(parse_bridge_config(base, "b.yaml", {"+model.context_parallel_size=4"}).context_parallel_size == 4);
+  CHECK(parse_bridge_config(base, "b.yaml", {"~model.context_parallel_size"}).context_parallel_size == 1);
   CHECK(error_of([&] { parse_bridge_config(base, "b.yaml", {"model.context_parallel_size=four"}); }) ==
         "override 'model.context_parallel_size=four': model.context_parallel_size: expected an integer, got 'four'; "
         "fix: write a whole number");

@@ -84,6 +84,11 @@ TEST_CASE("log: a resumed run appended without its header counts each iteration 
   CHECK(log.throughput[1].tflops_per_gpu == 399.0);
   CHECK(log.throughput[2].line == lines + 2);
   CHECK(parse_megatron_log(healthy, "h.txt").resumed_at.empty());
+  // Throughput lines without an iteration number are no resume (they collapsed into one report).
+  const std::string unnumbered = " elapsed time per iteration (ms): 1.0 | throughput per GPU (TFLOP/s/GPU): 300.0 |\n";
+  const auto plain = parse_megatron_log(healthy + unnumbered + unnumbered, "plain.txt");
+  CHECK(plain.resumed_at.empty());
+  CHECK(plain.throughput.size() == 8);
 }
 
 TEST_CASE("log: a2a+p2p without hierarchical sizes and throughput above peak (CP silently off)", "[log]") {
@@ -204,6 +209,8 @@ TEST_CASE("log: GPU and preset names map to cluster presets", "[log]") {
   REQUIRE(datasheet_gpu("H200-NVL")->tflops == 835.5);
   REQUIRE(datasheet_gpu("NVIDIA A100 80GB PCIe")->fp8_tflops == 0.0);
   REQUIRE(gpu_named_in_line("GPU 0: NVIDIA H100-PCIe (UUID: GPU-0)") == "H100 PCIe");
+  REQUIRE_FALSE(gpu_named_in_line("GPU 0: NVIDIA H100X (UUID: GPU-0)").has_value());  // was the SXM preset
+  REQUIRE(gpu_named_in_line("GPU 0: NVIDIA H100-SXM5-80GB (UUID: GPU-0)") == "H100");
 }
 
 TEST_CASE("log: NaN iterations with CP > 1 name the count, the first iteration and the CP causes", "[log][nan]") {

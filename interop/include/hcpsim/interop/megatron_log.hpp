@@ -78,7 +78,8 @@ struct MegatronLog {
 
 /// Appends throughput report `t` to `log.throughput`. When `t`'s iteration is not above the last one's (a resumed
 /// run appended without a header), `t` goes into `log.resumed_at` and the earlier reports of the iterations it
-/// repeats are dropped: each iteration counts once, with its latest report (the one the resumed run kept).
+/// repeats are dropped: each iteration counts once, with its latest report (the one the resumed run kept). Reports
+/// without an iteration number (iteration 0) are always appended.
 void add_throughput_report(MegatronLog& log, const ThroughputReport& t);
 
 /// Parses a training log held in memory.
@@ -116,8 +117,9 @@ struct GpuPeak {
   double tflops = 0;    ///< TFLOP/s per GPU (1e12 FLOP/s)
   std::string source;   ///< e.g. "H100-SXM5-80GB, from --gpu H100", or the stated assumption
   bool assumed = false; ///< true when no scenario, option or log line named the GPU
-  /// Dense FP8 TFLOP/s, the peak an FP8 run is held to (datasheet or preset); 0 when the GPU has no FP8 tensor
-  /// cores (A100): an FP8 run there is held to the bf16 peak.
+  /// Dense FP8 TFLOP/s, the peak an FP8 run is held to (datasheet, preset or the scenario's cluster.gpu); 0 when
+  /// the GPU has no FP8 tensor cores (A100) or its description gives no FP8 peak: an FP8 run is then held to the
+  /// bf16 peak.
   double fp8_tflops = 0;
 };
 
