@@ -82,6 +82,7 @@ struct GradTargets {
   HostTensor* dk;
   HostTensor* dv;
   int64_t head;
+  int64_t batch = -1;  ///< batch index in dk/dv; −1: the item's own batch (a per-item partial holds batch 0 only)
 };
 
 /// Turns the raw products q·kᵀ of chunk rows [r0, r0 + n) over keys [c0, c0 + p.cols()) into probabilities in
@@ -159,8 +160,9 @@ void reference_head(const AttentionInputs& in, const std::vector<KeyRange>& keys
       for (int64_t j = vis.hi; j < w; ++j) ds_row[j] = 0.0;
     }
     dq_c.noalias() = scale * (ds * k_c);
-    head_block(*grads.dk, b, grads.head, c0, w).noalias() += scale * (ds.transpose() * q_c);
-    head_block(*grads.dv, b, grads.head, c0, w).noalias() += p.transpose() * do_c;
+    const int64_t gb = grads.batch < 0 ? b : grads.batch;
+    head_block(*grads.dk, gb, grads.head, c0, w).noalias() += scale * (ds.transpose() * q_c);
+    head_block(*grads.dv, gb, grads.head, c0, w).noalias() += p.transpose() * do_c;
   }
 }
 
@@ -256,6 +258,32 @@ AttentionOutputs reference_attention(const AttentionInputs& in, const std::vecto
   const int64_t hkv = in.k.heads();
   const int64_t group = hq / hkv;
   AttentionOutputs r = zero_outputs_like(in);
+  std::atomic<size_t> heads_done{0};  // for `progress` only
+  if (group > 1 && b * hkv >= threads) {
+    // GQA with a (batch, kv head) item per thread or more: each item runs its query heads in order, each into one
+    // reused partial [s, d], added to dK/dV in head order: the sums of sum_group_heads below, element for element
+    // (the first head's partial, then += each next one), without a partial per query head (2·b·s·hq·d values).
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t item = 0; item < b * hkv; ++item) {
+      const int64_t bb = item / hkv;
+      const int64_t g = item % hkv;
+      HostTensor dk_head(1, s, 1, in.k.width()), dv_head(1, s, 1, in.v.width());
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        dk_head.fill(0.0);
+        dv_head.fill(0.0);
+        reference_head(in, keys, softmax_scale, bb, h, g, r, GradTargets{&dk_head, &dv_head, 0, 0});
+        const bool first = h == g * group;
+        for (int64_t j = 0; j < s; ++j)
+          for (int64_t x = 0; x < in.k.width(); ++x)
+            r.dk(bb, j, g, x) = first ? dk_head(0, j, 0, x) : r.dk(bb, j, g, x) + dk_head(0, j, 0, x);
+        for (int64_t j = 0; j < s; ++j)
+          for (int64_t x = 0; x < in.v.width(); ++x)
+            r.dv(bb, j, g, x) = first ? dv_head(0, j, 0, x) : r.dv(bb, j, g, x) + dv_head(0, j, 0, x);
+        if (progress) progress(++heads_done, static_cast<size_t>(b * hq));
+      }
+    }
+    return r;
+  }
   // Under GQA every query head accumulates into its own partial, summed over the group afterwards in head order:
   // no sum's order depends on which thread ran which head.
   HostTensor dk_part, dv_part;
@@ -264,7 +292,6 @@ AttentionOutputs reference_attention(const AttentionInputs& in, const std::vecto
     dv_part = HostTensor(b, s, hq, in.v.width());
   }
   const int64_t items = b * hq;
-  std::atomic<size_t> heads_done{0};  // for `progress` only
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t bb = item / hq;

@@ -74,8 +74,10 @@ std::vector<KeyRange> reference_document_key_ranges(const std::vector<TokenRun>&
 /// Scores are held for a chunk of 32-256 query rows at a time (≤ 2²³ per thread up to S = 256K), never S² at once.
 /// @param in    q [B, S, H, dk], k [B, S, Hkv, dk], v [B, S, Hkv, dv], dout [B, S, H, dv]
 /// @param keys  S entries: the visible keys of each query row (reference_key_ranges), the same for every batch and head
-/// @param threads  OpenMP threads over (batch, head) (≥ 1); results are byte-identical for any thread count
-///   (every sum runs in a fixed order inside one work item; the GQA sums over heads run after the parallel loop).
+/// @param threads  OpenMP threads (≥ 1); results are byte-identical for any thread count. Under GQA with at least
+///   `threads` (batch, kv head) pairs, one work item per pair runs its query heads in order and adds each head's
+///   dK/dV to the kv head's in head order; otherwise one item per (batch, query head) writes a partial per head and
+///   the same sums in the same order run after the parallel loop. Every sum runs in a fixed order inside one item.
 /// Shape mismatches, a key range outside [0, S) or threads < 1: HCPSIM_ASSERT.
 /// @param progress  optional, for a progress display: called with (heads done, B·H) after each (batch, head), from
 ///   any thread of the OpenMP team, possibly concurrently (the callee synchronises); results never depend on it.
