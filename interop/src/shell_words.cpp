@@ -1,6 +1,7 @@
 // Shell launch script → Megatron argument words: runs the script's assignments in file order (never executing
 // anything), expands variables, defaults, arithmetic and arrays, and finds the training command.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -35,6 +36,14 @@ class ShellInterpreter {
  public:
   ShellInterpreter(std::string display_name, std::vector<std::string>* unresolved)
       : file_(std::move(display_name)), unresolved_(unresolved) {}
+
+  /// Sets `name` as the job's environment would before the script runs (a Slurm variable an `#SBATCH` directive
+  /// decides); the script's own assignments still win.
+  void predefine(const std::string& name, const std::string& value, int line, const std::string& why) {
+    vars_[name] = value;
+    var_lines_[name] = line;
+    if (unresolved_) unresolved_->push_back("$" + name + " = " + value + ", from " + why);
+  }
 
   /// The training command is the first `*.py` command with options that runs a pretrain*.py script; without
   /// one, the first that a launcher (torchrun, torch.distributed.run) starts; else the first of all. A data
@@ -404,10 +413,52 @@ class ShellInterpreter {
 
 }  // namespace
 
+std::vector<SbatchSetting> sbatch_settings(const std::string& text) {
+  std::vector<SbatchSetting> out;
+  std::istringstream in(text);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream words(line);
+    std::string word;
+    if (!(words >> word) || word != "#SBATCH") continue;
+    std::vector<std::string> tokens;
+    while (words >> word && word[0] != '#') tokens.push_back(word);  // a second '#' starts a comment
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::string opt = tokens[i], value;
+      if (const auto eq = opt.find('='); eq != std::string::npos) {
+        value = opt.substr(eq + 1);
+        opt.resize(eq);
+      } else if (opt.size() > 2 && opt[0] == '-' && opt[1] != '-') {  // -N4
+        value = opt.substr(2);
+        opt.resize(2);
+      } else if (i + 1 < tokens.size()) {
+        value = tokens[++i];
+      }
+      const std::string digits = value.substr(value.rfind(':') == std::string::npos ? 0 : value.rfind(':') + 1);
+      const bool count = !digits.empty() && digits.size() <= 7 &&
+                         std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+      if (!count) continue;  // a node range "2-4", a memory size: not a count hcpsim reads
+      if (opt == "-N" || opt == "--nodes")
+        out.push_back({"SLURM_NNODES", digits, number, "#SBATCH " + opt + " " + value});
+      else if (opt == "--ntasks-per-node")
+        out.push_back({"SLURM_NTASKS_PER_NODE", digits, number, "#SBATCH " + opt + " " + value});
+      else if (opt == "--gpus-per-node" || (opt == "--gres" && value.rfind("gpu", 0) == 0))
+        out.push_back({"SLURM_GPUS_ON_NODE", digits, number, "#SBATCH " + opt + " " + value});
+    }
+  }
+  return out;
+}
+
 std::vector<MegatronArg> split_megatron_command_line(const std::string& text, const std::string& display_name,
                                                      std::vector<std::string>* unresolved) {
   const auto statements = lex_shell(text);
   ShellInterpreter interp(display_name, unresolved);
+  for (const SbatchSetting& d : sbatch_settings(text)) {
+    const std::string why = d.directive + " at line " + std::to_string(d.line);
+    // Only the variables the script names (a note per variable it uses, none for the others).
+    for (const char* v : {d.variable.c_str(), d.variable == "SLURM_NNODES" ? "SLURM_JOB_NUM_NODES" : ""})
+      if (*v != '\0' && text.find(v) != std::string::npos) interp.predefine(v, d.value, d.line, why);
+  }
   return interp.run(statements);
 }
 

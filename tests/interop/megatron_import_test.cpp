@@ -229,6 +229,30 @@ TEST_CASE("import: Llama3.1-405B's uneven pipeline split, from Megatron flags an
   REQUIRE(b.account_for_loss_in_pipeline_split);
 }
 
+TEST_CASE("import: a batch script's #SBATCH counts stand for the Slurm variables the job sets", "[import]") {
+  // "--nnodes $SLURM_NNODES" in an sbatch script needed --nodes although the script's own #SBATCH line gives it.
+  const std::string script =
+      "#!/bin/bash\n#SBATCH --job-name=x\n#SBATCH -N 4\n#SBATCH --ntasks-per-node=1 --gres=gpu:h100:8  # all\n"
+      "#SBATCH --nodes=2-4\nsrun torchrun --nnodes $SLURM_NNODES --nproc_per_node $SLURM_GPUS_ON_NODE pretrain_gpt.py "
+      "\\\n  --num-attention-heads 32 --seq-length 8192 --kv-channels 64\n";
+  const auto settings = sbatch_settings(script);
+  REQUIRE(settings.size() == 3);  // the range "2-4" is no count
+  CHECK(settings[0].variable == "SLURM_NNODES");
+  CHECK(settings[0].value == "4");
+  CHECK(settings[0].line == 3);
+  CHECK(settings[0].directive == "#SBATCH -N 4");
+  CHECK(settings[1].variable == "SLURM_NTASKS_PER_NODE");
+  CHECK(settings[2].variable == "SLURM_GPUS_ON_NODE");
+  CHECK(settings[2].value == "8");
+  std::vector<std::string> notes;
+  const MegatronConfig c = interpret_megatron_args(split_megatron_command_line(script, "job.sh", &notes), "job.sh");
+  CHECK(c.nnodes == 4);
+  CHECK(c.nproc_per_node == 8);
+  CHECK(c.world_size == 32);
+  CHECK(std::find(notes.begin(), notes.end(), "$SLURM_NNODES = 4, from #SBATCH -N 4 at line 3") != notes.end());
+  CHECK(notes.size() == 2);  // SLURM_NTASKS_PER_NODE is not used by the script: no note
+}
+
 TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
   // --nnodes and --nproc_per_node from the job's environment are kept as written (the importer's --nodes and
   // --gpus-per-node give the counts, or it fails naming the flag: tests/apps/import_cli_test.cpp).

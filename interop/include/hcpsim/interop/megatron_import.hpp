@@ -14,6 +14,20 @@
 
 namespace hcpsim {
 
+/// A Slurm variable an `#SBATCH` directive of a batch script decides, as the job's environment holds it.
+struct SbatchSetting {
+  std::string variable;   ///< SLURM_NNODES (from -N / --nodes), SLURM_NTASKS_PER_NODE, SLURM_GPUS_ON_NODE
+  std::string value;      ///< the count, e.g. "4" (a gres's count after its last ':', "gpu:h100:8" -> "8")
+  int line = 0;           ///< 1-based line of the directive
+  std::string directive;  ///< as read, e.g. "#SBATCH --nodes 4"
+};
+
+/// The counts of a batch script's `#SBATCH` lines: -N / --nodes, --ntasks-per-node, --gpus-per-node and --gres=gpu:N
+/// ("--opt=value", "--opt value", "-N4" and "-N 4"); a range ("2-4") or a value without a count is skipped. Source:
+/// Slurm's sbatch(1) (OUTPUT ENVIRONMENT VARIABLES: SLURM_NNODES / SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE,
+/// SLURM_GPUS_ON_NODE). No errors.
+std::vector<SbatchSetting> sbatch_settings(const std::string& text);
+
 /// Splits a shell launch script (or one command line) into the Megatron arguments of its training command.
 /// Handles backslash-newline continuations, comments, single/double quotes, `NAME=value` and `export NAME=value`
 /// assignments, `$NAME`, `${NAME}`, `${NAME:-default}`, integer `$(( ... ))` arithmetic, bash arrays
@@ -21,7 +35,8 @@ namespace hcpsim {
 /// `;`, `&&`, `|` separators and redirections. The training command is the first command that runs a `*.py`
 /// script with `--` options (torchrun, `python -m torch.distributed.run/launch`, or python); launcher options
 /// (before the script) are marked from_launcher. Control flow (if/for) is not executed: assignments are taken in
-/// file order.
+/// file order. The Slurm variables a batch script's `#SBATCH` lines decide (sbatch_settings: $SLURM_NNODES,
+/// $SLURM_JOB_NUM_NODES, $SLURM_NTASKS_PER_NODE, $SLURM_GPUS_ON_NODE) are set before them, each with a note.
 /// @param text          the script
 /// @param display_name  file name used in messages ("-" → "<stdin>")
 /// @param unresolved    receives one note per variable or `$(...)` that could not be resolved, naming its line
