@@ -434,6 +434,12 @@ std::vector<SbatchSetting> sbatch_settings(const std::string& text) {
       } else if (i + 1 < tokens.size()) {
         value = tokens[++i];
       }
+      if (opt == "--gres") {  // "gpu:8,nvme:1": the gpu entry's count
+        std::string gpu;
+        for (std::istringstream items(value); std::getline(items, gpu, ',');)
+          if (gpu.rfind("gpu", 0) == 0) break;
+        value = gpu.rfind("gpu", 0) == 0 ? gpu : "";
+      }
       const std::string digits = value.substr(value.rfind(':') == std::string::npos ? 0 : value.rfind(':') + 1);
       const bool count = !digits.empty() && digits.size() <= 7 &&
                          std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });

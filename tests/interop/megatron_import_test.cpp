@@ -251,6 +251,10 @@ TEST_CASE("import: a batch script's #SBATCH counts stand for the Slurm variables
   CHECK(c.world_size == 32);
   CHECK(std::find(notes.begin(), notes.end(), "$SLURM_NNODES = 4, from #SBATCH -N 4 at line 3") != notes.end());
   CHECK(notes.size() == 2);  // SLURM_NTASKS_PER_NODE is not used by the script: no note
+  // A gres list counts its gpu entry, not the last one.
+  const auto gres = sbatch_settings("#SBATCH --gres=nvme:1,gpu:a100:4,tmp:2\n");
+  REQUIRE(gres.size() == 1);
+  CHECK(gres[0].value == "4");
 }
 
 TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
