@@ -1,5 +1,8 @@
 #include "hcpsim/core/types.hpp"
 
+#include <cctype>
+#include <string>
+
 #include "hcpsim/core/error.hpp"
 
 namespace hcpsim {
@@ -51,10 +54,12 @@ std::optional<QkvFormat> parse_qkv_format(std::string_view s) {
   return std::nullopt;
 }
 std::optional<Dtype> parse_dtype(std::string_view s) {
-  if (s == "fp64") return Dtype::fp64;
-  if (s == "fp32") return Dtype::fp32;
-  if (s == "bf16") return Dtype::bf16;
-  if (s == "fp16") return Dtype::fp16;
+  std::string lower(s);  // "FP16" as well: a command line's case is the user's
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "fp64") return Dtype::fp64;
+  if (lower == "fp32") return Dtype::fp32;
+  if (lower == "bf16") return Dtype::bf16;
+  if (lower == "fp16") return Dtype::fp16;
   return std::nullopt;
 }
 

@@ -109,6 +109,10 @@ TEST_CASE("apps: bad command lines exit 2 with a clear message", "[apps]") {
   r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --dtype fp8");
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("--dtype: unknown dtype 'fp8'") != std::string::npos);
+  // A dtype in capitals is the same dtype (it was refused while parallel.order takes any case).
+  r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml model.seq_length=256 --threads 1 --dtype FP16");
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("on the CPU in fp16") != std::string::npos);
   r = run_hcpsim("verify scenarios/llama32_1b_cp4_a2a_p2p.yaml --inject no_such_fault");
   REQUIRE(r.exit_code == 2);
   REQUIRE(r.output.find("hcpsim verify --inject list") != std::string::npos);

@@ -25,6 +25,7 @@ std::string to_string(Dtype v);
 std::optional<CpCommType> parse_cp_comm_type(std::string_view s);
 std::optional<AttnMaskType> parse_attn_mask_type(std::string_view s);
 std::optional<QkvFormat> parse_qkv_format(std::string_view s);
+/// "fp64", "fp32", "bf16", "fp16" in any case ("FP16" too); std::nullopt if unknown.
 std::optional<Dtype> parse_dtype(std::string_view s);
 
 /// Size of one element in bytes (bf16/fp16 2, fp32 4, fp64 8).
