@@ -114,7 +114,7 @@ class ArgInterpreter {
   /// @throws InputError at the flag, naming the flag it resembles.
   void refuse_misspelled_flags() const {
     for (const auto& a : order_) {
-      if (used_.count(a.name)) continue;
+      if (used_.count(a.name) || a.name.find(':') != std::string::npos) continue;  // an MPI launcher's own option
       // used_ is a std::set: the first match in name order, deterministic.
       const std::string known =
           interop::misspelled_name(a.name, used_, [&](const std::string& k) { return last_.count(k) > 0; });
@@ -488,6 +488,7 @@ class ArgInterpreter {
     };
     cfg_.nnodes = as_count(nnodes);
     cfg_.nproc_per_node = as_count(nproc);
+    if (!cfg_.nnodes && !cfg_.nproc_per_node && !log_) read_mpi_launch();
     // torchrun's --nnodes defaults to 1 (torch.distributed.run: "--nnodes ... default 1"): a launcher line that
     // gives --nproc_per_node without --nnodes runs on one node.
     if (!log_ && !cfg_.nnodes && cfg_.nnodes_unresolved.empty() && cfg_.nproc_per_node) {
@@ -496,6 +497,58 @@ class ArgInterpreter {
     }
     if (cfg_.nnodes && cfg_.nproc_per_node) cfg_.world_size = *cfg_.nnodes * *cfg_.nproc_per_node;
     if (log_) cfg_.world_size = get_int("world_size");
+  }
+
+  /// An MPI launcher starting one process per GPU (split_megatron_command_line names its options "mpirun:np",
+  /// "srun:ntasks", ...): world = mpirun -np / -n or srun -n / --ntasks; processes per node = mpirun -N /
+  /// --npernode / -ppn or srun --ntasks-per-node; nodes = srun -N / --nodes. Two of the three give the third.
+  /// @throws InputError at the launcher's flag when its counts do not divide.
+  void read_mpi_launch() {
+    auto count = [&](std::initializer_list<const char*> names) -> std::pair<std::optional<int64_t>, const MegatronArg*> {
+      for (const char* n : names) {
+        const MegatronArg* a = get(n);
+        if (!a || a->values.size() != 1) continue;
+        const std::string& v = a->values[0];
+        if (v.empty() || v.size() > 7 || !std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+          continue;  // "$SLURM_NTASKS": left to the environment
+        return {std::stoll(v), a};
+      }
+      return {std::nullopt, nullptr};
+    };
+    const auto [world, world_arg] = count({"mpirun:np", "mpirun:n", "srun:n", "srun:ntasks"});
+    const auto [per_node, per_node_arg] = count({"mpirun:N", "mpirun:npernode", "mpirun:ppn", "srun:ntasks_per_node"});
+    const auto [nodes, nodes_arg] = count({"srun:N", "srun:nodes"});
+    if (world && *world > 0 && per_node && *per_node > 0) {
+      if (*world % *per_node != 0)
+        throw InputError(where(*world_arg), world_arg->flag,
+                         std::to_string(*world) + " processes do not fill nodes of " + std::to_string(*per_node),
+                         "give a multiple of " + per_node_arg->flag + " " + std::to_string(*per_node));
+      cfg_.nnodes = *world / *per_node;
+      cfg_.nproc_per_node = *per_node;
+    } else if (world && *world > 0 && nodes && *nodes > 0) {
+      if (*world % *nodes != 0)
+        throw InputError(where(*world_arg), world_arg->flag,
+                         std::to_string(*world) + " processes do not split evenly over " + std::to_string(*nodes) +
+                             " nodes",
+                         "give a multiple of " + nodes_arg->flag + " " + std::to_string(*nodes));
+      cfg_.nnodes = *nodes;
+      cfg_.nproc_per_node = *world / *nodes;
+    } else if (nodes && *nodes > 0 && per_node && *per_node > 0) {
+      cfg_.nnodes = *nodes;
+      cfg_.nproc_per_node = *per_node;
+    } else if (world && *world > 0) {  // the nodes follow from the cluster preset's GPUs per node
+      cfg_.world_size = *world;
+      cfg_.notes.push_back(world_arg->flag + " " + std::to_string(*world) +
+                           ": the world size, from the MPI launcher; nodes = world / the preset's GPUs per node");
+      return;
+    } else {
+      return;
+    }
+    // Where the counts came from (the written scenario's comments and messages point there).
+    cfg_.lines["nnodes"] = (nodes_arg != nullptr ? nodes_arg : world_arg)->line;
+    cfg_.lines["nproc_per_node"] = (per_node_arg != nullptr ? per_node_arg : world_arg)->line;
+    cfg_.notes.push_back(std::to_string(*cfg_.nnodes) + " nodes x " + std::to_string(*cfg_.nproc_per_node) +
+                         " processes per node, from the MPI launcher's counts");
   }
 
   std::string file_;

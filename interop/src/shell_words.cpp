@@ -382,20 +382,30 @@ class ShellInterpreter {
     }
     if (script == f.size()) return std::nullopt;
     // Launcher options: after `torchrun` or `-m torch.distributed.run|launch`, before the script.
-    size_t launcher = f.size();
+    // An MPI launcher (mpirun / mpiexec -np N, srun -n N -N nodes) starting one process per GPU directly: its counts,
+    // read as "mpirun:np", "srun:ntasks", ... (their options end at the python interpreter).
+    size_t launcher = f.size(), launcher_end = script;
+    std::string mpi;  // "mpirun" or "srun" when such a launcher starts the script itself
     for (size_t i = 0; i < script; ++i) {
       const std::string base = std::filesystem::path(f[i].text).filename().string();
-      if (base == "torchrun") launcher = i + 1;
+      if (base == "torchrun") launcher = i + 1, mpi.clear();
+      if (base == "mpirun" || base == "mpiexec" || base == "srun") {
+        launcher = i + 1;
+        mpi = base == "srun" ? "srun" : "mpirun";
+      }
+      if (!mpi.empty() && i >= launcher && base.rfind("python", 0) == 0 && launcher_end == script) launcher_end = i;
       if (f[i].text == "-m" && i + 1 < script &&
           (f[i + 1].text == "torch.distributed.run" || f[i + 1].text == "torch.distributed.launch"))
-        launcher = i + 2;
+        launcher = i + 2, mpi.clear(), launcher_end = script;
     }
     what.script = std::filesystem::path(f[script].text).filename().string();
     what.pretrain = what.script.rfind("pretrain", 0) == 0;
     what.launched = launcher < script;
     std::vector<std::string> stray;
     std::vector<MegatronArg> out;
-    if (launcher < script) out = options(f, launcher, script, true, stray);
+    if (launcher < script) out = options(f, launcher, std::min(launcher_end, script), true, stray);
+    if (!mpi.empty())
+      for (MegatronArg& a : out) a.name = mpi + ":" + a.name;  // never a torchrun or Megatron name
     auto main = options(f, script + 1, f.size(), false, stray);
     out.insert(out.end(), main.begin(), main.end());
     return out;

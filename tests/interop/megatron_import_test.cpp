@@ -257,6 +257,25 @@ TEST_CASE("import: a batch script's #SBATCH counts stand for the Slurm variables
   CHECK(gres[0].value == "4");
 }
 
+TEST_CASE("import: an MPI launcher's counts give the world, nodes and processes per node", "[import]") {
+  // mpirun -np / srun -n started the script without torchrun: "world size unknown, DP 1 assumed".
+  const std::string model = " python pretrain_gpt.py --num-attention-heads 32 --seq-length 8192 --kv-channels 64\n";
+  for (const auto& [launch, nodes, per_node] :
+       {std::tuple{"mpirun -np 16 -npernode 8 -x NCCL_DEBUG=INFO", 2, 8}, std::tuple{"mpiexec -n 32 -ppn 8", 4, 8},
+        std::tuple{"srun -N 2 --ntasks-per-node=4", 2, 4}, std::tuple{"srun --ntasks=16 --nodes=4", 4, 4}}) {
+    INFO(launch);
+    const MegatronConfig c = import_text(std::string(launch) + model);
+    CHECK(c.nnodes == nodes);
+    CHECK(c.nproc_per_node == per_node);
+    CHECK(c.world_size == nodes * per_node);
+  }
+  const MegatronConfig world_only = import_text("mpirun -np 16" + model);
+  CHECK(!world_only.nnodes);
+  CHECK(world_only.world_size == 16);  // the nodes then follow from the preset's GPUs per node
+  CHECK(error_of([&] { import_text("mpirun -np 12 -npernode 8" + model); }) ==
+        "launch.sh:1:8: -np: 12 processes do not fill nodes of 8; fix: give a multiple of -npernode 8");
+}
+
 TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
   // --nnodes and --nproc_per_node from the job's environment are kept as written (the importer's --nodes and
   // --gpus-per-node give the counts, or it fails naming the flag: tests/apps/import_cli_test.cpp).
