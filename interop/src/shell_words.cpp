@@ -45,6 +45,9 @@ class ShellInterpreter {
     if (unresolved_) unresolved_->push_back("$" + name + " = " + value + ", from " + why);
   }
 
+  /// The batch script's #SBATCH counts: what an `srun` without counts of its own inherits from the allocation.
+  void set_allocation(std::vector<SbatchSetting> settings) { allocation_ = std::move(settings); }
+
   /// The training command is the first `*.py` command with options that runs a pretrain*.py script; without
   /// one, the first that a launcher (torchrun, torch.distributed.run) starts; else the first of all. A data
   /// preprocessing step before the training line (tools/preprocess_data.py --input ...) is not taken for it.
@@ -406,11 +409,38 @@ class ShellInterpreter {
     if (launcher < script) out = options(f, launcher, std::min(launcher_end, script), true, stray);
     if (!mpi.empty())
       for (MegatronArg& a : out) a.name = mpi + ":" + a.name;  // never a torchrun or Megatron name
+    if (mpi == "srun") inherit_allocation(out);
     auto main = options(f, script + 1, f.size(), false, stray);
     out.insert(out.end(), main.begin(), main.end());
     return out;
   }
 
+  /// An srun that gives neither its node count nor its tasks per node takes them from the job's allocation (the
+  /// #SBATCH lines): they are added to its options as "srun:nodes" / "srun:ntasks_per_node", flagged as the
+  /// directive that set them.
+  void inherit_allocation(std::vector<MegatronArg>& out) const {
+    auto has = [&](std::initializer_list<const char*> names) {
+      return std::any_of(out.begin(), out.end(), [&](const MegatronArg& a) {
+        return std::find_if(names.begin(), names.end(), [&](const char* n) { return a.name == n; }) != names.end();
+      });
+    };
+    if (has({"srun:N", "srun:nodes", "srun:n", "srun:ntasks", "srun:ntasks_per_node"})) return;
+    for (const SbatchSetting& d : allocation_) {
+      const char* name = d.variable == "SLURM_NNODES"            ? "srun:nodes"
+                         : d.variable == "SLURM_NTASKS_PER_NODE" ? "srun:ntasks_per_node"
+                                                                 : nullptr;
+      if (name == nullptr) continue;
+      MegatronArg a;
+      a.name = name;
+      a.flag = d.directive.substr(0, d.directive.rfind(' '));  // "#SBATCH --nodes"
+      a.values = {d.value};
+      a.line = d.line;
+      a.from_launcher = true;
+      out.push_back(std::move(a));
+    }
+  }
+
+  std::vector<SbatchSetting> allocation_;
   std::string file_;
   std::vector<std::string>* unresolved_;
   std::map<std::string, std::string> vars_;
@@ -469,6 +499,7 @@ std::vector<MegatronArg> split_megatron_command_line(const std::string& text, co
                                                      std::vector<std::string>* unresolved) {
   const auto statements = lex_shell(text);
   ShellInterpreter interp(display_name, unresolved);
+  interp.set_allocation(sbatch_settings(text));
   for (const SbatchSetting& d : sbatch_settings(text)) {
     const std::string why = d.directive + " at line " + std::to_string(d.line);
     // Only the variables the script names (a note per variable it uses, none for the others).

@@ -274,6 +274,13 @@ TEST_CASE("import: an MPI launcher's counts give the world, nodes and processes 
   CHECK(world_only.world_size == 16);  // the nodes then follow from the preset's GPUs per node
   CHECK(error_of([&] { import_text("mpirun -np 12 -npernode 8" + model); }) ==
         "launch.sh:1:8: -np: 12 processes do not fill nodes of 8; fix: give a multiple of -npernode 8");
+  // An srun without counts of its own runs on the job's allocation: the #SBATCH lines give them.
+  const MegatronConfig alloc =
+      import_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\nsrun" + model);
+  CHECK(alloc.nnodes == 2);
+  CHECK(alloc.nproc_per_node == 8);
+  CHECK(alloc.lines.at("nnodes") == 2);
+  CHECK(import_text("#SBATCH --nodes=2\nsrun -N 4 --ntasks-per-node=2" + model).nnodes == 4);  // srun's own win
 }
 
 TEST_CASE("import: what cannot be resolved or derived is an InputError naming file, line, flag and fix", "[import]") {
