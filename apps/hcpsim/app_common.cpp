@@ -258,6 +258,10 @@ void print_schedule(const Schedule& s) {
   }
 }
 
+std::string type_suffix(const std::vector<CpCommType>& types, CpCommType t) {
+  return types.size() > 1 ? "." + to_string(t) : "";
+}
+
 std::vector<CpCommType> buildable_types(const Scenario& s) {
   std::vector<CpCommType> types;
   for (CpCommType t : s.parallel.distinct_cp_comm_types()) types.push_back(t);

@@ -66,6 +66,9 @@ void print_schedule(const Schedule& s);
 Provenance scenario_provenance(const Scenario& s, const std::vector<std::string>& overrides);
 /// The scenario's distinct comm types (every one has a schedule builder, all_gather included).
 std::vector<CpCommType> buildable_types(const Scenario& s);
+/// The file-name suffix of comm type `t`'s outputs: ".<type>" when the run has several comm types (a per-layer
+/// list), else "" (FILE.a2a+p2p, FILE.p2p; one type writes FILE itself).
+std::string type_suffix(const std::vector<CpCommType>& types, CpCommType t);
 
 /// Subcommand registration: each adds its options and sets `exit_code` from its callback.
 /// Callbacks throw InputError / DeviceError, which main() maps to exit codes.

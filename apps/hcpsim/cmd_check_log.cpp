@@ -130,15 +130,22 @@ void choose_datasheet_gpu(GpuChoice& choice, const DatasheetGpu& d, const std::s
   choice.peak.source = d.name + " (" + d.source + "), " + where;
 }
 
+/// The dense BF16 and FP8 peaks of `g` (TFLOP/s), with where they came from.
+GpuPeak peak_of(const GpuSpec& g, std::string source) {
+  GpuPeak peak;
+  peak.tflops = g.peak_bf16_flops_per_s / 1e12;
+  peak.fp8_tflops = g.peak_fp8_flops_per_s / 1e12;
+  peak.source = std::move(source);
+  return peak;
+}
+
 /// GPU peak: --scenario, else --gpu, else a GPU the log names, else the stated H100/H200-class assumption.
 GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
   GpuChoice choice;
   GpuPeak& peak = choice.peak;
   if (!o.scenario_path.empty()) {
     choice.given = load_scenario(o.scenario_path);
-    peak.tflops = choice.given->cluster.gpu.peak_bf16_flops_per_s / 1e12;
-    peak.fp8_tflops = choice.given->cluster.gpu.peak_fp8_flops_per_s / 1e12;
-    peak.source = choice.given->cluster.gpu.name + ", from --scenario " + o.scenario_path;
+    peak = peak_of(choice.given->cluster.gpu, choice.given->cluster.gpu.name + ", from --scenario " + o.scenario_path);
     if (!choice.given->cluster.preset.empty()) choice.preset_name = choice.given->cluster.preset;
   } else if (!o.gpu.empty()) {
     const auto p = preset_of_gpu_name(o.gpu);
@@ -154,22 +161,16 @@ GpuChoice choose_gpu(const CheckLogOptions& o, const MegatronLog& log) {
     }
     choice.preset_name = *p;
     const auto c = cluster_preset(*p, 1);
-    peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
-    peak.fp8_tflops = c->gpu.peak_fp8_flops_per_s / 1e12;
-    peak.source = c->gpu.name + ", from --gpu " + o.gpu;
+    peak = peak_of(c->gpu, c->gpu.name + ", from --gpu " + o.gpu);
   } else if (const auto d = log.gpu_name ? datasheet_gpu(*log.gpu_name) : std::nullopt) {
     choose_datasheet_gpu(choice, *d, "named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line));
   } else if (log.gpu_name) {
     choice.preset_name = *preset_of_gpu_name(*log.gpu_name);
     const auto c = cluster_preset(choice.preset_name, 1);
-    peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
-    peak.fp8_tflops = c->gpu.peak_fp8_flops_per_s / 1e12;
-    peak.source = c->gpu.name + ", named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line);
+    peak = peak_of(c->gpu, c->gpu.name + ", named by the log at " + o.log_path + ":" + std::to_string(log.gpu_line));
   } else {
     const auto c = cluster_preset("dgx-h100", 1);
-    peak.tflops = c->gpu.peak_bf16_flops_per_s / 1e12;
-    peak.fp8_tflops = c->gpu.peak_fp8_flops_per_s / 1e12;
-    peak.source = "assumed H100/H200-class: no --scenario, --gpu or GPU name in the log";
+    peak = peak_of(c->gpu, "assumed H100/H200-class: no --scenario, --gpu or GPU name in the log");
     peak.assumed = true;
   }
   return choice;

@@ -427,7 +427,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     const std::optional<sim::StepResult> step =
         simulate_and_print_step(s, t, report.data_parallel_size, topology, out, std::move(attention.schedule));
     if (step) steps.push_back(*step);
-    write_outputs(out, types.size() > 1 ? "." + to_string(t) : "", r, step ? &*step : nullptr, cl.gpu.calibration,
+    write_outputs(out, type_suffix(types, t), r, step ? &*step : nullptr, cl.gpu.calibration,
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
     progress.update(++types_done);
   }

@@ -61,7 +61,7 @@ nlohmann::json report_accumulation_growth(const Scenario& s, CpCommType t, const
 class VerifyRunner {
  public:
   VerifyRunner(const VerifySetup& setup, const VerifyArgs& args, const Provenance& provenance)
-      : setup_(setup), args_(args), provenance_(provenance) {}
+      : setup_(setup), args_(args), provenance_(provenance), types_(buildable_types(setup.scenario)) {}
 
   /// The backend that executes schedules, at precision `d` (the bf16_accumulation report runs another dtype).
   ScheduleRunner runner_for(Dtype d) {
@@ -108,6 +108,7 @@ class VerifyRunner {
   const VerifySetup& setup_;
   const VerifyArgs& args_;
   const Provenance& provenance_;  ///< the effective scenario, with --dtype and --inject in its oracle block
+  const std::vector<CpCommType> types_;  ///< the comm types this run verifies (type_suffix names their outputs)
   std::shared_ptr<GpuRunRecord> gpu_record_;  ///< the measurements of the latest GPU run
   ProgressReporter* progress_ = nullptr;  ///< the display of the comm type being verified (runner_for reads it)
   std::string suffix_;  ///< ".<type>" of the comm type being verified when the scenario has several, else ""
@@ -194,7 +195,7 @@ void VerifyRunner::write_dump(CpCommType t, const CpLayout& layout, const HeadSe
 
 void VerifyRunner::verify(CpCommType t) {
   const Scenario& s = setup_.scenario;
-  suffix_ = buildable_types(s).size() > 1 ? "." + to_string(t) : "";
+  suffix_ = type_suffix(types_, t);
   const auto& fault = setup_.fault;
   const Dtype dtype = setup_.dtype;
   const auto full_shape = attention_shape(s);
@@ -278,7 +279,7 @@ int cmd_verify(const Common& c, const VerifyArgs& args) {
   // paths to check before any work.
   std::vector<RequestedOutput> outputs{{args.json_path, "--json", "JSON summary"}};
   for (CpCommType t : types) {
-    const std::string suffix = types.size() > 1 ? "." + to_string(t) : "";
+    const std::string suffix = type_suffix(types, t);
     auto with = [&](const std::string& path) { return path.empty() ? path : path + suffix; };
     outputs.push_back({with(args.dump_path), "--dump", "dump", true});
     outputs.push_back({with(args.trace_path), "--trace", "trace"});

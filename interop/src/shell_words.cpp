@@ -499,8 +499,9 @@ std::vector<MegatronArg> split_megatron_command_line(const std::string& text, co
                                                      std::vector<std::string>* unresolved) {
   const auto statements = lex_shell(text);
   ShellInterpreter interp(display_name, unresolved);
-  interp.set_allocation(sbatch_settings(text));
-  for (const SbatchSetting& d : sbatch_settings(text)) {
+  const std::vector<SbatchSetting> allocation = sbatch_settings(text);
+  interp.set_allocation(allocation);
+  for (const SbatchSetting& d : allocation) {
     const std::string why = d.directive + " at line " + std::to_string(d.line);
     // Only the variables the script names (a note per variable it uses, none for the others).
     for (const char* v : {d.variable.c_str(), d.variable == "SLURM_NNODES" ? "SLURM_JOB_NUM_NODES" : ""})

@@ -328,7 +328,7 @@ std::string input_origins(const DumpContents& a, const DumpContents& b) {
     const auto it = d.meta_number.find("seed");
     return it == d.meta_number.end() ? std::nullopt : std::optional<std::string>(fmt::format("{:.17g}", it->second));
   };
-  if (seed(a) && seed(b) && *seed(a) != *seed(b)) why += "; seed " + *seed(b) + " against " + *seed(a);
+  if (const auto sa = seed(a), sb = seed(b); sa && sb && *sa != *sb) why += "; seed " + *sb + " against " + *sa;
   for (const char* key : {"dtype", "input_distribution"}) {
     const auto x = a.meta_text.find(key), y = b.meta_text.find(key);
     if (x != a.meta_text.end() && y != b.meta_text.end() && x->second != y->second)

@@ -71,6 +71,8 @@ TEST_CASE("apps: check-log names a resumed run that repeats iterations without a
   CHECK(r.output.find("throughput: 2 iterations report TFLOP/s per GPU") != std::string::npos);  // 10, then 20
   const auto j = nlohmann::json::parse(slurp((dir / "r.json").string()));
   CHECK(j.at("throughput").at("resumed_lines") == nlohmann::json::array({line}));
+  // The FP8 peak a run is held to, beside the bf16 one (the assumed H100: 1978.9 dense FP8 TFLOP/s).
+  CHECK(j.at("gpu_peak").at("fp8_tflops_per_gpu") == 1978.9);
   fs::remove_all(dir);
 }
 
