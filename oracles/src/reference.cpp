@@ -1,6 +1,8 @@
 #include "hcpsim/oracles/reference.hpp"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -85,8 +87,80 @@ struct GradTargets {
   int64_t batch = -1;  ///< batch index in dk/dv; −1: the item's own batch (a per-item partial holds batch 0 only)
 };
 
+/// Lanes of the row kernels below: every row sum runs as this many interleaved partial sums, element j of a run
+/// going to partial (j − first) mod kSumLanes, combined pairwise at the end. The grouping depends on the run's
+/// length only (never on an address or a thread count), and the loops vectorise without reassociation.
+constexpr int64_t kSumLanes = 8;
+
+/// Σ x[j]·y[j] over j in [lo, hi) (y == nullptr: Σ x[j]) in the fixed grouping of kSumLanes partial sums.
+double lane_sum(const double* x, const double* y, int64_t lo, int64_t hi) {
+  std::array<double, kSumLanes> part{};
+  int64_t j = lo;
+  if (y == nullptr) {
+    for (; j + kSumLanes <= hi; j += kSumLanes)
+      for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] += x[j + k];
+    for (int64_t k = 0; j < hi; ++j, ++k) part[static_cast<size_t>(k)] += x[j];
+  } else {
+    for (; j + kSumLanes <= hi; j += kSumLanes)
+      for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] += x[j + k] * y[j + k];
+    for (int64_t k = 0; j < hi; ++j, ++k) part[static_cast<size_t>(k)] += x[j] * y[j];
+  }
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+/// max(−inf, x[lo], …, x[hi − 1]) with a NaN element skipped (std::max keeps its first argument against NaN), in
+/// kSumLanes interleaved lanes: the same value as one ascending pass (max is exact), in vectorisable loops.
+double lane_max(const double* x, int64_t lo, int64_t hi) {
+  std::array<double, kSumLanes> part;
+  part.fill(kNegInf);
+  int64_t j = lo;
+  for (; j + kSumLanes <= hi; j += kSumLanes)
+    for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] = std::max(part[static_cast<size_t>(k)], x[j + k]);
+  for (int64_t k = 0; j < hi; ++j, ++k) part[static_cast<size_t>(k)] = std::max(part[static_cast<size_t>(k)], x[j]);
+  double m = kNegInf;
+  for (double v : part) m = std::max(m, v);
+  return m;
+}
+
+/// Below this argument exp's result is subnormal or 0, where Eigen's vector exp stops following the C library's
+/// (it returns its smallest normal value); such elements (and NaN) take std::exp.
+/// Source: ln(DBL_MIN) = −708.396…; IEEE 754 binary64.
+constexpr double kVectorExpFloor = -708.0;
+
+/// x[j] = exp(x[j] − shift) for j in [0, n): Eigen's vectorised exp (its packet exp, within 1 ulp of the C library's)
+/// on every element, the last partial packet padded, so an element's result depends on its value alone; an
+/// argument below kVectorExpFloor or NaN takes std::exp (a row holding one runs element by element).
+void exp_shifted(double* x, int64_t n, double shift) {
+  namespace ei = Eigen::internal;
+  using Packet = ei::packet_traits<double>::type;
+  constexpr auto lanes = static_cast<int64_t>(sizeof(Packet) / sizeof(double));
+  const Packet s = ei::pset1<Packet>(shift);
+  const Packet floor = ei::pset1<Packet>(kVectorExpFloor);
+  Packet outside = ei::pzero(s);  // lanes that saw an argument below the floor, or NaN
+  int64_t j = 0;
+  for (; j + lanes <= n; j += lanes)
+    outside = ei::por(outside, ei::pcmp_lt_or_nan(ei::psub(ei::ploadu<Packet>(x + j), s), floor));
+  std::array<double, lanes> pad{};
+  std::array<double, lanes> out{};
+  ei::pstoreu(out.data(), outside);
+  j = 0;
+  if (std::all_of(out.begin(), out.end(), [](double lane) { return std::bit_cast<uint64_t>(lane) == 0; })) {
+    for (; j + lanes <= n; j += lanes) ei::pstoreu(x + j, ei::pexp(ei::psub(ei::ploadu<Packet>(x + j), s)));
+  }
+  for (; j < n; j += lanes) {  // the tail, or every packet of a row with an argument outside
+    const int64_t m = std::min(lanes, n - j);
+    for (int64_t k = 0; k < lanes; ++k) pad[static_cast<size_t>(k)] = k < m ? x[j + k] - shift : 0.0;
+    ei::pstoreu(out.data(), ei::pexp(ei::ploadu<Packet>(pad.data())));
+    for (int64_t k = 0; k < m; ++k) {
+      const double a = pad[static_cast<size_t>(k)];
+      x[j + k] = a >= kVectorExpFloor ? out[static_cast<size_t>(k)] : std::exp(a);
+    }
+  }
+}
+
 /// Turns the raw products q·kᵀ of chunk rows [r0, r0 + n) over keys [c0, c0 + p.cols()) into probabilities in
 /// place (P_ij = exp(S_ij − m_i)/l_i with S_ij = scale·(q_i·k_j), 0 for a masked key) and writes softmax_lse.
+/// l_i is summed in the fixed lane grouping (lane_sum); exp is exp_shifted's.
 void softmax_rows(Matrix& p, const std::vector<KeyRange>& keys, int64_t r0, int64_t c0, double scale, HostTensor& lse,
                   int64_t b, int64_t h) {
   const int64_t w = p.cols();
@@ -95,14 +169,10 @@ void softmax_rows(Matrix& p, const std::vector<KeyRange>& keys, int64_t r0, int6
     const ColumnRange vis = chunk_columns(kr, c0, w);
     double* row = p.data() + i * w;  // row-major: the row's w elements are contiguous
     for (int64_t j = vis.lo; j < vis.hi; ++j) row[j] *= scale;
-    double m = kNegInf;  // a NaN score leaves m alone and still reaches l through exp(NaN − m)
-    for (int64_t j = vis.lo; j < vis.hi; ++j) m = std::max(m, row[j]);
-    double l = 0;
+    const double m = lane_max(row, vis.lo, vis.hi);  // a NaN score leaves m alone and reaches l through exp(NaN − m)
     for (int64_t j = 0; j < vis.lo; ++j) row[j] = 0;
-    for (int64_t j = vis.lo; j < vis.hi; ++j) {
-      row[j] = std::exp(row[j] - m);
-      l += row[j];
-    }
+    exp_shifted(row + vis.lo, vis.hi - vis.lo, m);
+    const double l = lane_sum(row, nullptr, vis.lo, vis.hi);
     for (int64_t j = vis.hi; j < w; ++j) row[j] = 0;
     if (kr.begin >= kr.end) {  // no visible key: P = 0 (so out = 0, dS = 0), lse = −inf
       lse(b, r0 + i, h, 0) = kNegInf;
@@ -114,7 +184,7 @@ void softmax_rows(Matrix& p, const std::vector<KeyRange>& keys, int64_t r0, int6
 }
 
 /// Forward and backward of one (batch b, query head h, kv head g), a chunk of query rows at a time over the keys
-/// that chunk sees; every sum runs in ascending row or key order.
+/// that chunk sees; every sum runs in a fixed order (Eigen's products by shape, the row sums by lane_sum).
 void reference_head(const AttentionInputs& in, const std::vector<KeyRange>& keys, double scale, int64_t b, int64_t h,
                     int64_t g, AttentionOutputs& r, const GradTargets& grads) {
   const int64_t s = in.q.rows();
@@ -153,8 +223,7 @@ void reference_head(const AttentionInputs& in, const std::vector<KeyRange>& keys
       const ColumnRange vis = chunk_columns(keys[static_cast<size_t>(r0 + i)], c0, w);
       const double* p_row = p.data() + i * w;
       double* ds_row = ds.data() + i * w;
-      double d = 0;  // D_i = Σ_j P_ij·dP_ij
-      for (int64_t j = vis.lo; j < vis.hi; ++j) d += p_row[j] * ds_row[j];
+      const double d = lane_sum(p_row, ds_row, vis.lo, vis.hi);  // D_i = Σ_j P_ij·dP_ij
       for (int64_t j = 0; j < vis.lo; ++j) ds_row[j] = 0.0;
       for (int64_t j = vis.lo; j < vis.hi; ++j) ds_row[j] = p_row[j] * (ds_row[j] - d);
       for (int64_t j = vis.hi; j < w; ++j) ds_row[j] = 0.0;

@@ -443,3 +443,32 @@ TEST_CASE("oracles: reference gradients with a window, an empty row and GQA matc
   check_gradients(base, grads, [&](const AttentionInputs& in) { return reference_attention(in, keys, scale, 1); });
   for (int64_t h = 0; h < 4; ++h) REQUIRE(grads.softmax_lse(0, 2, h, 0) == -std::numeric_limits<double>::infinity());
 }
+
+TEST_CASE("oracles: reference probabilities follow exp's underflow to 0 exactly, on every lane of a row",
+          "[oracles]") {
+  // S = 11 unmasked rows of one head (dk = dv = 1; 11 is no multiple of the vector width, so the last packet is
+  // padded). Every query is 1 and every key 0 except key `far` = −2000: its score is −2000 below the row maximum,
+  // where exp underflows to 0 (std::exp(−2000) = 0; a vector exp that stops at its smallest normal value would give
+  // ~5.6e-309). Then P_i,far = 0 exactly, so dv_far = Σ_i P_i,far·dout_i = 0 and dk_far = 0, and every other key
+  // gets P = 1/10 exactly, out_i = Σ_j P_ij·v_j = 0.1·(Σ_{j≠far} v_j).
+  const AttentionShape shape = make_shape(1, 11, 1, 1, 1, 1, false);
+  for (int64_t far : {0, 7, 8, 10}) {
+    INFO("far key " << far);
+    AttentionInputs in = make_attention_inputs(5, shape, "normal");
+    double v_sum = 0;
+    for (int64_t j = 0; j < 11; ++j) {
+      in.q(0, j, 0, 0) = 1.0;
+      in.k(0, j, 0, 0) = j == far ? -2000.0 : 0.0;
+      v_sum += j == far ? 0.0 : in.v(0, j, 0, 0);
+    }
+    for (int threads : {1, 2}) {
+      const AttentionOutputs r = reference_attention(in, false, 1.0, threads);
+      REQUIRE(r.dv(0, far, 0, 0) == 0.0);
+      REQUIRE(r.dk(0, far, 0, 0) == 0.0);
+      for (int64_t i = 0; i < 11; ++i) {
+        REQUIRE(r.softmax_lse(0, i, 0, 0) == Approx(std::log(10.0)).epsilon(1e-15));
+        REQUIRE(r.out(0, i, 0, 0) == Approx(0.1 * v_sum).epsilon(1e-13));
+      }
+    }
+  }
+}
