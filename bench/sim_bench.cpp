@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "llama3_8b_shape.hpp"
 #include "hcpsim/config/cluster_spec.hpp"
 #include "hcpsim/core/cp_layout.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
@@ -53,16 +54,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int64_t p2p = cp / kA2aSize;
-  hcpsim::AttentionShape shape;  // Llama-3-8B attention per TP rank (TP = 1): 32 heads, 8 KV groups, d = 128
-  shape.batch = 1;
-  shape.seq_length = seq_per_rank * cp;
-  shape.heads_q = 32;
-  shape.heads_kv = 8;
-  shape.head_dim_qk = 128;
-  shape.head_dim_v = 128;
-  shape.causal = true;
-  shape.softmax_scale = 1.0 / 11.313708498984761;  // 128^-0.5
-  shape.dtype = hcpsim::Dtype::bf16;
+  const hcpsim::AttentionShape shape = hcpsim::bench::llama3_8b_shape(cp, seq_per_rank);
   const auto cluster = *hcpsim::cluster_preset("dgx-h100", cp / kA2aSize);
 
   std::vector<int64_t> gpus;

@@ -14,7 +14,8 @@
 //    software latency) and the route (link ids).
 // 2. hcpsim replay: a fresh EventQueue + FlowNetwork with the topology's link capacities starts the same flows at
 //    the same start_ps over the same routes (start events at priority 1, between drains (0) and the batched
-//    recomputation (2), as in the simulator). Its drain times must equal SimResult::flows[i].drained_ps; the
+//    recomputation (2), as in the simulator), one after the other as SimGrid's replay actor does (each start
+//    event schedules the next, so the queue holds the flows in flight, as in the simulator). Its drain times must equal SimResult::flows[i].drained_ps; the
 //    harness checks that (column "replay = sim").
 // 3. SimGrid replay (in a child process per run, because a SimGrid Engine can be created once per process): every
 //    directed topology link used by a flow becomes one SimGrid link (hcpsim links are directed, one capacity per
@@ -54,14 +55,13 @@
 #include "hcpsim/sim/event_queue.hpp"
 #include "hcpsim/sim/flow_network.hpp"
 #include "hcpsim/sim/simulator.hpp"
+#include "simgrid_cases.hpp"
 
 namespace {
 
 namespace sg4 = simgrid::s4u;
 using hcpsim::sim::TimePs;
 
-// Tokens per CP rank. Source: assumption, a typical long-context shard (as bench/sim_bench.cpp).
-constexpr int64_t kSeqPerRank = 4096;
 // Event priorities of the replay, as the simulator uses them. Source: docs/simulator.md "Event engine"
 // (completions 0, per-rank kick 1, batched network recomputation 2).
 constexpr int kDrainPriority = 0;
@@ -100,94 +100,6 @@ const std::vector<std::string> kSimgridConfig = {
     // Quiet: no "Configuration change" lines.
     "--log=root.thresh:warning",
 };
-
-/// One comparison case: a schedule on a cluster with a placement.
-struct Case {
-  std::string name;
-  std::string description;
-  hcpsim::CpCommType cp_comm_type = hcpsim::CpCommType::a2a_p2p;
-  int64_t a2a_size = 1;
-  int64_t p2p_size = 1;
-  hcpsim::ClusterSpec cluster;
-  std::vector<int64_t> gpu_of_cp_rank;  ///< global GPU of each CP rank
-};
-
-/// A DGX H100 cluster of `nodes` nodes with `gpus_per_node` GPUs and `nics_per_node` NICs (0 = one per GPU).
-hcpsim::ClusterSpec dgx_h100(int64_t nodes, int64_t gpus_per_node, int64_t nics_per_node) {
-  hcpsim::ClusterSpec c = *hcpsim::cluster_preset("dgx-h100", nodes);
-  c.gpus_per_node = gpus_per_node;
-  c.nics_per_node = nics_per_node;
-  return c;
-}
-
-/// Global GPUs 0 … n−1 (Megatron's tp-cp-ep-dp-pp with TP = 1: CP rank = global rank).
-std::vector<int64_t> first_gpus(int64_t n) {
-  std::vector<int64_t> g;
-  for (int64_t r = 0; r < n; ++r) g.push_back(r);
-  return g;
-}
-
-/// The cases, by name. @return empty name for an unknown one.
-Case make_case(const std::string& name) {
-  Case k;
-  k.name = name;
-  if (name == "a2a8") {
-    k.description = "a2a CP=8 on 1 DGX H100 node (NVSwitch)";
-    k.cp_comm_type = hcpsim::CpCommType::a2a;
-    k.a2a_size = 8;
-    k.cluster = dgx_h100(1, 8, 0);
-    k.gpu_of_cp_rank = first_gpus(8);
-  } else if (name == "ring4") {
-    k.description = "p2p CP=4, one rank per node on 4 DGX H100 nodes (TP=8 placement)";
-    k.cp_comm_type = hcpsim::CpCommType::p2p;
-    k.p2p_size = 4;
-    k.cluster = dgx_h100(4, 8, 0);
-    k.gpu_of_cp_rank = {0, 8, 16, 24};
-  } else if (name == "shared_nic") {
-    k.description = "a2a+p2p [8,4] on 4 DGX H100 nodes, 2 NICs per node (4 ring flows per NIC)";
-    k.a2a_size = 8;
-    k.p2p_size = 4;
-    k.cluster = dgx_h100(4, 8, 2);
-    k.gpu_of_cp_rank = first_gpus(32);
-  } else if (name == "a2a_nic") {
-    k.description = "a2a+p2p [8,2] on 4 nodes of 4 H100, 1 NIC per node (a2a and ring flows share NICs)";
-    k.a2a_size = 8;
-    k.p2p_size = 2;
-    k.cluster = dgx_h100(4, 4, 1);
-    k.gpu_of_cp_rank = first_gpus(16);
-  } else if (name == "large512") {
-    k.description = "a2a+p2p [8,64] on 64 DGX H100 nodes (CP=512, 2 scalable units, ring hops via spines)";
-    k.a2a_size = 8;
-    k.p2p_size = 64;
-    k.cluster = dgx_h100(64, 8, 0);
-    k.gpu_of_cp_rank = first_gpus(512);
-  } else if (name == "p2p512") {
-    k.description = "p2p CP=512 on 64 DGX H100 nodes (ring through NVLink and NICs)";
-    k.cp_comm_type = hcpsim::CpCommType::p2p;
-    k.p2p_size = 512;
-    k.cluster = dgx_h100(64, 8, 0);
-    k.gpu_of_cp_rank = first_gpus(512);
-  } else {
-    k.name.clear();
-  }
-  return k;
-}
-
-/// Llama-3-8B attention per TP rank (TP = 1): 32 q-heads, 8 KV groups, d = 128, bf16, causal; kSeqPerRank tokens
-/// per CP rank. Source: as bench/sim_bench.cpp.
-hcpsim::AttentionShape llama3_8b_shape(int64_t cp) {
-  hcpsim::AttentionShape shape;
-  shape.batch = 1;
-  shape.seq_length = kSeqPerRank * cp;
-  shape.heads_q = 32;
-  shape.heads_kv = 8;
-  shape.head_dim_qk = 128;
-  shape.head_dim_v = 128;
-  shape.causal = true;
-  shape.softmax_scale = 1.0 / std::sqrt(128.0);
-  shape.dtype = hcpsim::Dtype::bf16;
-  return shape;
-}
 
 /// Wall seconds since t0 (steady clock; benchmarks only).
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -293,6 +205,29 @@ std::vector<size_t> start_order(const std::vector<hcpsim::sim::FlowRecord>& flow
                    [&](size_t x, size_t y) { return flows[x].start_ps < flows[y].start_ps; });
   return order;
 }
+
+/// The hcpsim replay's flow starts: each start event starts flow order[next] and schedules the next one, so the
+/// queue holds one pending start at a time (see run_case). Every reference must outlive the run.
+struct ChainedStarts {
+  hcpsim::sim::EventQueue& queue;
+  hcpsim::sim::FlowNetwork& network;
+  const std::vector<hcpsim::sim::FlowRecord>& flows;
+  const std::vector<size_t>& order;
+  std::vector<TimePs>& drained;
+  size_t next = 0;
+
+  /// Schedules the start of flow order[next] at its start time (nothing once every flow has started).
+  void schedule_next() {
+    if (next < order.size()) queue.schedule_at(flows[order[next]].start_ps, kStartPriority, [this] { start(); });
+  }
+  void start() {
+    const size_t i = order[next++];
+    TimePs* slot = &drained[i];
+    hcpsim::sim::EventQueue* q = &queue;
+    network.start_flow(flows[i].route, flows[i].bytes, [slot, q] { *slot = q->now(); });
+    schedule_next();
+  }
+};
 
 /// One actor starts every flow at its start time, in `order`, into comms[i]; the arguments must outlive the run.
 void create_replay_actor(const std::vector<hcpsim::sim::FlowRecord>& flows, const std::vector<size_t>& order,
@@ -481,8 +416,16 @@ Row run_case(const Case& k, const std::vector<std::string>& extra_cfg) {
   row.flows = flows.size();
 
   // 2. hcpsim replay of the same flow set in a fresh FlowNetwork, twice: the first run pays the first touch of its
-  // heap pages (slow on the build VM, see "CPU oracle" in bench/RESULTS.md), the second reuses them.
+  // heap pages (slow on the build VM, see "CPU oracle" in bench/RESULTS.md), the second reuses them. As SimGrid's
+  // replay actor (one sleep_until per flow), and as the simulator, which starts a flow when its sender gets there,
+  // the flows start one after the other: each start event schedules the next (flows in start order, ties in flow
+  // order), so the queue holds the flows in flight, not every flow of the layer. The closures capture 16 bytes
+  // (std::function's inline buffer): no heap allocation per flow in the harness.
   std::vector<TimePs> drained(flows.size(), -1);
+  std::vector<size_t> all_by_start(flows.size());
+  for (size_t i = 0; i < flows.size(); ++i) all_by_start[i] = i;
+  std::stable_sort(all_by_start.begin(), all_by_start.end(),
+                   [&](size_t x, size_t y) { return flows[x].start_ps < flows[y].start_ps; });
   auto replay = [&]() {
     std::fill(drained.begin(), drained.end(), -1);
     const auto t1 = std::chrono::steady_clock::now();
@@ -492,12 +435,8 @@ Row run_case(const Case& k, const std::vector<std::string>& extra_cfg) {
       capacities.reserve(topology.links().size());
       for (const auto& l : topology.links()) capacities.push_back(l.bandwidth_bytes_per_s);
       hcpsim::sim::FlowNetwork network(queue, std::move(capacities), kDrainPriority, kRecomputePriority);
-      queue.reserve(static_cast<int64_t>(3 * flows.size()));
-      for (size_t i = 0; i < flows.size(); ++i) {
-        queue.schedule_at(flows[i].start_ps, kStartPriority, [&, i]() {
-          network.start_flow(flows[i].route, flows[i].bytes, [&, i]() { drained[i] = queue.now(); });
-        });
-      }
+      ChainedStarts starts{queue, network, flows, all_by_start, drained};
+      starts.schedule_next();
       queue.run();
     }
     const double s = seconds_since(t1);

@@ -174,6 +174,18 @@ void FlowNetwork::fill_component(size_t links_begin, size_t links_end, size_t fl
     f.updated_ps = now;
   }
 
+  // One flow alone on every link of its route (each link once): the filling's first round picks the link with
+  // the smallest capacity / 1 and freezes the flow at that share, so its rate is its route's minimum capacity,
+  // the same double, taken without the heap.
+  if (flows_end - flows_begin == 1 && links_end - links_begin == flows_[ix(batch_flows_[flows_begin].slot)].links.size()) {
+    Flow& f = flows_[ix(batch_flows_[flows_begin].slot)];
+    double share = std::numeric_limits<double>::infinity();
+    for (size_t i = links_begin; i < links_end; ++i) share = std::min(share, capacity_[ix(batch_links_[i])]);
+    f.batch_state = share == f.rate ? 2 : 3;
+    f.rate = share;
+    return;
+  }
+
   // Progressive filling. The heap holds (fair share, link) of every link with unfrozen flows, smallest share
   // first and, among equal shares, the lowest link id: the link a scan in id order would pick. An entry is
   // current when its share equals the link's present one; older entries are skipped when they surface.

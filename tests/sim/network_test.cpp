@@ -216,6 +216,30 @@ TEST_CASE("net: equal fair shares: the lowest link id is the bottleneck", "[sim]
   q.run();
 }
 
+TEST_CASE("net: a flow alone on its route runs at the route's smallest capacity; a link listed twice halves it",
+          "[sim][net]") {
+  // Links 0..3: 4e11, 1.5e11, 3e11, 2e11 B/s. A flow over 0 → 1 → 2 alone on them takes 1.5e11 (link 1); after it
+  // drains, a flow over 3 → 0 takes 2e11 (link 3). A route that lists link 2 twice puts two shares of the one
+  // flow on it (the filling counts each entry): 3e11 / 2 = 1.5e11, below link 3's 2e11.
+  EventQueue q;
+  FlowNetwork net(q, {4e11, 1.5e11, 3e11, 2e11}, kDrain, kRecompute);
+  TimePs first = -1;
+  const int64_t a = net.start_flow({0, 1, 2}, 3'000'000, [&] { first = q.now(); });
+  REQUIRE(q.step());
+  REQUIRE(net.rate(a) == 1.5e11);
+  q.run();
+  REQUIRE(first == 20'000'000);  // 3e6 B / 1.5e11 B/s = 20 µs
+  const int64_t b = net.start_flow({3, 0}, 1'000'000, [] {});
+  REQUIRE(q.step());
+  REQUIRE(net.rate(b) == 2e11);
+  q.run();
+  const int64_t c = net.start_flow({3, 2, 2}, 1'000'000, [] {});
+  REQUIRE(q.step());
+  REQUIRE(net.rate(c) == 1.5e11);
+  q.run();
+  REQUIRE(net.usage()[2].flows == 3);  // a once, c twice (one count per route entry)
+}
+
 TEST_CASE("net: flow slots are reused; ids, rates and drains stay per flow", "[sim][net]") {
   // 1000 flows one after another on one 1e11 B/s link, each started when the previous one drains (a slot is
   // reused every time): flow k (1e6 B) drains at (k + 1) · 10 µs, and ids count 0, 1, 2, …

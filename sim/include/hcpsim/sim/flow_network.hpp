@@ -11,7 +11,9 @@
 /// * Progressive filling: repeatedly take the link with the smallest fair share (remaining capacity / unfrozen
 ///   flows; ties → lowest link id), give that share to its unfrozen flows and freeze them. The links of a
 ///   component wait in a min-heap keyed by (fair share, link id), so picking the bottleneck costs O(log links)
-///   instead of a scan; the arithmetic (which subtraction, in which order) is that of the plain scan.
+///   instead of a scan; the arithmetic (which subtraction, in which order) is that of the plain scan. A component
+///   of one flow alone on its links (each listed once) gets its route's smallest capacity without the heap: the
+///   value the filling's one round gives.
 /// * No packets, no congestion control, no head-of-line blocking, no switch buffers, no PCIe/NVLink protocol
 ///   overhead beyond the configured bandwidths; rates change instantly. Latency is added by the caller
 ///   (route latency + per-message software latency), not by this class.
