@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Byte comparison of what two hcpsim binaries write for a fixed set of simulate / plan / replay commands: the check
-# that an engine or network change leaves every reported number and timeline as it was (bench/RESULTS.md records
-# each use). Usage:
+# Byte comparison of what two hcpsim binaries write for a fixed set of simulate and plan commands (run with --quiet,
+# so no progress line differs): the check that an engine or network change leaves every reported number and
+# timeline as it was (bench/RESULTS.md records each use). Usage:
 #   bash bench/compare_outputs.sh OLD_BINARY NEW_BINARY
-# Prints one line per command (same / DIFFERENT, with the differing files) and exits 1 when any output differs.
+# Prints one line per command (same / DIFFERENT, with the differing files, or FAILED with the exit statuses) and
+# exits 1 when any output differs or any command fails on either side.
 set -euo pipefail
+if [ $# -ne 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ] || [ -d "$1" ] || [ -d "$2" ]; then
+  echo "usage: bash bench/compare_outputs.sh OLD_BINARY NEW_BINARY (two executable hcpsim files)" >&2
+  exit 2
+fi
+old=$(realpath -e -- "$1")
+new=$(realpath -e -- "$2")
 cd "$(dirname "$0")/.."
-old=$(realpath "$1")
-new=$(realpath "$2")
 root=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,12 +43,18 @@ for entry in "${commands[@]}"; do
     [ "$side" = new ] && bin=$new
     # Scenario paths are relative to the repository; the outputs go to the scratch folder.
     rc=0
-    (cd "$work/$side/$name" && "$bin" "${args[0]}" "$root/${args[1]}" "${args[@]:2}" > stdout.txt 2> stderr.txt) || rc=$?
+    (cd "$work/$side/$name" && "$bin" "${args[0]}" --quiet "$root/${args[1]}" "${args[@]:2}" > stdout.txt \
+      2> stderr.txt) || rc=$?
     echo "$rc" > "$work/$side/$name/exit_status"
     # The first stdout lines name the scenario file by its path, which is the same for both sides.
   done
-  if diff -rq "$work/old/$name" "$work/new/$name" > "$work/diff.txt"; then
-    printf '%-44s same (exit %s, %s files)\n' "$name" "$(cat "$work/old/$name/exit_status")" "$(find "$work/old/$name" -type f | wc -l)"
+  rc_old=$(cat "$work/old/$name/exit_status")
+  rc_new=$(cat "$work/new/$name/exit_status")
+  if [ "$rc_old" != 0 ] || [ "$rc_new" != 0 ]; then
+    printf '%-44s FAILED (exit %s / %s): %s\n' "$name" "$rc_old" "$rc_new" "$(head -c 300 "$work/new/$name/stderr.txt")"
+    status=1
+  elif diff -rq "$work/old/$name" "$work/new/$name" > "$work/diff.txt"; then
+    printf '%-44s same (%s files)\n' "$name" "$(find "$work/old/$name" -type f | wc -l)"
   else
     printf '%-44s DIFFERENT: %s\n' "$name" "$(tr '\n' ' ' < "$work/diff.txt")"
     status=1

@@ -4,7 +4,7 @@
 //
 //   hcpsim_simgrid_bench [CASE ...] [--cfg=NAME:VALUE ...]
 //
-// CASE: a2a8 ring4 shared_nic a2a_nic large512 (the default set) and p2p512 (opt-in: ~0.8 M flows). Extra --cfg
+// CASE: a2a8 ring4 shared_nic a2a_nic large512 (the default set) and p2p512 (opt-in: 523,776 flows). Extra --cfg
 // options are appended after the harness's SimGrid settings (later ones win), e.g. --cfg=surf/precision:1e-12.
 //
 // What is compared, per case:

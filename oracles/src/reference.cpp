@@ -122,14 +122,14 @@ double lane_max(const double* x, int64_t lo, int64_t hi) {
   return m;
 }
 
-/// Below this argument exp's result is subnormal or 0, where Eigen's vector exp stops following the C library's
-/// (it returns its smallest normal value); such elements (and NaN) take std::exp.
-/// Source: ln(DBL_MIN) = −708.396…; IEEE 754 binary64.
+/// Below this argument exp's result is subnormal or 0; Eigen's packet exp clamps its argument at −709.78 and returns
+/// ~5.56e-309 for anything below (−inf included), where the C library's goes on to 0. Such elements (and NaN) take
+/// std::exp. Source: ln(DBL_MIN) = −708.396…; IEEE 754 binary64.
 constexpr double kVectorExpFloor = -708.0;
 
-/// x[j] = exp(x[j] − shift) for j in [0, n): Eigen's vectorised exp (its packet exp, within 1 ulp of the C library's)
+/// x[j] = exp(x[j] − shift) for j in [0, n): Eigen's vectorised exp (its packet exp, within 2 ulp of the C library's)
 /// on every element, the last partial packet padded, so an element's result depends on its value alone; an
-/// argument below kVectorExpFloor or NaN takes std::exp (a row holding one runs element by element).
+/// argument below kVectorExpFloor or NaN takes std::exp (in a row holding one, every packet is padded and checked).
 void exp_shifted(double* x, int64_t n, double shift) {
   namespace ei = Eigen::internal;
   using Packet = ei::packet_traits<double>::type;

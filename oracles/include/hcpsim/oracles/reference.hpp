@@ -78,7 +78,7 @@ std::vector<KeyRange> reference_document_key_ranges(const std::vector<TokenRun>&
 ///   `threads` (batch, kv head) pairs, one work item per pair runs its query heads in order and adds each head's
 ///   dK/dV to the kv head's in head order; otherwise one item per (batch, query head) writes a partial per head and
 ///   the same sums in the same order run after the parallel loop. Every sum runs in a fixed order inside one item.
-///   exp is Eigen's vectorised exp (within 1 ulp of the C library's; std::exp where the result is subnormal, 0 or
+///   exp is Eigen's vectorised exp (within 2 ulp of the C library's; std::exp where the result is subnormal, 0 or
 ///   NaN) and the row sums l_i, D_i run as 8 interleaved partial sums, so no result depends on an address or a
 ///   thread count.
 /// Shape mismatches, a key range outside [0, S) or threads < 1: HCPSIM_ASSERT.
