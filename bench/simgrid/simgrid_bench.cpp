@@ -196,11 +196,12 @@ FlowHosts create_hosts_and_routes(sg4::NetZone* zone, const hcpsim::Topology& to
   return hosts;
 }
 
-/// The replayed flows in hcpsim's start order (starts are non-decreasing; ties keep flow order).
-std::vector<size_t> start_order(const std::vector<hcpsim::sim::FlowRecord>& flows) {
+/// The flows (only those SimGrid replays when `replayed_only`) in hcpsim's start order (starts are
+/// non-decreasing; ties keep flow order).
+std::vector<size_t> start_order(const std::vector<hcpsim::sim::FlowRecord>& flows, bool replayed_only) {
   std::vector<size_t> order;
   for (size_t i = 0; i < flows.size(); ++i)
-    if (replayed(flows[i])) order.push_back(i);
+    if (!replayed_only || replayed(flows[i])) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return flows[x].start_ps < flows[y].start_ps; });
   return order;
@@ -266,7 +267,7 @@ SimgridRun simgrid_replay(const hcpsim::Topology& topology, const std::vector<hc
   const std::vector<sg4::Link*> sg_link = create_links(zone, topology, flows, with_latency);
   const FlowHosts hosts = create_hosts_and_routes(zone, topology, flows, sg_link);
   zone->seal();
-  const std::vector<size_t> order = start_order(flows);
+  const std::vector<size_t> order = start_order(flows, true);
   std::vector<sg4::CommPtr> comms(n);
   create_replay_actor(flows, order, hosts, comms);
   out.platform_s = seconds_since(t0);
@@ -422,10 +423,7 @@ Row run_case(const Case& k, const std::vector<std::string>& extra_cfg) {
   // order), so the queue holds the flows in flight, not every flow of the layer. The closures capture 16 bytes
   // (std::function's inline buffer): no heap allocation per flow in the harness.
   std::vector<TimePs> drained(flows.size(), -1);
-  std::vector<size_t> all_by_start(flows.size());
-  for (size_t i = 0; i < flows.size(); ++i) all_by_start[i] = i;
-  std::stable_sort(all_by_start.begin(), all_by_start.end(),
-                   [&](size_t x, size_t y) { return flows[x].start_ps < flows[y].start_ps; });
+  const std::vector<size_t> all_by_start = start_order(flows, false);
   auto replay = [&]() {
     std::fill(drained.begin(), drained.end(), -1);
     const auto t1 = std::chrono::steady_clock::now();

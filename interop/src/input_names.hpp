@@ -1,11 +1,22 @@
 #pragma once
 // Names derived from an input's path, shared by the importers and the scenario writer.
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "hcpsim/config/scenario_loader.hpp"
 
 namespace hcpsim::interop {
+
+/// Digits a launcher's or a batch script's count may have: beyond 10^7 nodes, tasks or GPUs it is a typo (and 20
+/// digits overflow int64).
+constexpr size_t kMaxCountDigits = 7;
+
+/// True when `s` is a non-empty run of decimal digits (a count as written, "8"; not "$N", "2-4" or "-1").
+inline bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+}
 
 /// The input's name in messages: "-" (stdin) → "<stdin>", anything else unchanged.
 inline std::string display(const std::string& name) { return name == "-" ? "<stdin>" : name; }

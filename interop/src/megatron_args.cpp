@@ -458,9 +458,8 @@ class ArgInterpreter {
       if (!a) return std::nullopt;
       if (a->values.size() == 1) {
         const std::string& s = a->values[0];
-        if (!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-          // Launcher counts beyond 10^6 nodes or GPUs are typos (and 20 digits overflow int64).
-          if (s.size() > 7)
+        if (interop::all_digits(s)) {
+          if (s.size() > interop::kMaxCountDigits)
             throw InputError(where(*a), a->flag, "'" + s + "' is not a plausible " + a->flag.substr(2) + " count",
                              "give the real count, e.g. '" + a->flag + " 8'");
           return std::stoll(s);
@@ -509,8 +508,7 @@ class ArgInterpreter {
         const MegatronArg* a = get(n);
         if (!a || a->values.size() != 1) continue;
         const std::string& v = a->values[0];
-        if (v.empty() || v.size() > 7 || !std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-          continue;  // "$SLURM_NTASKS": left to the environment
+        if (!interop::all_digits(v) || v.size() > interop::kMaxCountDigits) continue;  // "$SLURM_NTASKS": left to the environment
         return {std::stoll(v), a};
       }
       return {std::nullopt, nullptr};

@@ -481,9 +481,7 @@ std::vector<SbatchSetting> sbatch_settings(const std::string& text) {
         value = gpu.rfind("gpu", 0) == 0 ? gpu : "";
       }
       const std::string digits = value.substr(value.rfind(':') == std::string::npos ? 0 : value.rfind(':') + 1);
-      const bool count = !digits.empty() && digits.size() <= 7 &&
-                         std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-      if (!count) continue;  // a node range "2-4", a memory size: not a count hcpsim reads
+      if (!interop::all_digits(digits) || digits.size() > interop::kMaxCountDigits) continue;  // a node range "2-4", a memory size: not a count hcpsim reads
       if (opt == "-N" || opt == "--nodes")
         out.push_back({"SLURM_NNODES", digits, number, "#SBATCH " + opt + " " + value});
       else if (opt == "--ntasks-per-node")

@@ -87,39 +87,34 @@ struct GradTargets {
   int64_t batch = -1;  ///< batch index in dk/dv; −1: the item's own batch (a per-item partial holds batch 0 only)
 };
 
-/// Lanes of the row kernels below: every row sum runs as this many interleaved partial sums, element j of a run
-/// going to partial (j − first) mod kSumLanes, combined pairwise at the end. The grouping depends on the run's
-/// length only (never on an address or a thread count), and the loops vectorise without reassociation.
+/// Lanes of the row kernels below: every row reduction runs as this many interleaved partial results, element j of
+/// a run going to partial (j − first) mod kSumLanes, combined pairwise at the end. The grouping depends on the
+/// run's length only (never on an address or a thread count), and the loops vectorise without reassociation.
 constexpr int64_t kSumLanes = 8;
 
-/// Σ x[j]·y[j] over j in [lo, hi) (y == nullptr: Σ x[j]) in the fixed grouping of kSumLanes partial sums.
-double lane_sum(const double* x, const double* y, int64_t lo, int64_t hi) {
-  std::array<double, kSumLanes> part{};
+/// op(…op(init, term(lo)), …, term(hi − 1)) over j in [lo, hi), in the fixed grouping of kSumLanes partials.
+template <typename Term, typename Op>
+double lane_reduce(int64_t lo, int64_t hi, double init, Term term, Op op) {
+  std::array<double, kSumLanes> part;
+  part.fill(init);
   int64_t j = lo;
-  if (y == nullptr) {
-    for (; j + kSumLanes <= hi; j += kSumLanes)
-      for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] += x[j + k];
-    for (int64_t k = 0; j < hi; ++j, ++k) part[static_cast<size_t>(k)] += x[j];
-  } else {
-    for (; j + kSumLanes <= hi; j += kSumLanes)
-      for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] += x[j + k] * y[j + k];
-    for (int64_t k = 0; j < hi; ++j, ++k) part[static_cast<size_t>(k)] += x[j] * y[j];
-  }
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  for (; j + kSumLanes <= hi; j += kSumLanes)
+    for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] = op(part[static_cast<size_t>(k)], term(j + k));
+  for (size_t k = 0; j < hi; ++j, ++k) part[k] = op(part[k], term(j));
+  return op(op(op(part[0], part[1]), op(part[2], part[3])), op(op(part[4], part[5]), op(part[6], part[7])));
+}
+
+/// Σ x[j]·y[j] over j in [lo, hi) (y == nullptr: Σ x[j]), in lane_reduce's grouping.
+double lane_sum(const double* x, const double* y, int64_t lo, int64_t hi) {
+  const auto plus = [](double a, double b) { return a + b; };
+  if (y == nullptr) return lane_reduce(lo, hi, 0.0, [x](int64_t j) { return x[j]; }, plus);
+  return lane_reduce(lo, hi, 0.0, [x, y](int64_t j) { return x[j] * y[j]; }, plus);
 }
 
 /// max(−inf, x[lo], …, x[hi − 1]) with a NaN element skipped (std::max keeps its first argument against NaN), in
-/// kSumLanes interleaved lanes: the same value as one ascending pass (max is exact), in vectorisable loops.
+/// lanes: the same value as one ascending pass (max is exact), in vectorisable loops.
 double lane_max(const double* x, int64_t lo, int64_t hi) {
-  std::array<double, kSumLanes> part;
-  part.fill(kNegInf);
-  int64_t j = lo;
-  for (; j + kSumLanes <= hi; j += kSumLanes)
-    for (int64_t k = 0; k < kSumLanes; ++k) part[static_cast<size_t>(k)] = std::max(part[static_cast<size_t>(k)], x[j + k]);
-  for (int64_t k = 0; j < hi; ++j, ++k) part[static_cast<size_t>(k)] = std::max(part[static_cast<size_t>(k)], x[j]);
-  double m = kNegInf;
-  for (double v : part) m = std::max(m, v);
-  return m;
+  return lane_reduce(lo, hi, kNegInf, [x](int64_t j) { return x[j]; }, [](double a, double b) { return std::max(a, b); });
 }
 
 /// Below this argument exp's result is subnormal or 0; Eigen's packet exp clamps its argument at −709.78 and returns
