@@ -40,6 +40,7 @@ struct SimulateOutputs {
   std::string timeline_svg;  ///< --timeline-svg: the per-GPU timeline chart (report/timeline_chart.hpp)
   bool kernels = false;  ///< --kernels: the busiest CP rank's attention kernels with their shapes and times
   std::string max_memory;  ///< --max-memory text; empty: the machine's default (admission.hpp)
+  int threads = 1;  ///< --threads: schedule building and indexing (SimOptions::threads); default_threads() by default
 };
 
 int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
@@ -305,8 +306,11 @@ void announce_simulation(ProgressReporter& progress, const Scenario& s, int64_t 
                          const SimulateOutputs& out, size_t types) {
   const sim::SimulationCost cost =
       simulation_cost(s, data_parallel_size, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
-  progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({}), on 1 thread",
-                                cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types),
+  // The estimate is of one thread's work: the threads share the schedule building, not the event loop.
+  progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({}) on one thread; "
+                                "building on {} thread{}",
+                                cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types, out.threads,
+                                out.threads == 1 ? "" : "s"),
                     cost.seconds * static_cast<double>(types));
 }
 
@@ -323,6 +327,7 @@ std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpComm
   // Only the step trace reads the layer's timeline; it draws every GPU's ops and the flows in run order, so it
   // needs the layer's full run.
   sim::SimOptions options;
+  options.threads = out.threads;
   options.record_timeline = !out.step_trace.empty();
   options.record_flows = options.record_timeline;  // the step trace's message arrows
   sim::StepResult step = sim::simulate_step(s, t, data_parallel_size, topology, options,
@@ -332,9 +337,11 @@ std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpComm
   return step;
 }
 
-/// The output paths before any work (io/output_file.hpp check_requested_outputs), and that --step-trace can be
-/// written for this scenario.
+/// --threads, the output paths before any work (io/output_file.hpp check_requested_outputs), and that
+/// --step-trace can be written for this scenario.
 void check_outputs(const Scenario& s, const SimulateOutputs& out) {
+  if (out.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
+  check_thread_count(out.threads, "--threads");
   check_step_trace(s, out);
   check_requested_outputs({{out.trace, "--trace", "trace"},
                            {out.step_trace, "--step-trace", "step trace"},
@@ -364,6 +371,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
     sim::SimOptions options;
+    options.threads = out.threads;
     options.record_timeline = timeline;
     options.record_flows = timeline;  // the trace's messages and the chart's flow lanes
     // The trace lists flows in run order, which the symmetry reduction changes, and both it and the timeline chart
@@ -395,7 +403,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     print_exposed_split(r, layers);
     print_time_breakdown(r);
     if (out.kernels)
-      print_kernel_table(build_schedule(t, layout, attention_shape(s)), r.busiest_cp_rank, cl.gpu);
+      print_kernel_table(build_schedule(t, layout, attention_shape(s), out.threads), r.busiest_cp_rank, cl.gpu);
     fmt::print("  peak attention memory per GPU: {} (max over CP ranks; one layer's attention buffers)\n",
                human_bytes(static_cast<double>(peak)));
     print_link_utilisation(r, cl);
@@ -461,6 +469,11 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--kernels", out->kernels,
                 "list the busiest CP rank's attention kernels, merges and copies with their block shapes and times");
   add_max_memory_option(cmd, out->max_memory);
+  out->threads = default_threads();
+  cmd->add_option("--threads", out->threads,
+                  "threads that build the schedules (default: every hardware thread; the event loop runs on one; "
+                  "results are identical for any count)")
+      ->capture_default_str();
   add_quiet_flag(cmd);
   cmd->callback([&exit_code, common, out] { exit_code = cmd_simulate(*common, *out); });
   return cmd;

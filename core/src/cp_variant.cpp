@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/parallel_for.hpp"
 #include "hcpsim/core/schedule_builder_parts.hpp"
 #include "hcpsim/core/schedule_hazards.hpp"
 
@@ -190,14 +191,14 @@ ScopedCpVariant::~ScopedCpVariant() { unregister_cp_variant(name_); }
 const CpVariant& ScopedCpVariant::row() const { return *find_cp_variant(name_); }
 
 Schedule build_variant_schedule(const CpVariant& variant, const CpLayout& layout, const AttentionShape& shape,
-                                const BuilderFaults& faults) {
+                                const BuilderFaults& faults, int threads) {
   HCPSIM_ASSERT(variant.takes_faults || (!faults.swapped_causal_sections && !faults.stale_kv_backward),
                 "no builder faults for " + variant.name);
   Schedule sched = schedule_header(variant, layout, shape);
-  for (int64_t g = 0; g < layout.cp_size(); ++g) {
+  parallel_for(layout.cp_size(), threads, [&](int64_t g) {
     variant.build_rank(sched, layout, g, faults);
     sched.ranks[static_cast<size_t>(g)].ops.shrink_to_fit();  // as in build_variant_schedule_ranks
-  }
+  });
   sched.check_invariants();
 #ifndef NDEBUG
   check_hazards(sched);
@@ -206,18 +207,21 @@ Schedule build_variant_schedule(const CpVariant& variant, const CpLayout& layout
 }
 
 Schedule build_variant_schedule_ranks(const CpVariant& variant, const CpLayout& layout, const AttentionShape& shape,
-                                      const std::vector<int64_t>& cp_ranks) {
+                                      const std::vector<int64_t>& cp_ranks, int threads) {
   Schedule sched = schedule_header(variant, layout, shape);
   std::vector<char> built(sched.ranks.size(), 0);
   for (int64_t g : cp_ranks) {
     HCPSIM_ASSERT(g >= 0 && g < layout.cp_size(), "build_schedule_ranks: cp rank out of range");
     HCPSIM_ASSERT(!built[static_cast<size_t>(g)], "build_schedule_ranks: cp rank listed twice");
     built[static_cast<size_t>(g)] = 1;
+  }
+  parallel_for(static_cast<int64_t>(cp_ranks.size()), threads, [&](int64_t k) {
+    const int64_t g = cp_ranks[static_cast<size_t>(k)];
     variant.build_rank(sched, layout, g, BuilderFaults{});
     // Capacity left over from the vector's doubling is up to half of the rank's op storage; a simulation holds
     // every rank's ops at once, so give it back (bench/RESULTS.md "Compact op storage").
     sched.ranks[static_cast<size_t>(g)].ops.shrink_to_fit();
-  }
+  });
   return sched;
 }
 

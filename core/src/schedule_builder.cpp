@@ -138,13 +138,13 @@ void compose_ring_rank(RankState& s, const std::vector<int64_t>& tokens, const s
 
 }  // namespace builder_parts
 
-Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape) {
-  return build_variant_schedule(cp_variant(cp_comm_type), layout, shape);
+Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape, int threads) {
+  return build_variant_schedule(cp_variant(cp_comm_type), layout, shape, BuilderFaults{}, threads);
 }
 
 Schedule build_schedule_ranks(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
-                              const std::vector<int64_t>& cp_ranks) {
-  return build_variant_schedule_ranks(cp_variant(cp_comm_type), layout, shape, cp_ranks);
+                              const std::vector<int64_t>& cp_ranks, int threads) {
+  return build_variant_schedule_ranks(cp_variant(cp_comm_type), layout, shape, cp_ranks, threads);
 }
 
 Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,

@@ -38,7 +38,7 @@ AttentionSimulation simulate_attention(const Scenario& s, CpCommType t, int64_t 
   SimOptions run = options;
   if (blocker.empty()) {
     run.symmetry_reduction = true;
-    out.schedule = build_schedule_ranks(t, layout, shape, symmetry_representatives(a, p));
+    out.schedule = build_schedule_ranks(t, layout, shape, symmetry_representatives(a, p), options.threads);
     out.result = simulate(out.schedule, s.cluster, topology, gpus, run);
     if (out.result.symmetry_exact) {
       out.reduced = true;
@@ -53,7 +53,7 @@ AttentionSimulation simulate_attention(const Scenario& s, CpCommType t, int64_t 
   }
   run.symmetry_reduction = false;
   run.schedule_checked = true;  // build_schedule checks what it builds
-  out.schedule = build_schedule(t, layout, shape);
+  out.schedule = build_schedule(t, layout, shape, options.threads);
   out.result = simulate(out.schedule, s.cluster, topology, gpus, run);
   return out;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hcpsim/core/op_visit.hpp"
+#include "hcpsim/core/parallel_for.hpp"
 #include "sim_results.hpp"
 
 namespace hcpsim::sim::detail {
@@ -30,12 +31,12 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
   HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
   HCPSIM_ASSERT(cluster.gpu.compute_slowdown_during_comm >= 1, "compute_slowdown_during_comm < 1");
   ctx_.progress.resize(schedule.ranks.size());
-  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+  // Each rank's indexes are its own (one work item per rank), so any thread count builds the same ones.
+  parallel_for(static_cast<int64_t>(schedule.ranks.size()), options.threads, [&](int64_t rank) {
+    const auto r = static_cast<size_t>(rank);
     const RankProgram& program = schedule.ranks[r];
-    HCPSIM_ASSERT(program.rank == static_cast<int64_t>(r),
-                  fmt::format("schedule.ranks[{}] has rank {}", r, program.rank));
-    const auto rank = static_cast<int64_t>(r);
-    if (!ctx_.classes.represented(rank)) continue;  // an image: never executed
+    HCPSIM_ASSERT(program.rank == rank, fmt::format("schedule.ranks[{}] has rank {}", r, program.rank));
+    if (!ctx_.classes.represented(rank)) return;  // an image: never executed
     RankProgress& p = ctx_.progress[r];
     p.ops.resize(program.ops.size());
     for (size_t i = 0; i < program.ops.size(); ++i) {
@@ -48,7 +49,7 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
     }
     index_dependents(rank);
     memory_.bind_inputs(rank);
-  }
+  });
   reserve_for_run();
 }
 

@@ -7,6 +7,7 @@
 
 #include "hcpsim/core/error.hpp"
 #include "hcpsim/config/scenario_adapters.hpp"
+#include "hcpsim/core/parallel_for.hpp"
 #include "hcpsim/core/schedule_builder.hpp"
 #include "hcpsim/core/schedule_hazards.hpp"
 
@@ -542,23 +543,24 @@ std::vector<int64_t> wrapped_cp_ranks(const Scenario& scenario, CpCommType cp_co
 
 }  // namespace
 
-Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type) {
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, int threads) {
+  const CpLayout layout = cp_layout_for(scenario, cp_comm_type);
   return build_layer_schedule(scenario, cp_comm_type,
-                              build_schedule(cp_comm_type, cp_layout_for(scenario, cp_comm_type), attention_shape(scenario)));
+                              build_schedule(cp_comm_type, layout, attention_shape(scenario), threads), threads);
 }
 
-Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, Schedule attention) {
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, Schedule attention, int threads) {
   check_given_attention(scenario, cp_comm_type, attention);
   const int64_t tp = scenario.parallel.tensor_model_parallel_size;
   for (const RankProgram& r : attention.ranks)
     HCPSIM_ASSERT(!r.ops.empty(), "build_layer_schedule: the given attention schedule lacks a CP rank's program");
   Schedule out = layer_header(attention, tp);
-  for (int64_t c = 0; c < static_cast<int64_t>(attention.ranks.size()); ++c) {
+  parallel_for(static_cast<int64_t>(attention.ranks.size()), threads, [&](int64_t c) {
     for (int64_t t = 0; t < tp; ++t)
       out.ranks[static_cast<size_t>(layer_rank(t, c, tp))] =
           LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build();
     attention.ranks[static_cast<size_t>(c)] = RankProgram{};  // wrapped by its TP ranks; not needed again
-  }
+  });
   out.check_invariants();
 #ifndef NDEBUG
   check_hazards(out);
@@ -567,30 +569,31 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type,
 }
 
 Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
-                                    const std::vector<int64_t>& layer_ranks) {
+                                    const std::vector<int64_t>& layer_ranks, int threads) {
   return build_layer_schedule_ranks(
       scenario, cp_comm_type, layer_ranks,
       build_schedule_ranks(cp_comm_type, cp_layout_for(scenario, cp_comm_type), attention_shape(scenario),
-                           wrapped_cp_ranks(scenario, cp_comm_type, layer_ranks)));
+                           wrapped_cp_ranks(scenario, cp_comm_type, layer_ranks), threads),
+      threads);
 }
 
 Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
-                                    const std::vector<int64_t>& layer_ranks, Schedule attention) {
+                                    const std::vector<int64_t>& layer_ranks, Schedule attention, int threads) {
   check_given_attention(scenario, cp_comm_type, attention);
   const int64_t tp = scenario.parallel.tensor_model_parallel_size;
-  for (int64_t c : wrapped_cp_ranks(scenario, cp_comm_type, layer_ranks))
-    HCPSIM_ASSERT(!attention.ranks[static_cast<size_t>(c)].ops.empty(),
-                  "build_layer_schedule_ranks: the given attention schedule lacks a wrapped CP rank's program");
+  const std::vector<int64_t> wrapped = wrapped_cp_ranks(scenario, cp_comm_type, layer_ranks);
   Schedule out = layer_header(attention, tp);
-  // An attention program is released once the last layer rank wrapping it is built, so the attention schedule
-  // and the layer schedule are not held whole at the same time.
-  std::vector<int64_t> uses(attention.ranks.size(), 0);
-  for (int64_t r : layer_ranks) ++uses[static_cast<size_t>(r / tp)];
-  for (int64_t r : layer_ranks) {
-    const auto c = static_cast<size_t>(r / tp);
-    out.ranks[static_cast<size_t>(r)] = LayerRankBuilder(scenario, attention.ranks[c], r % tp, r / tp).build();
-    if (--uses[c] == 0) attention.ranks[c] = RankProgram{};
-  }
+  // Per wrapped CP rank: its listed layer ranks, then its attention program is released (so the attention and
+  // layer schedules are not held whole at the same time).
+  parallel_for(static_cast<int64_t>(wrapped.size()), threads, [&](int64_t k) {
+    const auto c = static_cast<size_t>(wrapped[static_cast<size_t>(k)]);
+    HCPSIM_ASSERT(!attention.ranks[c].ops.empty(),
+                  "build_layer_schedule_ranks: the given attention schedule lacks a wrapped CP rank's program");
+    for (int64_t r : layer_ranks)
+      if (r / tp == wrapped[static_cast<size_t>(k)])
+        out.ranks[static_cast<size_t>(r)] = LayerRankBuilder(scenario, attention.ranks[c], r % tp, r / tp).build();
+    attention.ranks[c] = RankProgram{};
+  });
   return out;
 }
 

@@ -92,8 +92,9 @@ SimResult simulate_layer_run(const Scenario& s, CpCommType cp_comm_type, const T
     const std::vector<int64_t> reps = symmetry_representatives(a, p);  // TP = 1: layer ranks are CP ranks
     Schedule given = take_attention(attention, reps);
     SimResult reduced = simulate(given.ranks.empty()
-                                     ? build_layer_schedule_ranks(s, cp_comm_type, reps)
-                                     : build_layer_schedule_ranks(s, cp_comm_type, reps, std::move(given)),
+                                     ? build_layer_schedule_ranks(s, cp_comm_type, reps, options.threads)
+                                     : build_layer_schedule_ranks(s, cp_comm_type, reps, std::move(given),
+                                                                  options.threads),
                                  s.cluster, topology, gpus, options);
     if (reduced.symmetry_exact) {
       note = fmt::format("symmetry reduction: simulated {} representative GPU{} (a2a_rank 0), each standing for "
@@ -107,8 +108,8 @@ SimResult simulate_layer_run(const Scenario& s, CpCommType cp_comm_type, const T
   }
   options.symmetry_reduction = false;
   Schedule given = take_attention(attention, {});
-  return simulate(given.ranks.empty() ? build_layer_schedule(s, cp_comm_type)
-                                      : build_layer_schedule(s, cp_comm_type, std::move(given)),
+  return simulate(given.ranks.empty() ? build_layer_schedule(s, cp_comm_type, options.threads)
+                                      : build_layer_schedule(s, cp_comm_type, std::move(given), options.threads),
                   s.cluster, topology, gpus, options);
 }
 

@@ -120,3 +120,22 @@ TEST_CASE("apps: diff takes --quiet after the command, as simulate and plan do",
   REQUIRE(r.err.empty());
   REQUIRE(r.out.find("seq_length") != std::string::npos);
 }
+
+TEST_CASE("apps: simulate says how many threads build, and writes the same for --threads 1 and 2", "[apps]") {
+  // The bundled 8B scenario in plain p2p: every rank program is built (no symmetry reduction), in full.
+  const std::string base = "simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml parallel.cp_comm_type=p2p "
+                           "parallel.hierarchical_context_parallel_sizes=null";
+  const std::string err = check_progress(base + " --threads 2", base + " --threads 2 --quiet", "simulate");
+  REQUIRE(err.find(" per comm type (1) on one thread; building on 2 threads (estimate)\n") != std::string::npos);
+  const SplitRun one = run_split("", base + " --threads 1");
+  const SplitRun two = run_split("", base + " --threads 2");
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(one.out.find("inter_node messages") != std::string::npos);
+  REQUIRE(two.out == one.out);
+  for (const char* bad : {" --threads 0", " --threads -3"}) {
+    const SplitRun r = run_split("", base + bad);
+    INFO(bad << ": " << r.err);
+    REQUIRE(r.exit_code == 2);
+    REQUIRE(r.err.find("--threads: must be at least 1; fix: use --threads 1 or more") != std::string::npos);
+  }
+}

@@ -11,4 +11,5 @@ list(APPEND HCPSIM_TEST_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/thd_schedule_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/thd_layout_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/op_storage_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/parallel_for_test.cpp
 )

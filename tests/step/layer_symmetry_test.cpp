@@ -235,3 +235,51 @@ TEST_CASE("step: the layer wrapping simulate_attention's schedule equals the lay
     }
   }
 }
+
+TEST_CASE("step: the schedules and every result are the same for any --threads (full, reduced, TP = 2)", "[step]") {
+  const std::vector<std::vector<std::string>> shapes = {
+      {"parallel.cp_comm_type=a2a+p2p", "parallel.hierarchical_context_parallel_sizes=[8,2]",
+       "training.recompute_granularity=selective"},
+      {"parallel.cp_comm_type=p2p", "training.recompute_granularity=full"},
+      {"parallel.cp_comm_type=a2a+p2p", "parallel.hierarchical_context_parallel_sizes=[4,2]",
+       "parallel.context_parallel_size=8", "parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"},
+  };
+  for (const auto& o : shapes) {
+    const Scenario s = hcp_small(o);
+    INFO(o.front() << " " << o.back());
+    const CpCommType t = s.parallel.cp_comm_type.front();
+    // The built programs, op by op: one rank per work item on 1 and on 3 threads (more threads than cores here).
+    const Schedule one = build_layer_schedule(s, t, 1);
+    const Schedule three = build_layer_schedule(s, t, 3);
+    REQUIRE(one.ranks.size() == three.ranks.size());
+    for (size_t r = 0; r < one.ranks.size(); ++r) {
+      INFO("layer rank " << r);
+      const RankProgram &x = one.ranks[r], &y = three.ranks[r];
+      REQUIRE(x.rank == y.rank);
+      REQUIRE(x.ops.size() > 50);
+      REQUIRE(x.ops.size() == y.ops.size());
+      REQUIRE(x.buffers.size() == y.buffers.size());
+      for (size_t i = 0; i < x.ops.size(); ++i) {
+        REQUIRE(x.ops[i].kind() == y.ops[i].kind());
+        REQUIRE(x.ops[i].stream == y.ops[i].stream);
+        REQUIRE(x.ops[i].phase == y.ops[i].phase);
+        REQUIRE(x.ops[i].label == y.ops[i].label);
+        REQUIRE(x.ops[i].deps == y.ops[i].deps);
+        REQUIRE(x.ops[i].ring_step == y.ops[i].ring_step);
+        REQUIRE(x.ops[i].bytes == y.ops[i].bytes);
+        REQUIRE(same_bits(x.ops[i].flops, y.ops[i].flops));
+      }
+    }
+    // The whole simulation (attention, layer, step) with SimOptions::threads 1 and 3.
+    const auto report = validate_scenario(s, ValidationScope::placement);
+    const Topology topology = Topology::from_cluster(s.cluster);
+    SimOptions serial, parallel;
+    serial.threads = 1;
+    parallel.threads = 3;
+    AttentionSimulation a1 = simulate_attention(s, t, report.data_parallel_size, topology, serial);
+    AttentionSimulation a3 = simulate_attention(s, t, report.data_parallel_size, topology, parallel);
+    require_same_layer(a1.result, a3.result);
+    require_same_step(simulate_step(s, t, report.data_parallel_size, topology, serial, "", std::move(a1.schedule)),
+                      simulate_step(s, t, report.data_parallel_size, topology, parallel, "", std::move(a3.schedule)));
+  }
+}

@@ -87,12 +87,15 @@ class ScopedCpVariant {
 /// Builds the forward + backward schedule of `variant` for every CP rank, then runs Schedule::check_invariants
 /// (and check_hazards in debug builds). Preconditions (HCPSIM_ASSERT): variant.accepts(A, P), A divides both head
 /// counts, heads_kv divides heads_q, shape and layout agree on S, faults only when variant.takes_faults.
+/// @param threads  rank programs built at once (parallel_for; build_rank must write only sched.ranks[g], as the
+///   built-in rows do); the schedule is the same for any count.
 Schedule build_variant_schedule(const CpVariant& variant, const CpLayout& layout, const AttentionShape& shape,
-                                const BuilderFaults& faults = {});
+                                const BuilderFaults& faults = {}, int threads = 1);
 
 /// build_variant_schedule for the listed CP ranks only (the partial schedule of build_schedule_ranks; not
-/// checked). @param cp_ranks  distinct flat CP ranks < layout.cp_size() (HCPSIM_ASSERT).
+/// checked). @param cp_ranks  distinct flat CP ranks < layout.cp_size() (HCPSIM_ASSERT). @param threads  as
+/// build_variant_schedule's.
 Schedule build_variant_schedule_ranks(const CpVariant& variant, const CpLayout& layout, const AttentionShape& shape,
-                                      const std::vector<int64_t>& cp_ranks);
+                                      const std::vector<int64_t>& cp_ranks, int threads = 1);
 
 }  // namespace hcpsim

@@ -26,15 +26,18 @@ double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 ///   forward, of dout before and dq, dk, dv after the backward (A > 1 only).
 /// Source: TE context_parallel.py AttnFuncWithCPAndKVP2P forward/backward and flash_attn_a2a_communicate
 ///   (docs/algorithm.md §3–§5, including the §5.3 copy/add rules).
-Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape);
+/// @param threads  rank programs built at once (core/parallel_for.hpp); the schedule is the same for any count.
+Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
+                        int threads = 1);
 
 /// build_schedule for the listed CP ranks only (e.g. the representatives of the simulator's symmetry reduction):
 /// their programs are exactly build_schedule's; every other rank keeps only its cp_rank (no buffers, ops or
 /// bindings). A partial schedule fails Schedule::check_invariants by design (its messages have missing peers), so
 /// it is not run here; build_schedule checks the same programs. p2p, a2a and a2a+p2p only.
 /// @param cp_ranks  distinct flat CP ranks < layout.cp_size() (HCPSIM_ASSERT).
+/// @param threads  rank programs built at once, as build_schedule's.
 Schedule build_schedule_ranks(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
-                              const std::vector<int64_t>& cp_ranks);
+                              const std::vector<int64_t>& cp_ranks, int threads = 1);
 
 /// Deliberate deviations from TE, used only by the fault injectors (fault_injection.hpp); all false = TE.
 struct BuilderFaults {

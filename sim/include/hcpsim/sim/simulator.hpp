@@ -292,6 +292,10 @@ struct SimOptions {
   /// second time (debug builds still do, and run check_hazards). false (default): simulate() checks it, as it
   /// must for a schedule from anywhere else (a test, a fault injector's edit, a caller's own builder).
   bool schedule_checked = false;
+  /// Threads that build the schedules of simulate_attention and simulate_step (one rank program per work item,
+  /// core/parallel_for.hpp) and index each rank's program before the run; the event loop itself runs on one.
+  /// Every result is the same for any count (>= 1).
+  int threads = 1;
 };
 
 /// Why the symmetry reduction cannot be used for this placement, or "" when it can. It applies when the

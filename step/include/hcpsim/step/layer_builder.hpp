@@ -41,13 +41,15 @@ int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp);
 /// Source: Megatron-LM megatron/core/transformer/transformer_layer.py, tensor_parallel/layers.py
 /// (LinearWithGradAccumulationAndAsyncCommunication), tensor_parallel/mappings.py (SP gather/scatter);
 /// Korthikanti et al. 2022 (arXiv:2205.05198) Figure 5 for the SP collective placement.
-Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type);
+/// @param threads  rank programs built at once (core/parallel_for.hpp); the schedule is the same for any count.
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, int threads = 1);
 
 /// build_layer_schedule around a given attention schedule instead of building one: `attention` must be
 /// build_schedule's for this scenario and comm type (e.g. the one simulate_attention simulated; its programs are
 /// released as the layer ranks wrapping them are built). Same result.
 /// @throws nothing; HCPSIM_ASSERT when `attention` is not of this comm type, layout and shape or lacks a program.
-Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, Schedule attention);
+Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, Schedule attention,
+                              int threads = 1);
 
 /// build_layer_schedule for the listed layer ranks only (the representatives of the simulator's symmetry
 /// reduction, SimOptions::symmetry_reduction): their programs are exactly build_layer_schedule's (the attention
@@ -56,13 +58,13 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type,
 /// peers), so it is not run here; build_layer_schedule builds and checks the same programs.
 /// @param layer_ranks  distinct layer ranks < TP·CP (HCPSIM_ASSERT); cp_comm_type p2p, a2a or a2a+p2p.
 Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
-                                    const std::vector<int64_t>& layer_ranks);
+                                    const std::vector<int64_t>& layer_ranks, int threads = 1);
 
 /// build_layer_schedule_ranks around a given attention schedule (build_schedule's or build_schedule_ranks' for
 /// this scenario and comm type, with a program for every CP rank the listed layer ranks wrap) instead of building
 /// one. Same result. HCPSIM_ASSERT as build_layer_schedule's overload.
 Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm_type,
-                                    const std::vector<int64_t>& layer_ranks, Schedule attention);
+                                    const std::vector<int64_t>& layer_ranks, Schedule attention, int threads = 1);
 
 /// Global GPU index of every rank of build_layer_schedule's schedule, by Megatron's rank order (dp = pp = 0).
 std::vector<int64_t> layer_rank_gpus(const Scenario& scenario, int64_t data_parallel_size);
