@@ -164,13 +164,25 @@ class ShellLexer {
     }
   }
 
+  /// After line_ moved inside quotes: what follows in `w` is on line_ (Word::line_marks). The next literal
+  /// continues the last segment when it is a quoted literal, else it starts the next one.
+  void mark_line(Word& w) const {
+    const bool continues = !w.segments.empty() && !w.segments.back().expansion && w.segments.back().quoted;
+    w.line_marks.push_back(continues ? LineMark{w.segments.size() - 1, w.segments.back().text.size(), line_}
+                                     : LineMark{w.segments.size(), 0, line_});
+  }
+
   /// Reads `'...'`: everything literal up to the closing quote.
   void single_quoted(Word& w) {
     ++i_;
     if (w.segments.empty()) w.segments.push_back({"", false, true});  // '' is an (empty) word
     while (i_ < t_.size() && t_[i_] != '\'') {
-      if (t_[i_] == '\n') ++line_;
+      const bool newline = t_[i_] == '\n';
       append_literal(w, t_[i_++], true);
+      if (newline) {
+        ++line_;
+        mark_line(w);
+      }
     }
     ++i_;
   }
@@ -186,11 +198,16 @@ class ShellLexer {
       } else if (t_[i_] == '\\' && peek(1) == '\n') {
         i_ += 2;
         ++line_;
+        mark_line(w);
       } else if (t_[i_] == '$') {
         w.segments.push_back({expansion(), true, true});
       } else {
-        if (t_[i_] == '\n') ++line_;
+        const bool newline = t_[i_] == '\n';
         append_literal(w, t_[i_++], true);
+        if (newline) {
+          ++line_;
+          mark_line(w);
+        }
       }
     }
     ++i_;

@@ -15,11 +15,19 @@ struct Segment {
   bool quoted = false;     ///< inside double quotes: no word splitting
 };
 
+/// Where a quoted word moves to another source line: the text of segments[segment] from `offset` on was written on
+/// `line` (a newline kept inside quotes, or a backslash-newline removed inside double quotes, came before it).
+struct LineMark {
+  size_t segment = 0;
+  size_t offset = 0;
+  int line = 0;
+};
 /// One shell word before expansion, with where it starts.
 struct Word {
   std::vector<Segment> segments;
   int line = 0;
   int column = 0;  ///< 1-based column of the word's first character
+  std::vector<LineMark> line_marks;  ///< in text order; empty for a word on one line
   std::string array_name;        ///< non-empty for `NAME=( ... )`
   std::vector<Word> array_words; ///< the elements of an array assignment
 };

@@ -19,6 +19,7 @@ using shell::eval_shell_arithmetic;
 using shell::is_name_char;
 using shell::is_name_start;
 using shell::lex_shell;
+using shell::LineMark;
 using shell::Segment;
 using shell::Statement;
 using shell::Word;
@@ -42,6 +43,7 @@ class ShellInterpreter {
   void predefine(const std::string& name, const std::string& value, int line, const std::string& why) {
     vars_[name] = value;
     var_lines_[name] = line;
+    var_marks_.erase(name);
     if (unresolved_) unresolved_->push_back("$" + name + " = " + value + ", from " + why);
   }
 
@@ -134,8 +136,30 @@ class ShellInterpreter {
       for (auto& f : expand(value, true)) v += (v.empty() ? "" : " ") + f.text;
       vars_[*name] = v;
       var_lines_[*name] = w[k].line;
+      var_marks_[*name] = value_marks(value, name->size() + 1);
     }
     return k;
+  }
+
+  /// Where the value of a literal assignment (no expansion in it) moves to another line: (offset in the value,
+  /// line) from the word's line marks, the first segment having lost `prefix` bytes (`NAME=`). Empty when the value
+  /// holds an expansion (its text is then not the script's) or sits on one line.
+  static std::vector<std::pair<size_t, int>> value_marks(const Word& value, size_t prefix) {
+    std::vector<std::pair<size_t, int>> out;
+    for (const Segment& seg : value.segments)
+      if (seg.expansion) return out;
+    std::vector<size_t> starts;  // offset of each segment in the value
+    size_t at = 0;
+    for (const Segment& seg : value.segments) {
+      starts.push_back(at);
+      at += seg.text.size();
+    }
+    for (const LineMark& m : value.line_marks) {
+      if (m.segment >= starts.size()) continue;  // after the last segment: no text follows
+      const size_t offset = m.segment == 0 ? (m.offset >= prefix ? m.offset - prefix : 0) : m.offset;
+      out.emplace_back(starts[m.segment] + offset, m.line);
+    }
+    return out;
   }
 
   /// `NAME=( ... )`: the expanded elements (for `${NAME[@]}`), and their blank-joined text as `$NAME`.
@@ -148,6 +172,7 @@ class ShellInterpreter {
     for (const auto& e : elems) joined += (joined.empty() ? "" : " ") + e.text;
     vars_[a.array_name] = joined;
     var_lines_[a.array_name] = a.line;
+    var_marks_.erase(a.array_name);
   }
 
   static std::string literal_of(const Word& w) {
@@ -195,7 +220,8 @@ class ShellInterpreter {
 
   /// Value of one expansion; std::nullopt when it cannot be resolved (the text stays as written).
   /// `words` receives the elements of `${NAME[@]}` (with their lines); `def_line` the line that set a variable.
-  std::optional<std::string> resolve(const std::string& e, int line, std::vector<Field>* words, int* def_line) {
+  std::optional<std::string> resolve(const std::string& e, int line, std::vector<Field>* words, int* def_line,
+                                     const std::vector<std::pair<size_t, int>>** marks = nullptr) {
     count_expansion(line);
     if (e.rfind("$((", 0) == 0 && e.size() >= 5) {
       const auto r = eval_shell_arithmetic(e.substr(3, e.size() - 5), vars_);
@@ -239,6 +265,7 @@ class ShellInterpreter {
     }
     if (it != vars_.end() && (rest.empty() || rest == "[@]" || rest == "[*]")) {
       if (def_line && var_lines_.count(name)) *def_line = var_lines_.at(name);
+      if (marks && var_marks_.count(name)) *marks = &var_marks_.at(name);
       return it->second;
     }
     note_unresolved("'" + e + "' (" + name + " is not set in the script)", line);
@@ -280,7 +307,8 @@ class ShellInterpreter {
       }
       std::vector<Field> elems;
       int def_line = 0;
-      auto v = resolve(s.text, w.line, &elems, &def_line);
+      const std::vector<std::pair<size_t, int>>* marks = nullptr;
+      auto v = resolve(s.text, w.line, &elems, &def_line, &marks);
       if (!v) {
         cur += s.text;
         have = true;
@@ -299,26 +327,47 @@ class ShellInterpreter {
         have = true;
         continue;
       }
-      std::istringstream in(*v);
-      std::string piece;
       std::vector<std::string> pieces;
-      while (in >> piece) pieces.push_back(piece);
+      std::vector<size_t> piece_starts;  // offset of each piece in *v
+      for (size_t i = 0; i < v->size();) {
+        if (std::isspace(static_cast<unsigned char>((*v)[i]))) {
+          ++i;
+          continue;
+        }
+        size_t j = i;
+        while (j < v->size() && !std::isspace(static_cast<unsigned char>((*v)[j]))) ++j;
+        pieces.push_back(v->substr(i, j - i));
+        piece_starts.push_back(i);
+        i = j;
+      }
       const bool lead_blank = !v->empty() && std::isspace(static_cast<unsigned char>(v->front()));
       const bool trail_blank = !v->empty() && std::isspace(static_cast<unsigned char>(v->back()));
-      // A word that comes whole from a variable gets the line that set the variable (the flag's own line).
+      // A word that comes whole from a variable gets the line that set the variable (the flag's own line): in a
+      // quoted value over several lines, the line the piece was written on.
       const int piece_line = whole && def_line > 0 ? def_line : w.line;
-      const int piece_column = piece_line == w.line ? w.column : 0;
+      size_t next_mark = 0;  // pieces and marks both ascend: one pass over the marks (linear in hostile input)
+      int marked_line = piece_line;
+      auto line_of = [&](size_t i) {
+        if (!(whole && def_line > 0 && marks != nullptr)) return piece_line;
+        for (; next_mark < marks->size() && (*marks)[next_mark].first <= piece_starts[i]; ++next_mark)
+          marked_line = (*marks)[next_mark].second;
+        return marked_line;
+      };
+      auto column_of = [&](int l) { return l == w.line ? w.column : 0; };
+      int last_line = piece_line;
       for (size_t i = 0; i < pieces.size(); ++i) {
         if (i > 0 || lead_blank) {
-          if (have) out.push_back({cur, piece_line, piece_column});
+          if (have) out.push_back({cur, last_line, column_of(last_line)});
           cur.clear();
           have = false;
         }
         cur += pieces[i];
+        last_line = line_of(i);
         have = true;
       }
+      const int piece_column = column_of(last_line);
       if (whole && have) {
-        out.push_back({cur, piece_line, piece_column});
+        out.push_back({cur, last_line, piece_column});
         cur.clear();
         have = false;
       }
@@ -446,6 +495,7 @@ class ShellInterpreter {
   std::map<std::string, std::string> vars_;
   std::map<std::string, std::vector<Field>> arrays_;
   std::map<std::string, int> var_lines_;
+  std::map<std::string, std::vector<std::pair<size_t, int>>> var_marks_;  ///< value_marks of each assignment
   int depth_ = 0;            ///< defaults being expanded inside defaults
   int64_t steps_ = 0;        ///< expansions resolved so far
   size_t expanded_bytes_ = 0;  ///< bytes of fields produced so far

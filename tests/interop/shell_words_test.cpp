@@ -1,5 +1,6 @@
 // Launch scripts that once crashed the shell reader (SIGFPE, stack overflow, a gigabyte of text) are input errors
 // naming the file and line; long argument lists read in linear time (docs/robustness.md, "Shell words").
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,4 +114,30 @@ TEST_CASE("import: a backslash followed by blanks continues the line, with a not
   notes.clear();
   (void)split_megatron_command_line(kLine + "4 \\\n  --seq-length 8\n", "launch.sh", &notes);
   CHECK(notes.empty());  // a plain continuation says nothing
+}
+
+TEST_CASE("import: a flag from a quoted variable over several lines keeps the line it was written on",
+          "[import][shell]") {
+  const std::string script =
+      "#!/bin/bash\n"                                         // 1
+      "GPT_ARGS=\"\n"                                         // 2
+      "  --num-layers 16\n"                                   // 3
+      "  --seq-length 8192 \\\n"                              // 4 (a continuation inside the quotes)
+      "  --hidden-size 2048\"\n"                              // 5
+      "OTHER='--num-attention-heads 32\n"                     // 6
+      "  --ffn-hidden-size 8192'\n"                           // 7
+      "MIXED=\"$GPT_ARGS\n  --kv-channels 64\"\n"             // 8, 9
+      "torchrun --nproc-per-node 8 pretrain_gpt.py $GPT_ARGS $OTHER --micro-batch-size 1 \\\n"  // 10
+      "  $MIXED\n";                                           // 11
+  std::map<std::string, int> lines;
+  for (const MegatronArg& a : split_megatron_command_line(script, "launch.sh"))
+    if (!lines.count(a.name)) lines[a.name] = a.line;  // the first occurrence (MIXED repeats GPT_ARGS's flags)
+  CHECK(lines.at("num_layers") == 3);
+  CHECK(lines.at("seq_length") == 4);
+  CHECK(lines.at("hidden_size") == 5);  // after a backslash-newline, which the quotes remove
+  CHECK(lines.at("num_attention_heads") == 6);
+  CHECK(lines.at("ffn_hidden_size") == 7);
+  CHECK(lines.at("micro_batch_size") == 10);
+  // A value built from another variable is not the script's text: its flags keep the assignment's line.
+  CHECK(lines.at("kv_channels") == 8);
 }
