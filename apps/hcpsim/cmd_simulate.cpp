@@ -306,11 +306,11 @@ void announce_simulation(ProgressReporter& progress, const Scenario& s, int64_t 
                          const SimulateOutputs& out, size_t types) {
   const sim::SimulationCost cost =
       simulation_cost(s, data_parallel_size, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
-  // The estimate is of one thread's work: the threads share the schedule building, not the event loop.
-  progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({}) on one thread; "
-                                "building on {} thread{}",
-                                cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types, out.threads,
-                                out.threads == 1 ? "" : "s"),
+  // The time is one thread's work: --threads shares the building of the rank programs, not the event loop.
+  progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({} comm type{}) on 1 "
+                                "thread; rank programs built on {} thread{}, the event loop on 1",
+                                cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types,
+                                types == 1 ? "" : "s", out.threads, out.threads == 1 ? "" : "s"),
                     cost.seconds * static_cast<double>(types));
 }
 
@@ -471,8 +471,8 @@ CLI::App* add_simulate_command(CLI::App& app, int& exit_code) {
   add_max_memory_option(cmd, out->max_memory);
   out->threads = default_threads();
   cmd->add_option("--threads", out->threads,
-                  "threads that build the schedules (default: every hardware thread; the event loop runs on one; "
-                  "results are identical for any count)")
+                  "CPU threads that build the rank programs (default: every hardware thread, at most that many; "
+                  "the event loop runs on one; results are identical for any count)")
       ->capture_default_str();
   add_quiet_flag(cmd);
   cmd->callback([&exit_code, common, out] { exit_code = cmd_simulate(*common, *out); });

@@ -126,7 +126,8 @@ TEST_CASE("apps: simulate says how many threads build, and writes the same for -
   const std::string base = "simulate scenarios/llama3_8b_128k_cp16_4xdgx_h100.yaml parallel.cp_comm_type=p2p "
                            "parallel.hierarchical_context_parallel_sizes=null";
   const std::string err = check_progress(base + " --threads 2", base + " --threads 2 --quiet", "simulate");
-  REQUIRE(err.find(" per comm type (1) on one thread; building on 2 threads (estimate)\n") != std::string::npos);
+  REQUIRE(err.find(" per comm type (1 comm type) on 1 thread; rank programs built on 2 threads, the event loop "
+                   "on 1 (estimate)\n") != std::string::npos);
   const SplitRun one = run_split("", base + " --threads 1");
   const SplitRun two = run_split("", base + " --threads 2");
   REQUIRE(one.exit_code == 0);
