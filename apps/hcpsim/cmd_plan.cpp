@@ -33,7 +33,7 @@ struct PlanArgs {
   std::string csv;
   std::string svg;
   std::string json;
-  int threads = 0;
+  int threads = 1;  ///< --threads; the command sets default_threads() (admission.hpp) before parsing
   std::string max_memory;  ///< --max-memory text; empty: the machine's default (admission.hpp)
 };
 
@@ -266,7 +266,7 @@ int cmd_plan(const PlanArgs& a) {
                                    "leave it out for the scenario's",
                                    option, kMaxPlanGpus));
   }
-  if (a.threads < 0) throw InputError(SourceLoc{}, "--threads", "must be >= 0", "give a thread count, or 0 for all cores");
+  if (a.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
   check_thread_count(a.threads, "--threads");
   const uint64_t max_memory = max_memory_limit(a.max_memory);
   const Scenario s = load_scenario(a.common.scenario_path, a.common.overrides);
@@ -344,7 +344,11 @@ CLI::App* add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--csv", a->csv, "write every option (simulated, over memory and ruled out) as CSV");
   cmd->add_option("--svg", a->svg, "write an SVG chart of the best options: time per iteration and memory per GPU, winner marked");
   cmd->add_option("--json", a->json, "write the search and its answer as JSON (schema: README, plan --json)");
-  cmd->add_option("--threads", a->threads, "simulate options on N threads (default 0: all cores); same results");
+  a->threads = default_threads();
+  cmd->add_option("--threads", a->threads,
+                  "CPU threads that simulate options at once (default: every hardware thread, at most that many; "
+                  "results are identical for any count)")
+      ->capture_default_str();
   add_max_memory_option(cmd, a->max_memory);
   add_quiet_flag(cmd);
   cmd->callback([&exit_code, a, cmd] {

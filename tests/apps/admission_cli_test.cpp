@@ -215,13 +215,21 @@ TEST_CASE("admission: --max-memory parses K/M/G/T sizes and refuses anything els
 }
 
 TEST_CASE("admission: --threads is bounded by the machine and plan --gpus/--cp by 2^17", "[apps][admission]") {
-  const std::vector<std::string> commands{"verify " + kScenario, "plan " + kScenario, "replay scenarios/ci"};
+  const std::vector<std::string> commands{"verify " + kScenario, "plan " + kScenario, "simulate " + kScenario,
+                                          "replay scenarios/ci"};
   for (const std::string& cmd : commands) {
     const auto r = run_hcpsim(cmd + " --threads 100000");
     INFO(cmd << ": " << r.output);
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("--threads") != std::string::npos);
     CHECK(r.output.find("hardware threads") != std::string::npos);
+  }
+  // verify, plan and simulate take one rule for a count below 1 (plan used to read 0 as "all cores").
+  for (size_t k = 0; k < 3; ++k) {
+    const auto r = run_hcpsim(commands[k] + " --threads 0");
+    INFO(commands[k] << ": " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--threads: must be at least 1; fix: use --threads 1 or more") != std::string::npos);
   }
   for (const char* option : {"--gpus", "--cp"}) {
     const auto start = std::chrono::steady_clock::now();
