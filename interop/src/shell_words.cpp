@@ -284,7 +284,10 @@ class ShellInterpreter {
       for (const auto& w : sts[0].words)
         for (auto& f : expand(w, true)) v += (v.empty() ? "" : " ") + f.text;
     --depth_;
-    if (rest.rfind(":=", 0) == 0) vars_[name] = v;
+    if (rest.rfind(":=", 0) == 0) {
+      vars_[name] = v;
+      var_marks_.erase(name);  // the default's text, not the earlier assignment's
+    }
     return v;
   }
 
