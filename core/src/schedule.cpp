@@ -207,6 +207,11 @@ struct Checker {
     HCPSIM_ASSERT(member, where() + ": rank is not a member of its " + what + " group");
   }
 
+  /// A binding's tokens: one per buffer row in an attention schedule, none in a (timing-only) layer schedule.
+  bool tokens_ok(const IoBinding& b, const BufferDecl& buffer) const {
+    return s.kind == ScheduleKind::layer ? b.tokens.empty() : static_cast<int64_t>(b.tokens.size()) == buffer.rows;
+  }
+
   /// Rank order and input bindings: each input's token count matches its buffer, which starts live.
   void begin_rank(const RankProgram& rank) {
     r = &rank;
@@ -218,8 +223,8 @@ struct Checker {
                   "rank != cp_rank * tp_size + tp_rank (an attention schedule has rank = cp_rank)");
     for (const auto& b : rank.inputs) {
       op_index = 0;
-      HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == rank.buffers.at(static_cast<size_t>(b.buffer)).rows,
-                    "input binding '" + b.tensor + "' token count != buffer rows");
+      HCPSIM_ASSERT(tokens_ok(b, rank.buffers.at(static_cast<size_t>(b.buffer))),
+                    "input binding '" + b.tensor + "' token count != buffer rows (none in a layer schedule)");
       live[static_cast<size_t>(b.buffer)] = 1;
     }
   }
@@ -400,8 +405,8 @@ struct Checker {
                     "output buffer id out of range");
       HCPSIM_ASSERT(live[static_cast<size_t>(b.buffer)] == 1,
                     "rank " + std::to_string(r->rank) + ": output '" + b.tensor + "' is not live at the end");
-      HCPSIM_ASSERT(static_cast<int64_t>(b.tokens.size()) == r->buffers[static_cast<size_t>(b.buffer)].rows,
-                    "output binding '" + b.tensor + "' token count != buffer rows");
+      HCPSIM_ASSERT(tokens_ok(b, r->buffers[static_cast<size_t>(b.buffer)]),
+                    "output binding '" + b.tensor + "' token count != buffer rows (none in a layer schedule)");
     }
   }
 

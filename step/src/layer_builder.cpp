@@ -19,9 +19,8 @@ constexpr int64_t kLayerTagBase = int64_t{1} << 40;
 // Added to the tags of the recomputed attention forward, so its messages are distinct from the first forward's.
 constexpr int64_t kRecomputeTagOffset = int64_t{1} << 39;
 
-/// Builds the program of one (tp_rank, cp_rank). The attention program's buffers and bindings are copied, never
-/// moved: kept alive inside the layer program they would pin its freed op storage apart (peak RSS +1 GB at p2p
-/// CP = 512, bench/RESULTS.md).
+/// Builds the program of one (tp_rank, cp_rank). The attention program's buffers and bindings (less their tokens)
+/// are copied, never moved: kept in the layer program they would pin its freed op storage apart (RSS +1 GB).
 class LayerRankBuilder {
  public:
   LayerRankBuilder(const Scenario& s, const RankProgram& attention, int64_t tp_rank, int64_t cp_rank)
@@ -30,8 +29,9 @@ class LayerRankBuilder {
     prog_.cp_rank = cp_rank;
     prog_.tp_rank = tp_rank;
     prog_.buffers = attention.buffers;
-    prog_.inputs = attention.inputs;
-    prog_.outputs = attention.outputs;
+    // Bindings without their token lists: a layer schedule is timing-only (Schedule::check_invariants).
+    for (const IoBinding& b : attention.inputs) prog_.inputs.push_back(IoBinding{b.tensor, b.buffer, {}, b.head_begin});
+    for (const IoBinding& b : attention.outputs) prog_.outputs.push_back(IoBinding{b.tensor, b.buffer, {}, b.head_begin});
     live_.assign(prog_.buffers.size(), 0);
     freed_by_.assign(prog_.buffers.size(), -1);
     for (const auto& b : prog_.inputs) live_[static_cast<size_t>(b.buffer)] = 1;

@@ -89,6 +89,16 @@ TEST_CASE("core: check_invariants accepts the built schedule and rejects broken 
           }
       },
       "section lower does not match the block's rows and mask");
+  // Token lists: one per buffer row in an attention schedule; a layer schedule (timing only) has none.
+  require_rejected([](Schedule& s) { s.ranks[1].inputs.front().tokens.pop_back(); },
+                   "input binding 'q' token count != buffer rows (none in a layer schedule)");
+  require_rejected([](Schedule& s) { s.ranks[0].outputs.back().tokens.clear(); },
+                   "token count != buffer rows (none in a layer schedule)");
+  require_rejected(
+      [](Schedule& s) {
+        s.kind = ScheduleKind::layer;  // kept its attention bindings, tokens included
+      },
+      "input binding 'q' token count != buffer rows (none in a layer schedule)");
 }
 
 TEST_CASE("core: section_matches checks a block's section against its rows and mask", "[core][schedule]") {

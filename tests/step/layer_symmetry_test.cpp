@@ -256,6 +256,14 @@ TEST_CASE("step: the schedules and every result are the same for any --threads (
       INFO("layer rank " << r);
       const RankProgram &x = one.ranks[r], &y = three.ranks[r];
       REQUIRE(x.rank == y.rank);
+      // The bindings name the attention's buffers and carry no tokens (timing only).
+      REQUIRE(x.inputs.size() == 4);
+      REQUIRE(x.outputs.size() == 5);
+      for (const std::vector<IoBinding>* bindings : {&x.inputs, &x.outputs, &y.inputs, &y.outputs})
+        for (const IoBinding& b : *bindings) {
+          REQUIRE(b.tokens.empty());
+          REQUIRE(b.buffer >= 0);
+        }
       REQUIRE(x.ops.size() > 50);
       REQUIRE(x.ops.size() == y.ops.size());
       REQUIRE(x.buffers.size() == y.buffers.size());

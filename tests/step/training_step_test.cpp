@@ -593,6 +593,7 @@ TEST_CASE("step: a layer schedule says it is one, and the numeric executors refu
   // The invariant: timing-only ops belong to layer schedules only.
   Schedule mislabelled = layer;
   mislabelled.kind = ScheduleKind::attention;
+  for (RankProgram& r : mislabelled.ranks) r.inputs.clear();  // (a layer's bindings hold no tokens to check first)
   const auto end = hcpsim::test::run_in_child([&] { mislabelled.check_invariants(); });
   REQUIRE(end.aborted);
   CHECK(end.stderr_text.find("in an attention schedule (layer schedules only)") != std::string::npos);

@@ -292,7 +292,9 @@ struct Op {
 struct IoBinding {
   std::string tensor;           ///< "q", "k", "v", "dout" (inputs) or "out", "softmax_lse", "dq", "dk", "dv"
   BufferId buffer = -1;
-  std::vector<int64_t> tokens;  ///< global sequence positions, one per buffer row
+  /// Global sequence positions, one per buffer row; empty in a layer schedule (ScheduleKind::layer, timing only:
+  /// no executor reads them).
+  std::vector<int64_t> tokens;
   int64_t head_begin = 0;
 };
 
@@ -379,7 +381,8 @@ struct Schedule {
   /// all_to_all and send_recv on Stream::comm and compute ops never on it,
   /// row ranges inside buffers, deps point backwards, every send has one matching recv of equal size,
   /// every all-to-all is issued by all group members with equal tags, alloc/free balanced and used only
-  /// while live, inputs/outputs bound to buffers of the right shape. Buffer hazards (the ordering contract) are
+  /// while live, inputs/outputs bound to buffers of the right shape (with one token per buffer row in an attention
+  /// schedule, none in a layer schedule). Buffer hazards (the ordering contract) are
   /// checked by check_hazards (schedule_hazards.hpp), which assumes these invariants.
   void check_invariants() const;
 
