@@ -100,12 +100,15 @@ void FlowNetwork::drained(int64_t slot) {
   f.remaining_bytes = 0;
   if (f.active) {
     f.active = false;
+    // Only the links where other flows remain need a recomputation: on a link left empty no rate can change.
+    still_shared_.clear();
     for (int64_t l : f.links) {
       auto& v = link_flows_[ix(l)];
       v.erase(std::lower_bound(v.begin(), v.end(), id, [](const LinkFlow& x, int64_t y) { return x.id < y; }));
       link_active_change(l, -1);
+      if (!v.empty()) still_shared_.push_back(l);
     }
-    mark_dirty(f.links);
+    if (!still_shared_.empty()) mark_dirty(still_shared_);
   }
   Done done = std::move(f.on_drained);
   f.on_drained = nullptr;

@@ -59,7 +59,8 @@ class FlowNetwork {
   [[nodiscard]] double rate(int64_t flow) const;
   /// Usage of every link so far (busy time of links still active counts up to the last change).
   [[nodiscard]] const std::vector<LinkUsage>& usage() const { return usage_; }
-  /// Number of rate recomputations run (one per batch). For benchmarks.
+  /// Number of rate recomputations run (one per batch of starts and ends at one time; a flow that ends alone on
+  /// its links changes no rate and asks for none). For benchmarks.
   [[nodiscard]] int64_t recompute_count() const { return recomputes_; }
 
  private:
@@ -117,6 +118,7 @@ class FlowNetwork {
   std::vector<int64_t> batch_links_;   ///< links of the batch, component after component
   std::vector<LinkFlow> batch_flows_;  ///< flows of the batch, component after component
   std::vector<int64_t> changed_links_;
+  std::vector<int64_t> still_shared_;  ///< drained(): the links of the drained flow that other flows still use
   std::vector<ShareEntry> heap_;
 };
 
