@@ -308,9 +308,11 @@ void announce_simulation(ProgressReporter& progress, const Scenario& s, int64_t 
       simulation_cost(s, data_parallel_size, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
   // The time is one thread's work: --threads shares the building of the rank programs, not the event loop.
   progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({} comm type{}) on 1 "
-                                "thread; rank programs built on {} thread{}, the event loop on 1",
+                                "thread; rank programs built on {} thread{}, the event loop on 1; progress counts "
+                                "each comm type's attention{}",
                                 cost.ops, cost.bytes / 1e9, display_duration(cost.seconds), types,
-                                types == 1 ? "" : "s", out.threads, out.threads == 1 ? "" : "s"),
+                                types == 1 ? "" : "s", out.threads, out.threads == 1 ? "" : "s",
+                                s.model.vocab_size ? " and whole step" : ""),
                     cost.seconds * static_cast<double>(types));
 }
 
@@ -350,6 +352,22 @@ void check_outputs(const Scenario& s, const SimulateOutputs& out) {
                            {out.timeline_svg, "--timeline-svg", "timeline chart"}});
 }
 
+/// The options of the attention simulation of every comm type, and in `full_run` why it must run in full ("" when
+/// it may be symmetry-reduced).
+sim::SimOptions attention_options(const SimulateOutputs& out, std::string& full_run) {
+  const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
+  sim::SimOptions options;
+  options.threads = out.threads;
+  options.record_timeline = timeline;
+  options.record_flows = timeline;  // the trace's messages and the chart's flow lanes
+  // The trace lists flows in run order, which the symmetry reduction changes, and both it and the timeline chart
+  // show every GPU's ops, which a reduced run executes for the representatives only: they need the full run.
+  full_run = !out.trace.empty()          ? "--trace needs the full run"
+             : !out.timeline_svg.empty() ? "--timeline-svg needs the full run"
+                                         : "";
+  return options;
+}
+
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
@@ -364,21 +382,17 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   print_preamble(s, report);
   const int64_t layers = s.model.num_layers;
   const Provenance provenance = scenario_provenance(s, c.overrides);
-  ProgressReporter progress("simulate", types.size(), progress_settings());
+  // Units: per comm type its attention simulation, then its whole step (when the model has a vocabulary), so a
+  // single long comm type shows progress halfway.
+  const size_t units_per_type = s.model.vocab_size ? 2 : 1;
+  ProgressReporter progress("simulate", types.size() * units_per_type, progress_settings());
   announce_simulation(progress, s, report.data_parallel_size, out, types.size());
-  size_t types_done = 0;
+  size_t units_done = 0;
   std::vector<sim::StepResult> steps;
   for (CpCommType t : types) {
     const auto layout = cp_layout_for(s, t);
-    sim::SimOptions options;
-    options.threads = out.threads;
-    options.record_timeline = timeline;
-    options.record_flows = timeline;  // the trace's messages and the chart's flow lanes
-    // The trace lists flows in run order, which the symmetry reduction changes, and both it and the timeline chart
-    // show every GPU's ops, which a reduced run executes for the representatives only: they need the full run.
-    const std::string full_run = !out.trace.empty()          ? "--trace needs the full run"
-                                 : !out.timeline_svg.empty() ? "--timeline-svg needs the full run"
-                                                             : "";
+    std::string full_run;
+    const sim::SimOptions options = attention_options(out, full_run);
     auto attention = sim::simulate_attention(s, t, report.data_parallel_size, topology, options, full_run);
     const sim::SimResult& r = attention.result;
     const std::string& reduction_note = attention.note;
@@ -432,12 +446,13 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
     fmt::print("  simulated {} events, {} flows, {} max-min recomputations\n", r.event_count, r.flow_count,
                r.network_recomputes);
     fmt::print("  {}\n", reduction_note);
+    if (units_per_type == 2) progress.update(++units_done);
     const std::optional<sim::StepResult> step =
         simulate_and_print_step(s, t, report.data_parallel_size, topology, out, std::move(attention.schedule));
     if (step) steps.push_back(*step);
     write_outputs(out, type_suffix(types, t), r, step ? &*step : nullptr, cl.gpu.calibration,
                   provenance, "hcpsim simulate: " + s.name + " (" + to_string(t) + ")");
-    progress.update(++types_done);
+    progress.update(++units_done);
   }
   if (steps.size() > 1 && s.parallel.cp_comm_type.size() > 1) {
     const sim::StepResult mixed = sim::compose_mixed_step(s, steps);

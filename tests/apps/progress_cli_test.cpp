@@ -127,7 +127,10 @@ TEST_CASE("apps: simulate says how many threads build, and writes the same for -
                            "parallel.hierarchical_context_parallel_sizes=null";
   const std::string err = check_progress(base + " --threads 2", base + " --threads 2 --quiet", "simulate");
   REQUIRE(err.find(" per comm type (1 comm type) on 1 thread; rank programs built on 2 threads, the event loop "
-                   "on 1 (estimate)\n") != std::string::npos);
+                   "on 1; progress counts each comm type's attention and whole step (estimate)\n") != std::string::npos);
+  // One comm type shows progress after its attention and after its whole step.
+  REQUIRE(err.find("simulate: 1/2 (50%), elapsed ") != std::string::npos);
+  REQUIRE(err.find("simulate: 2/2 (100%), elapsed ") != std::string::npos);
   const SplitRun one = run_split("", base + " --threads 1");
   const SplitRun two = run_split("", base + " --threads 2");
   REQUIRE(one.exit_code == 0);
