@@ -14,7 +14,8 @@ namespace hcpsim {
 /// order.
 /// Errors: the exception of the lowest failing index is rethrown, so the same input reports the same error for any
 /// thread count. On one thread the loop stops at it; on several, every item still runs and the error is rethrown
-/// once all have finished. std::system_error when a thread cannot be started.
+/// once all have finished. std::system_error when a thread cannot be started. An HCPSIM_ASSERT that fails inside
+/// an item (an internal error: it aborts the process) reports the first violation any thread reaches.
 void parallel_for(int64_t count, int threads, const std::function<void(int64_t)>& body);
 
 }  // namespace hcpsim
