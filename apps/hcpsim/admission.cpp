@@ -105,6 +105,8 @@ int default_threads() {
 }
 
 void check_thread_count(int threads, const char* option) {
+  if (threads < 1)
+    throw InputError(SourceLoc{}, option, "must be at least 1", fmt::format("use {} 1 or more", option));
   if (threads > max_threads())
     throw InputError(SourceLoc{}, option,
                      fmt::format("{} threads on a machine with {} hardware threads", threads,

@@ -46,7 +46,7 @@ int max_threads();
 /// Results do not depend on it (byte-identical for any count).
 int default_threads();
 
-/// @throws InputError naming `option` when threads > max_threads().
+/// @throws InputError naming `option` when threads < 1 ("must be at least 1") or threads > max_threads().
 void check_thread_count(int threads, const char* option);
 
 /// The estimated cost of a `simulate` or `diff` of `s` (sim::estimate_simulate_cost: the attention and the

@@ -266,7 +266,6 @@ int cmd_plan(const PlanArgs& a) {
                                    "leave it out for the scenario's",
                                    option, kMaxPlanGpus));
   }
-  if (a.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
   check_thread_count(a.threads, "--threads");
   const uint64_t max_memory = max_memory_limit(a.max_memory);
   const Scenario s = load_scenario(a.common.scenario_path, a.common.overrides);

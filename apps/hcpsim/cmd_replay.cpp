@@ -349,7 +349,6 @@ bool update_file(const Outcome& o) {
 
 int cmd_replay(const std::vector<std::string>& paths, const std::string& junit, bool update, bool twice,
                int threads) {
-  if (threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
   check_thread_count(threads, "--threads");
   const auto files = collect(paths);
   check_requested_outputs({{junit, "--junit", "JUnit file"}});

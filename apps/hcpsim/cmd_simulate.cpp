@@ -45,6 +45,9 @@ struct SimulateOutputs {
 
 int64_t times_layers(int64_t ps, int64_t layers) { return ps * layers; }
 
+/// Whether an output needs every op's timeline entry of the attention run (--trace, --timeline-svg).
+bool wants_timeline(const SimulateOutputs& out) { return !out.trace.empty() || !out.timeline_svg.empty(); }
+
 std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
 
 /// "where time goes": the per-phase TimeBreakdown of cp_rank 0 and of the busiest GPU (sim/simulator.hpp).
@@ -305,7 +308,7 @@ void print_preamble(const Scenario& s, const ValidationReport& report) {
 void announce_simulation(ProgressReporter& progress, const Scenario& s, int64_t data_parallel_size,
                          const SimulateOutputs& out, size_t types) {
   const sim::SimulationCost cost =
-      simulation_cost(s, data_parallel_size, !out.trace.empty() || !out.timeline_svg.empty(), !out.step_trace.empty());
+      simulation_cost(s, data_parallel_size, wants_timeline(out), !out.step_trace.empty());
   // The time is one thread's work: --threads shares the building of the rank programs, not the event loop.
   progress.announce(fmt::format("~{:.3g} schedule ops, ~{:.3g} GB peak, ~{} per comm type ({} comm type{}) on 1 "
                                 "thread; rank programs built on {} thread{}, the event loop on 1; progress counts "
@@ -342,7 +345,6 @@ std::optional<sim::StepResult> simulate_and_print_step(const Scenario& s, CpComm
 /// --threads, the output paths before any work (io/output_file.hpp check_requested_outputs), and that
 /// --step-trace can be written for this scenario.
 void check_outputs(const Scenario& s, const SimulateOutputs& out) {
-  if (out.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
   check_thread_count(out.threads, "--threads");
   check_step_trace(s, out);
   check_requested_outputs({{out.trace, "--trace", "trace"},
@@ -355,7 +357,7 @@ void check_outputs(const Scenario& s, const SimulateOutputs& out) {
 /// The options of the attention simulation of every comm type, and in `full_run` why it must run in full ("" when
 /// it may be symmetry-reduced).
 sim::SimOptions attention_options(const SimulateOutputs& out, std::string& full_run) {
-  const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
+  const bool timeline = wants_timeline(out);
   sim::SimOptions options;
   options.threads = out.threads;
   options.record_timeline = timeline;
@@ -373,7 +375,7 @@ int cmd_simulate(const Common& c, const SimulateOutputs& out) {
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   check_outputs(s, out);
   const auto report = validate_scenario(s, ValidationScope::placement);
-  const bool timeline = !out.trace.empty() || !out.timeline_svg.empty();  // outputs that need every op's entry
+  const bool timeline = wants_timeline(out);
   admit_simulation(s, report.data_parallel_size, max_memory, "simulate", timeline, !out.step_trace.empty());
   const auto types = buildable_types(s);
   const auto& cl = s.cluster;

@@ -60,7 +60,6 @@ VerifySetup prepare_verify(const Common& c, const VerifyArgs& args) {
   const Scenario& s = v.scenario;
   if (args.backend != "cpu" && args.backend != "gpu")
     throw InputError(SourceLoc{}, "--backend", "unknown backend '" + args.backend + "'", "use --backend cpu or gpu");
-  if (args.threads < 1) throw InputError(SourceLoc{}, "--threads", "must be at least 1", "use --threads 1 or more");
   check_thread_count(args.threads, "--threads");
   const uint64_t max_memory = max_memory_limit(args.max_memory);
   Dtype& dtype = v.dtype;

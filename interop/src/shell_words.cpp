@@ -23,6 +23,8 @@ using shell::LineMark;
 using shell::Segment;
 using shell::Statement;
 using shell::Word;
+/// (offset in a variable's value, source line): where a quoted value written over several lines moves to the next.
+using ValueMarks = std::vector<std::pair<size_t, int>>;
 using interop::display;
 
 // Bounds on what one script may ask of the expander, so hostile input ends in an error naming its line instead of
@@ -144,8 +146,8 @@ class ShellInterpreter {
   /// Where the value of a literal assignment (no expansion in it) moves to another line: (offset in the value,
   /// line) from the word's line marks, the first segment having lost `prefix` bytes (`NAME=`). Empty when the value
   /// holds an expansion (its text is then not the script's) or sits on one line.
-  static std::vector<std::pair<size_t, int>> value_marks(const Word& value, size_t prefix) {
-    std::vector<std::pair<size_t, int>> out;
+  static ValueMarks value_marks(const Word& value, size_t prefix) {
+    ValueMarks out;
     for (const Segment& seg : value.segments)
       if (seg.expansion) return out;
     std::vector<size_t> starts;  // offset of each segment in the value
@@ -221,7 +223,7 @@ class ShellInterpreter {
   /// Value of one expansion; std::nullopt when it cannot be resolved (the text stays as written).
   /// `words` receives the elements of `${NAME[@]}` (with their lines); `def_line` the line that set a variable.
   std::optional<std::string> resolve(const std::string& e, int line, std::vector<Field>* words, int* def_line,
-                                     const std::vector<std::pair<size_t, int>>** marks = nullptr) {
+                                     const ValueMarks** marks = nullptr) {
     count_expansion(line);
     if (e.rfind("$((", 0) == 0 && e.size() >= 5) {
       const auto r = eval_shell_arithmetic(e.substr(3, e.size() - 5), vars_);
@@ -310,7 +312,7 @@ class ShellInterpreter {
       }
       std::vector<Field> elems;
       int def_line = 0;
-      const std::vector<std::pair<size_t, int>>* marks = nullptr;
+      const ValueMarks* marks = nullptr;
       auto v = resolve(s.text, w.line, &elems, &def_line, &marks);
       if (!v) {
         cur += s.text;
@@ -498,7 +500,7 @@ class ShellInterpreter {
   std::map<std::string, std::string> vars_;
   std::map<std::string, std::vector<Field>> arrays_;
   std::map<std::string, int> var_lines_;
-  std::map<std::string, std::vector<std::pair<size_t, int>>> var_marks_;  ///< value_marks of each assignment
+  std::map<std::string, ValueMarks> var_marks_;  ///< value_marks of each assignment
   int depth_ = 0;            ///< defaults being expanded inside defaults
   int64_t steps_ = 0;        ///< expansions resolved so far
   size_t expanded_bytes_ = 0;  ///< bytes of fields produced so far

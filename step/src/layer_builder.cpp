@@ -590,7 +590,7 @@ Schedule build_layer_schedule_ranks(const Scenario& scenario, CpCommType cp_comm
     HCPSIM_ASSERT(!attention.ranks[c].ops.empty(),
                   "build_layer_schedule_ranks: the given attention schedule lacks a wrapped CP rank's program");
     for (int64_t r : layer_ranks)
-      if (r / tp == wrapped[static_cast<size_t>(k)])
+      if (static_cast<size_t>(r / tp) == c)
         out.ranks[static_cast<size_t>(r)] = LayerRankBuilder(scenario, attention.ranks[c], r % tp, r / tp).build();
     attention.ranks[c] = RankProgram{};
   });
