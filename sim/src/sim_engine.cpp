@@ -31,7 +31,9 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
   HCPSIM_ASSERT(cluster.message_latency_s >= 0, "negative message latency");
   HCPSIM_ASSERT(cluster.gpu.compute_slowdown_during_comm >= 1, "compute_slowdown_during_comm < 1");
   ctx_.progress.resize(schedule.ranks.size());
-  // Each rank's indexes are its own (one work item per rank), so any thread count builds the same ones.
+  // Each rank's indexes are its own (one work item per rank), so any thread count builds the same ones; the
+  // messages each rank sends are counted in the same pass (reserve_for_run), not in another walk of every op.
+  std::vector<int64_t> messages(schedule.ranks.size(), 0);
   parallel_for(static_cast<int64_t>(schedule.ranks.size()), options.threads, [&](int64_t rank) {
     const auto r = static_cast<size_t>(rank);
     const RankProgram& program = schedule.ranks[r];
@@ -40,17 +42,19 @@ Engine::Engine(const Schedule& schedule, const ClusterSpec& cluster, const Topol
     RankProgress& p = ctx_.progress[r];
     p.ops.resize(program.ops.size());
     for (size_t i = 0; i < program.ops.size(); ++i) {
-      const Stream s = program.ops[i].stream;
+      const Op& op = program.ops[i];
+      const Stream s = op.stream;
       HCPSIM_ASSERT(stream_index(s) < kStreamCount, fmt::format("bad stream on cp rank {} op {}", r, i));
       p.stream_ops[stream_index(s)].push_back(static_cast<OpIndex>(i));
       p.ops[i].stream = static_cast<uint8_t>(stream_index(s));
-      const auto* sr = std::get_if<SendRecvOp>(&program.ops[i].payload);
-      p.ops[i].takes_sms = is_communication(program.ops[i].kind()) && !(sr != nullptr && sr->copy_engine);
+      const auto* sr = std::get_if<SendRecvOp>(&op.payload);
+      p.ops[i].takes_sms = is_communication(op.kind()) && !(sr != nullptr && sr->copy_engine);
+      messages[r] += messages_of(op);
     }
     index_dependents(rank);
     memory_.bind_inputs(rank);
   });
-  reserve_for_run();
+  reserve_for_run(messages);
 }
 
 SimResult Engine::run() {
@@ -69,20 +73,21 @@ SimResult Engine::run() {
   return collect_results(ctx_, memory_, transport_, events);
 }
 
-void Engine::reserve_for_run() {
+int64_t Engine::messages_of(const Op& op) const {
+  if (const auto* sr = std::get_if<SendRecvOp>(&op.payload))
+    return sr->send_peer >= 0 ? ctx_.classes.size : 0;  // the message and its images
+  if (!is_communication(op.kind())) return 0;
+  const auto n = static_cast<int64_t>(collective_of(op).group->size());
+  // A full run launches a collective once for all n members, a reduced run once per class.
+  return ctx_.options.symmetry_reduction ? n * (n - 1) : n - 1;
+}
+
+void Engine::reserve_for_run(const std::vector<int64_t>& messages_per_rank) {
   int64_t messages = 0, ops = 0;
   for (int64_t rank = 0; rank < ctx_.rank_count(); ++rank) {
     if (!ctx_.classes.represented(rank)) continue;
-    for (const Op& op : ctx_.program(rank).ops) {
-      ++ops;
-      if (const auto* sr = std::get_if<SendRecvOp>(&op.payload)) {
-        if (sr->send_peer >= 0) messages += ctx_.classes.size;  // the message and its images
-      } else if (is_communication(op.kind())) {
-        const auto n = static_cast<int64_t>(collective_of(op).group->size());
-        // A full run launches a collective once for all n members, a reduced run once per class.
-        messages += ctx_.options.symmetry_reduction ? n * (n - 1) : n - 1;
-      }
-    }
+    ops += static_cast<int64_t>(ctx_.program(rank).ops.size());
+    messages += messages_per_rank[index_of(rank)];
   }
   transport_.reserve_flows(messages);
   // About two events per op and three per message (start, drain, delivery); a hint, not a bound.

@@ -55,28 +55,37 @@ TimePs& category(TimeBreakdown& b, OpKind kind) {
   return b.other_compute_ps;
 }
 
-/// Fills the per-phase breakdown of `progress` (a rank's runtimes) of `program_ops` into `st`.
-void fill_time_breakdown(const std::vector<Op>& program_ops, const RankProgress& progress, RankStats& st) {
-  const std::vector<OpRuntime>& ops = progress.ops;
-  for (size_t p = 0; p < kPhaseCount; ++p)
-    st.time_breakdown[p].comm_slowdown_ps = progress.comm_slowdown_units[p] / kShareScale;
-  std::array<Intervals, kPhaseCount> busy;
-  std::array<TimePs, kPhaseCount> first{};
-  std::array<TimePs, kPhaseCount> last{};
-  std::array<bool, kPhaseCount> seen{};
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = program_ops[i];
+/// The per-phase time breakdown of one rank (RankStats::time_breakdown), accumulated op by op in the walk over
+/// the rank's ops that executed_rank makes anyway (at large CP a program is far from the cache: one walk, not two).
+class BreakdownAccumulator {
+ public:
+  /// Adds op `op` of the rank, which ran over [o.start_ps, o.end_ps).
+  void add(const Op& op, const OpRuntime& o) {
     const size_t p = phase_index(op.phase);
-    first[p] = seen[p] ? std::min(first[p], ops[i].start_ps) : ops[i].start_ps;
-    last[p] = std::max(last[p], ops[i].end_ps);
-    seen[p] = true;
-    if (!is_compute_stream(op.stream)) continue;
-    category(st.time_breakdown[p], op.kind()) += ops[i].end_ps - ops[i].start_ps;
-    busy[p].emplace_back(ops[i].start_ps, ops[i].end_ps);
+    first_[p] = seen_[p] ? std::min(first_[p], o.start_ps) : o.start_ps;
+    last_[p] = std::max(last_[p], o.end_ps);
+    seen_[p] = true;
+    if (!is_compute_stream(op.stream)) return;
+    category(breakdown_[p], op.kind()) += o.end_ps - o.start_ps;
+    busy_[p].emplace_back(o.start_ps, o.end_ps);
   }
-  for (size_t p = 0; p < kPhaseCount; ++p)
-    if (seen[p]) st.time_breakdown[p].exposed_comm_ps = last[p] - first[p] - measure(merge_intervals(std::move(busy[p])));
-}
+  /// Writes the breakdown of the ops added into `st`; `progress`: the rank's runtimes (its comm slowdown).
+  void finish(const RankProgress& progress, RankStats& st) {
+    for (size_t p = 0; p < kPhaseCount; ++p) {
+      st.time_breakdown[p] = breakdown_[p];
+      st.time_breakdown[p].comm_slowdown_ps = progress.comm_slowdown_units[p] / kShareScale;
+      if (seen_[p])
+        st.time_breakdown[p].exposed_comm_ps = last_[p] - first_[p] - measure(merge_intervals(std::move(busy_[p])));
+    }
+  }
+
+ private:
+  std::array<TimeBreakdown, kPhaseCount> breakdown_{};
+  std::array<Intervals, kPhaseCount> busy_;
+  std::array<TimePs, kPhaseCount> first_{};
+  std::array<TimePs, kPhaseCount> last_{};
+  std::array<bool, kPhaseCount> seen_{};
+};
 
 /// Every directed link's totals: the flow network's usage plus, in a reduced run, the image messages'.
 std::vector<LinkStats> link_stats(const Topology& topology, const std::vector<LinkUsage>& usage,
@@ -104,10 +113,19 @@ struct BackwardEnd {
   TimePs end_ps = 0;
 };
 
+/// The FLOPs of the last executed rank's ops that have any, as (phase index, flops) in op order: what each of its
+/// images adds to SimResult::flops, read without walking the representative's whole program again (at large CP a
+/// program is far from the cache, and a class has several images). Skipping the ops with 0 FLOPs leaves every
+/// sum bit for bit as it was: the sums start at +0 and add values >= 0, and x + 0 == x for those.
+struct RepresentativeFlops {
+  int64_t rank = -1;
+  std::vector<std::pair<size_t, double>> flops;
+};
+
 /// The stats of executed `rank`. Adds its FLOPs (in op order), forward end, backward bounds, makespan and, with
 /// SimOptions::record_timeline, its timeline entries to `res`.
 RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, const MessageTransport& transport,
-                        int64_t rank, BackwardEnd& backward, SimResult& res) {
+                        int64_t rank, BackwardEnd& backward, RepresentativeFlops& rep_flops, SimResult& res) {
   const RankMemory& m = memory.of(rank);
   RankStats st;
   st.cp_rank = rank;
@@ -122,11 +140,16 @@ RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, c
   st.messages_sent = transport.sent_by(rank);
   Intervals compute_iv;
   Intervals comm_iv;
+  BreakdownAccumulator breakdown;
   const std::vector<OpRuntime>& ops = ctx.progress[index_of(rank)].ops;
+  rep_flops.rank = rank;
+  rep_flops.flops.clear();
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ctx.program(rank).ops[i];
     const OpRuntime& o = ops[i];
     res.flops[phase_index(op.phase)] += op.flops;
+    if (op.flops != 0) rep_flops.flops.emplace_back(phase_index(op.phase), op.flops);
+    breakdown.add(op, o);
     st.end_ps = std::max(st.end_ps, o.end_ps);
     if (is_compute_stream(op.stream)) {
       compute_iv.emplace_back(o.start_ps, o.end_ps);
@@ -154,7 +177,7 @@ RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, c
       e.memory_change = static_cast<int64_t>(k);
     }
   }
-  fill_time_breakdown(ctx.program(rank).ops, ctx.progress[index_of(rank)], st);
+  breakdown.finish(ctx.progress[index_of(rank)], st);
   st.compute_busy_ps = measure(merge_intervals(std::move(compute_iv)));
   st.comm_busy_ps = measure(merge_intervals(std::move(comm_iv)));
   res.total_ps = std::max(res.total_ps, st.end_ps);
@@ -164,14 +187,19 @@ RankStats executed_rank(const SimContext& ctx, const MemoryAccounting& memory, c
 /// The stats of image `rank` of a reduced run: its representative's (already in res.ranks) under relabelling.
 /// Adds the representative's FLOPs (summed in the same order as a full run) and, with record_timeline, the
 /// relabelled copy of its timeline entries to `res`.
-RankStats image_rank(const SimContext& ctx, const MessageTransport& transport, int64_t rank, SimResult& res) {
+RankStats image_rank(const SimContext& ctx, const MessageTransport& transport, int64_t rank,
+                     const RepresentativeFlops& rep_flops, SimResult& res) {
   const int64_t rep_rank = ctx.classes.representative(rank);
   RankStats st = res.ranks[index_of(rep_rank)];
   st.cp_rank = rank;
   st.node = ctx.node(rank);
   st.gpu = ctx.gpus[index_of(rank)];
   st.messages_sent = transport.sent_by(rank);
-  for (const Op& op : ctx.program(rep_rank).ops) res.flops[phase_index(op.phase)] += op.flops;
+  if (rep_flops.rank == rep_rank) {
+    for (const auto& [phase, flops] : rep_flops.flops) res.flops[phase] += flops;
+  } else {
+    for (const Op& op : ctx.program(rep_rank).ops) res.flops[phase_index(op.phase)] += op.flops;
+  }
   if (ctx.options.record_timeline) {
     // The timeline ends with the representative's entries and the images before this one.
     const size_t count = ctx.progress[index_of(rep_rank)].ops.size();
@@ -211,9 +239,10 @@ SimResult collect_results(const SimContext& ctx, const MemoryAccounting& memory,
     op_total += ctx.progress[index_of(ctx.classes.representative(r))].ops.size();
   if (ctx.options.record_timeline) res.timeline.reserve(op_total);
   BackwardEnd backward;
+  RepresentativeFlops rep_flops;
   for (int64_t r = 0; r < ctx.rank_count(); ++r) {
-    res.ranks.push_back(ctx.classes.represented(r) ? executed_rank(ctx, memory, transport, r, backward, res)
-                                                   : image_rank(ctx, transport, r, res));
+    res.ranks.push_back(ctx.classes.represented(r) ? executed_rank(ctx, memory, transport, r, backward, rep_flops, res)
+                                                   : image_rank(ctx, transport, r, rep_flops, res));
   }
   // Exposed communication needs the layer time, known only after every rank is collected.
   for (RankStats& st : res.ranks) st.exposed_comm_ps = res.total_ps - st.compute_busy_ps;
