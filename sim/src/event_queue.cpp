@@ -103,6 +103,7 @@ void EventQueue::push_entry(Entry e) {
   const size_t b = bucket_of(e.time_ps, base_ps_);
   buckets_[b].push_back(e);
   if (b == 0) std::push_heap(buckets_[0].begin(), buckets_[0].end(), later_key);
+  else nonempty_ |= uint64_t{1} << (b - 1);
   ++entries_;
 }
 
@@ -110,13 +111,17 @@ bool EventQueue::pop_entry(Entry& e) {
   if (entries_ == 0) return false;
   auto& zero = buckets_[0];
   if (zero.empty()) {
-    size_t b = 1;
-    while (buckets_[b].empty()) ++b;
+    const auto b = static_cast<size_t>(std::countr_zero(nonempty_)) + 1;  // the first non-empty bucket above 0
     auto& from = buckets_[b];
     TimePs base = from.front().time_ps;
     for (const Entry& x : from) base = std::min(base, x.time_ps);
     base_ps_ = base;
-    for (const Entry& x : from) buckets_[bucket_of(x.time_ps, base)].push_back(x);  // all land below b
+    nonempty_ &= ~(uint64_t{1} << (b - 1));
+    for (const Entry& x : from) {  // all land below b
+      const size_t to = bucket_of(x.time_ps, base);
+      buckets_[to].push_back(x);
+      if (to != 0) nonempty_ |= uint64_t{1} << (to - 1);
+    }
     from.clear();
     std::make_heap(zero.begin(), zero.end(), later_key);
   }

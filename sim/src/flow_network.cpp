@@ -36,11 +36,6 @@ FlowNetwork::FlowNetwork(EventQueue& queue, std::vector<double> capacities_bytes
 int64_t FlowNetwork::start_flow(const std::vector<int64_t>& route, int64_t bytes, Done on_drained) {
   HCPSIM_ASSERT(bytes >= 0, "negative flow size");
   const int64_t id = flows_started_++;
-  for (int64_t l : route) {
-    HCPSIM_ASSERT(l >= 0 && ix(l) < capacity_.size(), fmt::format("flow {}: link {} out of range", id, l));
-    usage_[ix(l)].bytes += bytes;
-    ++usage_[ix(l)].flows;
-  }
   int64_t slot = 0;
   if (free_slots_.empty()) {
     slot = static_cast<int64_t>(flows_.size());
@@ -56,14 +51,20 @@ int64_t FlowNetwork::start_flow(const std::vector<int64_t>& route, int64_t bytes
   f.updated_ps = queue_.now();
   f.links.assign(route.begin(), route.end());
   f.on_drained = std::move(on_drained);
+  for (int64_t l : route) {
+    HCPSIM_ASSERT(l >= 0 && ix(l) < capacity_.size(), fmt::format("flow {}: link {} out of range", id, l));
+    usage_[ix(l)].bytes += bytes;
+    ++usage_[ix(l)].flows;
+  }
   if (route.empty() || bytes == 0) {
     f.drain_event = queue_.schedule_at(queue_.now(), completion_priority_, [this, slot] { drained(slot); });
     return id;
   }
   f.active = true;
   for (int64_t l : route) {
-    link_flows_[ix(l)].push_back(LinkFlow{id, slot});  // ids grow, so each list stays ascending
-    link_active_change(l, +1);
+    std::vector<LinkFlow>& on_link = link_flows_[ix(l)];
+    on_link.push_back(LinkFlow{id, slot});  // ids grow, so each list stays ascending
+    if (on_link.size() == 1) busy_since_[ix(l)] = queue_.now();  // link_active_change(l, +1)
   }
   mark_dirty(route);
   return id;
