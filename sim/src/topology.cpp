@@ -135,6 +135,7 @@ Topology::Topology(const Topology& o) : impl_(std::make_unique<Impl>()) {
   impl_->vertices = o.impl_->vertices;
   impl_->links = o.impl_->links;
   impl_->gpus = o.impl_->gpus;
+  impl_->gpu_rails = o.impl_->gpu_rails;
   impl_->build_graph();
 }
 Topology& Topology::operator=(const Topology& o) {

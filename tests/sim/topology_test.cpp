@@ -242,3 +242,21 @@ TEST_CASE("topology: a GPU's rail is the index of its NIC within its node", "[co
   // A single node has no NICs.
   CHECK(Topology::from_cluster(h100(1)).gpu_rail(3) == -1);
 }
+
+TEST_CASE("topology: a copy keeps every GPU's rail, vertices, links and routes", "[core][topology]") {
+  // A copy's rails were left empty, so gpu_rail() (the all_gather ring channels) read past an empty vector.
+  const Topology t = Topology::from_cluster(h100(2));
+  const Topology copy = t;  // NOLINT(performance-unnecessary-copy-initialization): the copy is under test
+  Topology assigned;
+  assigned = t;
+  for (const Topology* c : {&copy, static_cast<const Topology*>(&assigned)}) {
+    REQUIRE(c->gpu_count() == t.gpu_count());
+    REQUIRE(c->vertices().size() == t.vertices().size());
+    REQUIRE(c->links().size() == t.links().size());
+    for (int64_t g = 0; g < t.gpu_count(); ++g) {
+      REQUIRE(c->gpu_rail(g) == t.gpu_rail(g));
+      REQUIRE(c->gpu_rail(g) == g % 8);  // one NIC per GPU: GPU i of a node sits on rail i
+    }
+    REQUIRE(c->route(0, 9, 5) == t.route(0, 9, 5));
+  }
+}
