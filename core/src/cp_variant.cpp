@@ -199,7 +199,7 @@ Schedule build_variant_schedule(const CpVariant& variant, const CpLayout& layout
     variant.build_rank(sched, layout, g, faults);
     sched.ranks[static_cast<size_t>(g)].ops.shrink_to_fit();  // as in build_variant_schedule_ranks
   });
-  sched.check_invariants();
+  sched.check_invariants(threads);
 #ifndef NDEBUG
   check_hazards(sched);
 #endif

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hcpsim/core/error.hpp"
+#include "hcpsim/core/parallel_for.hpp"
 
 namespace hcpsim {
 
@@ -166,12 +167,21 @@ class MessageKeySet {
 struct Checker {
   explicit Checker(const Schedule& sched) : s(sched) {}
 
+  /// Adds the messages and collective issues `other` (the checker of a later rank) collected, for the checks
+  /// across ranks (check_messages_matched, check_collectives_complete).
+  void absorb(Checker&& other) {
+    sends.insert(sends.end(), other.sends.begin(), other.sends.end());
+    recvs.insert(recvs.end(), other.recvs.begin(), other.recvs.end());
+    for (auto& [key, count] : other.a2a_members) a2a_members[key] += count;
+  }
+
   const Schedule& s;
   const RankProgram* r = nullptr;
   std::vector<int> live;  // 0 = never allocated / freed, 1 = live
   size_t op_index = 0;
   // (src, dst, tag) and bytes of every send and receive, for matching them (sorted by key at the end), and the
-  // keys seen so far, for rejecting a duplicate at the op that repeats it.
+  // keys seen so far, for rejecting a duplicate at the op that repeats it: a send's key names its own rank as
+  // the source and a receive's as the destination, so a rank's checker sees every key that could repeat its own.
   std::vector<std::pair<MessageKey, int64_t>> sends, recvs;
   MessageKeySet send_keys, recv_keys;
   // tag -> (group, count of members that issued it)
@@ -438,11 +448,15 @@ struct Checker {
 
 }  // namespace
 
-void Schedule::check_invariants() const {
+void Schedule::check_invariants(int threads) const {
   HCPSIM_ASSERT(static_cast<int64_t>(ranks.size()) == tp_size * a2a_size * p2p_size,
                 "one program per CP rank (per TP x CP rank in a layer schedule)");
-  Checker c(*this);
-  for (const auto& r : ranks) {
+  // Each rank's program is checked on its own (one work item per rank); what the checks across ranks need is
+  // gathered in rank order afterwards, so the result is the same for any thread count.
+  std::vector<Checker> per_rank(ranks.size(), Checker(*this));
+  parallel_for(static_cast<int64_t>(ranks.size()), threads, [&](int64_t index) {
+    Checker& c = per_rank[static_cast<size_t>(index)];
+    const RankProgram& r = ranks[static_cast<size_t>(index)];
     c.begin_rank(r);
     for (size_t i = 0; i < r.ops.size(); ++i) {
       c.op_index = i;
@@ -451,9 +465,12 @@ void Schedule::check_invariants() const {
       std::visit([&](const auto& p) { c.payload(p); }, r.ops[i].payload);
     }
     c.end_rank();
-  }
-  c.check_messages_matched();
-  c.check_collectives_complete();
+  });
+  Checker all(*this);
+  for (Checker& c : per_rank) all.absorb(std::move(c));
+  per_rank.clear();
+  all.check_messages_matched();
+  all.check_collectives_complete();
 }
 
 }  // namespace hcpsim

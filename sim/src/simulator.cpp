@@ -63,9 +63,9 @@ SimResult simulate(const Schedule& schedule, const ClusterSpec& cluster, const T
       HCPSIM_ASSERT(!schedule.ranks[index_of(r)].ops.empty(), fmt::format("representative cp rank {} has no ops", r));
   } else {
 #ifdef NDEBUG
-    if (!options.schedule_checked) schedule.check_invariants();  // else its builder just did
+    if (!options.schedule_checked) schedule.check_invariants(options.threads);  // else its builder just did
 #else
-    schedule.check_invariants();
+    schedule.check_invariants(options.threads);
     check_hazards(schedule);
 #endif
   }

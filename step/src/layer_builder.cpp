@@ -561,7 +561,7 @@ Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type,
           LayerRankBuilder(scenario, attention.ranks[static_cast<size_t>(c)], t, c).build();
     attention.ranks[static_cast<size_t>(c)] = RankProgram{};  // wrapped by its TP ranks; not needed again
   });
-  out.check_invariants();
+  out.check_invariants(threads);
 #ifndef NDEBUG
   check_hazards(out);
 #endif

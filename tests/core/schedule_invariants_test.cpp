@@ -20,15 +20,19 @@ Schedule good_schedule() {
   return build_schedule(CpCommType::a2a_p2p, CpLayout(2, 2, 16), sh);
 }
 
-/// Applies `corrupt` to a correct schedule and expects check_invariants() to abort with `needle`.
+/// Applies `corrupt` to a correct schedule and expects check_invariants() to abort with `needle`, on one thread
+/// and with the rank programs checked three at a time (each corruption breaks one rank's program, or a match
+/// across ranks, which is checked after the per-rank checks in rank order: the same report either way).
 template <class Corrupt>
 void require_rejected(Corrupt corrupt, const std::string& needle) {
   Schedule s = good_schedule();
   corrupt(s);
-  const auto end = test::run_in_child([&] { s.check_invariants(); });
-  INFO("stderr: " << end.stderr_text);
-  REQUIRE(end.aborted);
-  REQUIRE(end.stderr_text.find(needle) != std::string::npos);
+  for (int threads : {1, 3}) {
+    const auto end = test::run_in_child([&] { s.check_invariants(threads); });
+    INFO("threads " << threads << ", stderr: " << end.stderr_text);
+    REQUIRE(end.aborted);
+    REQUIRE(end.stderr_text.find(needle) != std::string::npos);
+  }
 }
 
 template <class T>
@@ -43,6 +47,8 @@ T* first_op(Schedule& s, int64_t rank, Phase phase) {
 TEST_CASE("core: check_invariants accepts the built schedule and rejects broken ones", "[core][schedule]") {
   const auto ok = test::run_in_child([] { test::check_schedule(good_schedule()); });
   REQUIRE_FALSE(ok.aborted);
+  const auto ok_threads = test::run_in_child([] { good_schedule().check_invariants(3); });
+  REQUIRE_FALSE(ok_threads.aborted);
   require_rejected([](Schedule& s) { first_op<SendRecvOp>(s, 0, Phase::forward)->send_tag = 99; },
                    "has no receive");
   require_rejected([](Schedule& s) { first_op<SendRecvOp>(s, 0, Phase::forward)->send.pop_back(); },

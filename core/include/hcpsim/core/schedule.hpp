@@ -384,7 +384,10 @@ struct Schedule {
   /// while live, inputs/outputs bound to buffers of the right shape (with one token per buffer row in an attention
   /// schedule, none in a layer schedule). Buffer hazards (the ordering contract) are
   /// checked by check_hazards (schedule_hazards.hpp), which assumes these invariants.
-  void check_invariants() const;
+  /// @param threads  rank programs checked at once (core/parallel_for.hpp); the messages and collectives are
+  ///   matched across ranks afterwards, in rank order. On one thread the first violation in rank and op order is
+  ///   reported; on several, a violation in one rank's program is reported by whichever thread reaches one first.
+  void check_invariants(int threads = 1) const;
 
   /// Sum of `flops` over all ranks and ops of `phase`.
   [[nodiscard]] double total_flops(Phase phase) const;
