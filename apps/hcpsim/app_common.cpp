@@ -1,6 +1,9 @@
 #include "app_common.hpp"
 
 #include <algorithm>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -266,6 +269,12 @@ std::vector<CpCommType> buildable_types(const Scenario& s) {
   std::vector<CpCommType> types;
   for (CpCommType t : s.parallel.distinct_cp_comm_types()) types.push_back(t);
   return types;
+}
+
+void use_one_malloc_arena() {
+#if defined(__GLIBC__)
+  mallopt(M_ARENA_MAX, 1);
+#endif
 }
 
 }  // namespace hcpsim::app

@@ -32,6 +32,16 @@ struct Common {
 void add_scenario_args(CLI::App* cmd, Common& c);
 /// "1.50 MiB" style text (binary units).
 std::string human_bytes(double bytes);
+
+/// Makes every thread of the process allocate from glibc's one main heap (mallopt M_ARENA_MAX = 1; elsewhere
+/// nothing changes). With glibc's default (an arena per thread, up to 8 per core), the rank programs `simulate`
+/// builds on its --threads land partly in a second arena, and what they free there (the attention programs the
+/// whole-step layer wraps) cannot serve the next phase's allocations on the main thread, which touch fresh pages
+/// instead: a2a+p2p at CP = 4096 peak RSS 3.03-3.06 -> 2.54-2.62 GB (bench/RESULTS.md, "Session of 2026-12-08").
+/// The builders allocate per rank, not per op, so the shared lock costs no measurable time there (measured on 2
+/// cores); only `simulate` calls it, the other commands keep glibc's per-thread arenas. Call before any thread
+/// starts. Results never depend on it.
+void use_one_malloc_arena();
 /// "12.345 us" / "ms" / "s" text of a picosecond duration.
 std::string human_time_ps(int64_t ps);
 /// "none" | "causal" | "causal_bottom_right".

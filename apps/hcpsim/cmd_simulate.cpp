@@ -371,6 +371,7 @@ sim::SimOptions attention_options(const SimulateOutputs& out, std::string& full_
 }
 
 int cmd_simulate(const Common& c, const SimulateOutputs& out) {
+  use_one_malloc_arena();  // before the first parallel build
   const uint64_t max_memory = max_memory_limit(out.max_memory);
   Scenario s = load_scenario(c.scenario_path, c.overrides);
   check_outputs(s, out);

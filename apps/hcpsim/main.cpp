@@ -48,17 +48,10 @@ void exit_guard() {
 /// returning its top. Peak resident memory is unchanged (freed blocks are reused, not added); results do not
 /// depend on it. Measured in bench/RESULTS.md ("Allocator settings"): default verify 12.5 -> 8.4-8.9 s, page
 /// faults 396k -> 164-168k; simulate at CP = 1024 3.6 -> 2.2 s.
-/// M_ARENA_MAX = 1: every thread allocates from the one main heap. With glibc's default (an arena per thread, up
-/// to 8 per core), the rank programs that `--threads` builds in parallel land partly in a second arena; what they
-/// free there (the attention programs the whole-step layer wraps) cannot serve the next phase's allocations on
-/// the main thread, so the process touches fresh pages instead (bench/RESULTS.md "One malloc arena": a2a+p2p at
-/// CP = 4096 peak RSS 3.03-3.06 -> 2.54-2.62 GB). The parallel phases allocate little per op, so the shared lock
-/// costs no measurable time (default verify 7.2-7.4 s either way).
 void keep_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_ARENA_MAX, 1);
 #endif
 }
 

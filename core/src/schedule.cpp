@@ -168,11 +168,20 @@ struct Checker {
   explicit Checker(const Schedule& sched) : s(sched) {}
 
   /// Adds the messages and collective issues `other` (the checker of a later rank) collected, for the checks
-  /// across ranks (check_messages_matched, check_collectives_complete).
-  void absorb(Checker&& other) {
+  /// across ranks (check_messages_matched, check_collectives_complete), and frees them in `other`.
+  void absorb(Checker& other) {
     sends.insert(sends.end(), other.sends.begin(), other.sends.end());
     recvs.insert(recvs.end(), other.recvs.begin(), other.recvs.end());
-    for (auto& [key, count] : other.a2a_members) a2a_members[key] += count;
+    for (const auto& [group, tag] : other.collectives) a2a_members[{*group, tag}] += 1;
+    std::vector<std::pair<MessageKey, int64_t>>().swap(other.sends);
+    std::vector<std::pair<MessageKey, int64_t>>().swap(other.recvs);
+    std::vector<std::pair<const std::vector<int64_t>*, int64_t>>().swap(other.collectives);
+  }
+  /// Frees what only the rank's own checks read (after end_rank): the live flags and the message key sets.
+  void end_rank_checks() {
+    std::vector<int>().swap(live);
+    send_keys = MessageKeySet{};
+    recv_keys = MessageKeySet{};
   }
 
   const Schedule& s;
@@ -186,6 +195,9 @@ struct Checker {
   MessageKeySet send_keys, recv_keys;
   // tag -> (group, count of members that issued it)
   std::map<std::pair<std::vector<int64_t>, int64_t>, int64_t> a2a_members;
+  // A rank's collective issues as (group, tag), the group in the schedule (which outlives the check): counted into
+  // a2a_members when the ranks' findings are gathered, so no rank holds a copy of each group it is in.
+  std::vector<std::pair<const std::vector<int64_t>*, int64_t>> collectives;
 
   std::string where() const {
     return "rank " + std::to_string(r->rank) + " op " + std::to_string(op_index) + " '" +
@@ -286,7 +298,7 @@ struct Checker {
     HCPSIM_ASSERT(in.width == out.width, where() + ": a2a width mismatch");
     HCPSIM_ASSERT(p.input != p.output, where() + ": a2a input and output alias");
     member_of(p.group, "a2a");
-    a2a_members[{p.group, p.tag}] += 1;
+    collectives.emplace_back(&p.group, p.tag);
   }
 
   /// All-gather / reduce-scatter along the sequence: shapes, chunk order, membership (counted per tag).
@@ -304,7 +316,7 @@ struct Checker {
     HCPSIM_ASSERT(in.heads == out.heads, where() + ": collective heads mismatch");
     HCPSIM_ASSERT(in.width == out.width, where() + ": collective width mismatch");
     member_of(p.group, "collective");
-    a2a_members[{p.group, p.tag}] += 1;
+    collectives.emplace_back(&p.group, p.tag);
   }
   void payload(const AllGatherOp& p) { sequence_collective(p, true); }
   void payload(const ReduceScatterOp& p) { sequence_collective(p, false); }
@@ -452,7 +464,8 @@ void Schedule::check_invariants(int threads) const {
   HCPSIM_ASSERT(static_cast<int64_t>(ranks.size()) == tp_size * a2a_size * p2p_size,
                 "one program per CP rank (per TP x CP rank in a layer schedule)");
   // Each rank's program is checked on its own (one work item per rank); what the checks across ranks need is
-  // gathered in rank order afterwards, so the result is the same for any thread count.
+  // gathered in rank order afterwards, so a valid schedule passes, and the checks across ranks report the same,
+  // for any thread count (a violation inside one rank's program: see the header).
   std::vector<Checker> per_rank(ranks.size(), Checker(*this));
   parallel_for(static_cast<int64_t>(ranks.size()), threads, [&](int64_t index) {
     Checker& c = per_rank[static_cast<size_t>(index)];
@@ -465,9 +478,17 @@ void Schedule::check_invariants(int threads) const {
       std::visit([&](const auto& p) { c.payload(p); }, r.ops[i].payload);
     }
     c.end_rank();
+    c.end_rank_checks();
   });
   Checker all(*this);
-  for (Checker& c : per_rank) all.absorb(std::move(c));
+  size_t sends = 0, recvs = 0;
+  for (const Checker& c : per_rank) {
+    sends += c.sends.size();
+    recvs += c.recvs.size();
+  }
+  all.sends.reserve(sends);
+  all.recvs.reserve(recvs);
+  for (Checker& c : per_rank) all.absorb(c);
   per_rank.clear();
   all.check_messages_matched();
   all.check_collectives_complete();

@@ -35,6 +35,15 @@ void require_rejected(Corrupt corrupt, const std::string& needle) {
   }
 }
 
+/// The send_recv ops of `rank` that send (`sending`) or receive, in op order.
+std::vector<SendRecvOp*> message_sides(Schedule& s, int64_t rank, bool sending) {
+  std::vector<SendRecvOp*> out;
+  for (auto& op : s.ranks[static_cast<size_t>(rank)].ops)
+    if (auto* p = std::get_if<SendRecvOp>(&op.payload); p && (sending ? p->send_peer : p->recv_peer) >= 0)
+      out.push_back(p);
+  return out;
+}
+
 template <class T>
 T* first_op(Schedule& s, int64_t rank, Phase phase) {
   for (auto& op : s.ranks[static_cast<size_t>(rank)].ops)
@@ -123,15 +132,41 @@ TEST_CASE("core: section_matches checks a block's section against its rows and m
   CHECK(section_matches(Section::diagonal, BlockMask::causal_bottom_right, first_half, RowRange{0, 6}, 8, 16));
 }
 
+TEST_CASE("core: check_invariants rejects a repeated receive, and a schedule broken in two ranks on any thread count",
+          "[core][schedule]") {
+  // Rank 0's first two receives come from its ring predecessor: giving the second the first's tag repeats the
+  // (src, dst, tag) of a receive.
+  require_rejected(
+      [](Schedule& s) {
+        const std::vector<SendRecvOp*> recvs = message_sides(s, 0, false);
+        REQUIRE(recvs.size() >= 2);
+        REQUIRE(recvs[0]->recv_peer == recvs[1]->recv_peer);
+        recvs[1]->recv_tag = recvs[0]->recv_tag;
+      },
+      ": duplicate receive");
+  // Two ranks broken in their own programs: one thread reports the first in rank order (rank 0's); three
+  // threads report one of the two, whichever a thread reaches first.
+  Schedule s = good_schedule();
+  first_op<AttnFwdBlockOp>(s, 0, Phase::forward)->q_rows.count = 100;
+  s.ranks[2].ops[5].deps.push_back(7);
+  const auto one = test::run_in_child([&] { s.check_invariants(1); });
+  REQUIRE(one.aborted);
+  REQUIRE(one.stderr_text.find("rank 0 op") != std::string::npos);
+  REQUIRE(one.stderr_text.find("rows beyond buffer") != std::string::npos);
+  const auto three = test::run_in_child([&] { s.check_invariants(3); });
+  INFO("stderr: " << three.stderr_text);
+  REQUIRE(three.aborted);
+  REQUIRE((three.stderr_text.find("rows beyond buffer") != std::string::npos ||
+           three.stderr_text.find("dependency must point to an earlier op") != std::string::npos));
+}
+
 TEST_CASE("core: check_invariants names a repeated message at its op and the smallest unmatched send",
           "[core][schedule]") {
   // Rank 0's first two forward sends go to its ring successor: giving the second the first's tag repeats the
   // (src, dst, tag) of a message.
   require_rejected(
       [](Schedule& s) {
-        std::vector<SendRecvOp*> sends;
-        for (auto& op : s.ranks[0].ops)
-          if (auto* p = std::get_if<SendRecvOp>(&op.payload); p && p->send_peer >= 0) sends.push_back(p);
+        const std::vector<SendRecvOp*> sends = message_sides(s, 0, true);
         REQUIRE(sends.size() >= 2);
         REQUIRE(sends[0]->send_peer == sends[1]->send_peer);
         sends[1]->send_tag = sends[0]->send_tag;

@@ -12,6 +12,32 @@ using hcpsim::sim::EventQueue;
 using hcpsim::sim::seconds_to_ps;
 using hcpsim::sim::TimePs;
 
+namespace {
+
+/// An event a random test scheduled: its time, priority and id (its insertion sequence number).
+struct QueuedEvent {
+  TimePs time;
+  int priority;
+  int64_t id;
+};
+
+/// The events that ran, in run order (`order` lists their ids), must be the sort of those events by (time,
+/// priority, id). @return how many ran.
+size_t require_key_order(const std::vector<QueuedEvent>& events, const std::vector<int64_t>& order) {
+  std::vector<QueuedEvent> ran;
+  for (int64_t id : order) ran.push_back(events[static_cast<size_t>(id)]);
+  std::vector<QueuedEvent> sorted = ran;
+  std::sort(sorted.begin(), sorted.end(), [](const QueuedEvent& x, const QueuedEvent& y) {
+    if (x.time != y.time) return x.time < y.time;
+    if (x.priority != y.priority) return x.priority < y.priority;
+    return x.id < y.id;
+  });
+  for (size_t i = 0; i < ran.size(); ++i) REQUIRE(ran[i].id == sorted[i].id);
+  return ran.size();
+}
+
+}  // namespace
+
 TEST_CASE("sim: events with equal time and priority run in insertion order (FIFO)", "[sim]") {
   EventQueue q;
   std::vector<int> order;
@@ -71,13 +97,8 @@ TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) 
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     // Random values from the seed: the splitmix-based mix of (seed, draw index).
     auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 0) % n; };
-    struct Ev {
-      TimePs time;
-      int priority;
-      int64_t id;
-    };
     EventQueue q;
-    std::vector<Ev> events;
+    std::vector<QueuedEvent> events;
     std::vector<char> done;  // by id: ran or cancelled
     std::vector<int64_t> order;
     int64_t budget = 1500;
@@ -99,25 +120,61 @@ TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) 
         if (next(4) == 0) cancel_one();
       });
       REQUIRE(id == expected_id);
-      events.push_back(Ev{t, priority, id});
+      events.push_back(QueuedEvent{t, priority, id});
       done.push_back(0);
     };
     for (int i = 0; i < 500; ++i) add(static_cast<TimePs>(next(200)), static_cast<int>(next(5)) - 2);
     for (int i = 0; i < 150; ++i) cancel_one();
     q.run();
-    std::vector<Ev> ran;
-    for (int64_t id : order) ran.push_back(events[static_cast<size_t>(id)]);
-    std::vector<Ev> sorted = ran;
-    std::sort(sorted.begin(), sorted.end(), [](const Ev& x, const Ev& y) {
-      if (x.time != y.time) return x.time < y.time;
-      if (x.priority != y.priority) return x.priority < y.priority;
-      return x.id < y.id;
-    });
     INFO("seed " << seed);
-    REQUIRE(ran.size() > 1000);
+    const size_t ran = require_key_order(events, order);
+    REQUIRE(ran > 1000);
     REQUIRE(cancels > 0);
-    REQUIRE(ran.size() + cancels == events.size());  // every event ran or was cancelled, none both
-    for (size_t i = 0; i < ran.size(); ++i) REQUIRE(ran[i].id == sorted[i].id);
+    REQUIRE(ran + cancels == events.size());  // every event ran or was cancelled, none both
+    REQUIRE(q.empty());
+  }
+}
+
+TEST_CASE("sim: events spread over the whole clock run in order (every radix bucket in use)", "[sim]") {
+  // Times from 0 to about 2^62 ps, so that entries land in the high buckets of the queue's radix heap (the
+  // bucket of an entry is the highest bit in which its time differs from the last popped time) and are
+  // refilled from there down; each event may schedule another one a random power of two later and cancel a
+  // pending one. The run order must be the sort by (time, priority, id) of the events not cancelled.
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 7) % n; };
+    constexpr TimePs kLimit = TimePs{1} << 62;
+    EventQueue q;
+    std::vector<QueuedEvent> events;
+    std::vector<char> done;
+    std::vector<int64_t> order;
+    int64_t budget = 1000;
+    std::function<void(TimePs, int)> add;
+    add = [&](TimePs t, int priority) {
+      const auto expected_id = static_cast<int64_t>(events.size());
+      q.schedule_at(t, priority, [&, expected_id] {
+        order.push_back(expected_id);
+        done[static_cast<size_t>(expected_id)] = 1;
+        const TimePs delay = static_cast<TimePs>(1 + next(7)) << next(60);
+        if (budget-- > 0 && delay < kLimit - q.now()) add(q.now() + delay, static_cast<int>(next(3)) - 1);
+        const auto victim = next(events.size());
+        if (next(3) == 0 && !done[victim]) {
+          q.cancel(static_cast<int64_t>(victim));
+          done[victim] = 2;
+        }
+      });
+      events.push_back(QueuedEvent{t, priority, expected_id});
+      done.push_back(0);
+    };
+    for (int i = 0; i < 300; ++i) add(static_cast<TimePs>(next(1 << 20)) << next(41), static_cast<int>(next(3)) - 1);
+    q.run();
+    INFO("seed " << seed);
+    const size_t ran = require_key_order(events, order);
+    REQUIRE(ran > 500);
+    REQUIRE(q.now() > (TimePs{1} << 55));  // the high buckets were reached
+    size_t cancelled = 0;
+    for (char d : done) cancelled += d == 2 ? 1 : 0;
+    REQUIRE(cancelled > 0);
+    REQUIRE(ran + cancelled == events.size());
     REQUIRE(q.empty());
   }
 }

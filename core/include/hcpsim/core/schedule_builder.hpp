@@ -26,7 +26,8 @@ double attn_bwd_flops_per_pair(int64_t head_dim_qk, int64_t head_dim_v);
 ///   forward, of dout before and dq, dk, dv after the backward (A > 1 only).
 /// Source: TE context_parallel.py AttnFuncWithCPAndKVP2P forward/backward and flash_attn_a2a_communicate
 ///   (docs/algorithm.md §3–§5, including the §5.3 copy/add rules).
-/// @param threads  rank programs built at once (core/parallel_for.hpp); the schedule is the same for any count.
+/// @param threads  rank programs built and checked (check_invariants) at once (core/parallel_for.hpp); the
+///   schedule is the same for any count.
 Schedule build_schedule(CpCommType cp_comm_type, const CpLayout& layout, const AttentionShape& shape,
                         int threads = 1);
 

@@ -293,8 +293,10 @@ struct SimOptions {
   /// must for a schedule from anywhere else (a test, a fault injector's edit, a caller's own builder).
   bool schedule_checked = false;
   /// Threads that build the schedules of simulate_attention and simulate_step (one rank program per work item,
-  /// core/parallel_for.hpp) and index each rank's program before the run; the event loop itself runs on one.
-  /// Every result is the same for any count (>= 1).
+  /// core/parallel_for.hpp), check a schedule's invariants (Schedule::check_invariants) and index each rank's
+  /// program before the run; the event loop itself runs on one. Every result is the same for any count (>= 1).
+  /// A schedule that breaks an invariant inside several ranks' programs aborts with whichever violation a thread
+  /// reaches first (on one thread: the first in rank and op order).
   int threads = 1;
 };
 

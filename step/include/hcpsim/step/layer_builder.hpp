@@ -41,7 +41,8 @@ int64_t layer_rank(int64_t tp_rank, int64_t cp_rank, int64_t tp);
 /// Source: Megatron-LM megatron/core/transformer/transformer_layer.py, tensor_parallel/layers.py
 /// (LinearWithGradAccumulationAndAsyncCommunication), tensor_parallel/mappings.py (SP gather/scatter);
 /// Korthikanti et al. 2022 (arXiv:2205.05198) Figure 5 for the SP collective placement.
-/// @param threads  rank programs built at once (core/parallel_for.hpp); the schedule is the same for any count.
+/// @param threads  rank programs built and checked (check_invariants) at once (core/parallel_for.hpp); the
+///   schedule is the same for any count.
 Schedule build_layer_schedule(const Scenario& scenario, CpCommType cp_comm_type, int threads = 1);
 
 /// build_layer_schedule around a given attention schedule instead of building one: `attention` must be
