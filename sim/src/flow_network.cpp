@@ -62,9 +62,8 @@ int64_t FlowNetwork::start_flow(const std::vector<int64_t>& route, int64_t bytes
   }
   f.active = true;
   for (int64_t l : route) {
-    std::vector<LinkFlow>& on_link = link_flows_[ix(l)];
-    on_link.push_back(LinkFlow{id, slot});  // ids grow, so each list stays ascending
-    if (on_link.size() == 1) busy_since_[ix(l)] = queue_.now();  // link_active_change(l, +1)
+    link_flows_[ix(l)].push_back(LinkFlow{id, slot});  // ids grow, so each list stays ascending
+    link_active_change(l, +1);
   }
   mark_dirty(route);
   return id;

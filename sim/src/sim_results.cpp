@@ -114,8 +114,8 @@ struct BackwardEnd {
 };
 
 /// The FLOPs of the last executed rank's ops that have any, as (phase index, flops) in op order: what each of its
-/// images adds to SimResult::flops, read without walking the representative's whole program again (at large CP a
-/// program is far from the cache, and a class has several images). Skipping the ops with 0 FLOPs leaves every
+/// images (collected right after it) adds to SimResult::flops, read without walking the representative's whole
+/// program again (at large CP a program is far from the cache, and a class has several images). Skipping the ops with 0 FLOPs leaves every
 /// sum bit for bit as it was: the sums start at +0 and add values >= 0, and x + 0 == x for those.
 struct RepresentativeFlops {
   int64_t rank = -1;
@@ -195,11 +195,10 @@ RankStats image_rank(const SimContext& ctx, const MessageTransport& transport, i
   st.node = ctx.node(rank);
   st.gpu = ctx.gpus[index_of(rank)];
   st.messages_sent = transport.sent_by(rank);
-  if (rep_flops.rank == rep_rank) {
-    for (const auto& [phase, flops] : rep_flops.flops) res.flops[phase] += flops;
-  } else {
-    for (const Op& op : ctx.program(rep_rank).ops) res.flops[phase_index(op.phase)] += op.flops;
-  }
+  // A class's images follow its representative in cp-rank order (its a2a group, CpSymmetryClasses), as the
+  // timeline copy below assumes too.
+  HCPSIM_ASSERT(rep_flops.rank == rep_rank, "image collected apart from its representative");
+  for (const auto& [phase, flops] : rep_flops.flops) res.flops[phase] += flops;
   if (ctx.options.record_timeline) {
     // The timeline ends with the representative's entries and the images before this one.
     const size_t count = ctx.progress[index_of(rep_rank)].ops.size();
