@@ -71,24 +71,29 @@ const MessageTransport::Routed& MessageTransport::RouteTree::route(const Topolog
   }
 }
 
-MessageTransport::Routed MessageTransport::next_route(int64_t src, int64_t dst) {
+MessageTransport::PairState& MessageTransport::pair_state(int64_t src, int64_t dst) {
   std::vector<PairState>& peers = pair_messages_[index_of(src)];
   auto it = std::find_if(peers.begin(), peers.end(), [dst](const PairState& ps) { return ps.peer == dst; });
-  if (it == peers.end()) {
-    peers.push_back(PairState{dst, 0, {}, {}, false});
-    it = peers.end() - 1;
-  }
-  const auto ordinal = static_cast<uint64_t>(it->count++);
-  if (it->single_path) return it->single;
+  if (it != peers.end()) return *it;
+  return peers.emplace_back(PairState{dst, 0, {}, {}, false, {}});
+}
+
+MessageTransport::Routed MessageTransport::next_route(int64_t src, int64_t dst) {
+  return next_route(pair_state(src, dst), src, dst);
+}
+
+MessageTransport::Routed MessageTransport::next_route(PairState& ps, int64_t src, int64_t dst) {
+  const auto ordinal = static_cast<uint64_t>(ps.count++);
+  if (ps.single_path) return ps.single;
   bool only_path = false;
-  const Routed& routed = it->routes.route(ctx_.topology, ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal,
-                                          only_path);
+  const Routed& routed = ps.routes.route(ctx_.topology, ctx_.gpus[index_of(src)], ctx_.gpus[index_of(dst)], ordinal,
+                                         only_path);
   // A pair with one shortest path gets it for every ordinal: reuse it without a walk (also in a full run).
   if (only_path || (ctx_.options.symmetry_reduction && single_shortest_path(src, dst))) {
-    it->single = routed;
-    it->single_path = true;
-    it->routes = RouteTree{};  // `routed` pointed into it: return the copy
-    return it->single;
+    ps.single = routed;
+    ps.single_path = true;
+    ps.routes = RouteTree{};  // `routed` pointed into it: return the copy
+    return ps.single;
   }
   return routed;
 }
@@ -114,18 +119,35 @@ void MessageTransport::send_message(int64_t src, int64_t dst, int64_t bytes, Pha
   count_message(src, phase, link_level(ctx_.node(src), ctx_.node(dst)), bytes);
   const int64_t images = with_images ? ctx_.classes.size - 1 : 0;
   const int32_t slot = acquire_slot(images);
-  Routed routed = next_route(src, dst);
+  PairState& ps = pair_state(src, dst);
+  Routed routed = next_route(ps, src, dst);
   const double route_latency_s = routed.latency_s;
   const TimePs route_latency_ps = seconds_to_ps(route_latency_s);
   add_record(slot, FlowRecord{src, dst, bytes, phase, -1, -1, std::move(routed.route), ops.send, ops.recv});
+  // Until every image pair has its single route (then kept in ps.image_routes), each image is routed by its own
+  // pair's state.
+  const bool kept = !ps.image_routes.empty();
+  bool all_single = !kept;
   for (int64_t a = 1; a <= images; ++a) {
     const int64_t isrc = ctx_.classes.image(src, a), idst = ctx_.classes.image(dst, a);
     count_message(isrc, phase, link_level(ctx_.node(isrc), ctx_.node(idst)), bytes);
-    Routed image = next_route(isrc, idst);
+    Routed image;
+    if (kept) {
+      image = ps.image_routes[index_of(a - 1)];
+    } else {
+      PairState& ips = pair_state(isrc, idst);
+      image = next_route(ips, isrc, idst);
+      all_single = all_single && ips.single_path;
+    }
     if (image.latency_s != route_latency_s)
       shadow_.not_exact(
           fmt::format("the image {}→{} of message {}→{} has another route latency", isrc, idst, src, dst));
     add_record(slot, FlowRecord{isrc, idst, bytes, phase, -1, -1, std::move(image.route), ops.send, ops.recv});
+  }
+  if (images > 0 && all_single) {
+    // (ps stays valid: image pairs live in the peer lists of image ranks, never in src's.)
+    for (int64_t a = 1; a <= images; ++a)
+      ps.image_routes.push_back(pair_state(ctx_.classes.image(src, a), ctx_.classes.image(dst, a)).single);
   }
   launch(slot, seconds_to_ps(ctx_.cluster.message_latency_s), route_latency_ps, std::move(delivered));
 }

@@ -100,6 +100,11 @@ class MessageTransport {
     RouteTree routes;
     Routed single;
     bool single_path = false;
+    /// Symmetry reduction, on the representative's pair: the routes of its messages' images on class positions
+    /// 1 … A − 1, kept here once every image pair has a single route (each image pair only ever carries this
+    /// pair's images, so its next_route would return that route for every later message); empty until then.
+    /// Saves a search among a cold image rank's peers per image message.
+    std::vector<Routed> image_routes;
   };
 
   /// The route of the next message from src to dst: Topology::route with flow id = the message's ordinal among
@@ -110,6 +115,10 @@ class MessageTransport {
   /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it,
   /// and its latency.
   Routed next_route(int64_t src, int64_t dst);
+  /// The state of the pair src → dst (made on its first message).
+  PairState& pair_state(int64_t src, int64_t dst);
+  /// next_route for the pair's state `ps` (pair_state(src, dst)).
+  Routed next_route(PairState& ps, int64_t src, int64_t dst);
   /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
   /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit
   /// (GPU → NIC → leaf → NIC → GPU); any other path is longer. Only used in symmetry-reduced runs.

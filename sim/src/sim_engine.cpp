@@ -83,15 +83,10 @@ int64_t Engine::messages_of(const Op& op) const {
 }
 
 void Engine::reserve_for_run(const std::vector<int64_t>& messages_per_rank) {
-  int64_t messages = 0, ops = 0;
-  for (int64_t rank = 0; rank < ctx_.rank_count(); ++rank) {
-    if (!ctx_.classes.represented(rank)) continue;
-    ops += static_cast<int64_t>(ctx_.program(rank).ops.size());
-    messages += messages_per_rank[index_of(rank)];
-  }
+  int64_t messages = 0;
+  for (int64_t rank = 0; rank < ctx_.rank_count(); ++rank)
+    if (ctx_.classes.represented(rank)) messages += messages_per_rank[index_of(rank)];
   transport_.reserve_flows(messages);
-  // About two events per op and three per message (start, drain, delivery); a hint, not a bound.
-  ctx_.queue.reserve(2 * ops + 3 * messages);
 }
 
 void Engine::index_dependents(int64_t rank) {

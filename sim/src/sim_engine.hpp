@@ -33,9 +33,8 @@ class Engine final : public OpFinisher {
   /// The messages `op` of an executed rank sends (images included in a reduced run): what reserve_for_run sizes
   /// the flow records for.
   [[nodiscard]] int64_t messages_of(const Op& op) const;
-  /// Sizes the flow records exactly and the event tables roughly from the executed programs (their op counts
-  /// and `messages_per_rank`, messages_of summed over each rank's ops), so that a large run does not regrow (and
-  /// copy) them while it runs. Capacity only.
+  /// Sizes the flow records exactly from `messages_per_rank` (messages_of summed over each executed rank's ops),
+  /// so that a large run does not regrow (and copy) them while it runs. Capacity only.
   void reserve_for_run(const std::vector<int64_t>& messages_per_rank);
   /// Sets every op's remaining_deps of `rank` to its number of deps and indexes who depends on whom
   /// (RankProgress::dependents). HCPSIM_ASSERT on a dep that does not point to an earlier op.

@@ -24,16 +24,19 @@ size_t link_index(int64_t l) { return static_cast<size_t>(l); }
 
 ShadowLinks::ShadowLinks(const Topology& topology, bool enabled) : topology_(topology) {
   if (!enabled) return;
-  const size_t links = topology.links().size();
-  count_.assign(links, 0);
-  mincap_sum_.assign(links, 0.0);
-  image_count_.assign(links, 0);
-  busy_since_.assign(links, 0);
-  usage_.resize(links);
-  for (const TopologyLink& l : topology.links()) {
-    capacity_.push_back(l.bandwidth_bytes_per_s);
-    nvlink_.push_back(l.link_class == LinkClass::nvlink ? 1 : 0);
+  links_.resize(topology.links().size());
+  for (size_t l = 0; l < links_.size(); ++l) {
+    const TopologyLink& tl = topology.links()[l];
+    links_[l].capacity = tl.bandwidth_bytes_per_s;
+    links_[l].nvlink = tl.link_class == LinkClass::nvlink;
   }
+}
+
+std::vector<LinkUsage> ShadowLinks::usage() const {
+  std::vector<LinkUsage> u;
+  u.reserve(links_.size());
+  for (const Link& l : links_) u.push_back(l.usage);
+  return u;
 }
 
 void ShadowLinks::not_exact(const std::string& why) {
@@ -43,7 +46,7 @@ void ShadowLinks::not_exact(const std::string& why) {
 
 double ShadowLinks::min_capacity(const std::vector<int64_t>& route) const {
   double c = std::numeric_limits<double>::infinity();
-  for (int64_t l : route) c = std::min(c, capacity_[link_index(l)]);
+  for (int64_t l : route) c = std::min(c, links_[link_index(l)].capacity);
   return c;
 }
 
@@ -53,19 +56,18 @@ void ShadowLinks::start(FlowRecord* flows, int64_t images, TimePs now_ps) {
     rec.start_ps = now_ps;
     const double mincap = min_capacity(rec.route);
     for (int64_t l : rec.route) {
-      const size_t li = link_index(l);
-      ++count_[li];
-      mincap_sum_[li] += mincap;
-      const double cap = capacity_[li];
-      if (nvlink_[li] != 0)
+      Link& link = links_[link_index(l)];
+      ++link.count;
+      link.mincap_sum += mincap;
+      if (link.nvlink)
         not_exact(fmt::format("ring message {}→{} crosses NVLink link {}", rec.src_cp_rank, rec.dst_cp_rank, l));
-      if (count_[li] > 1 && !(mincap_sum_[li] < cap * (1 - kShadowMargin)))
+      if (link.count > 1 && !(link.mincap_sum < link.capacity * (1 - kShadowMargin)))
         not_exact(fmt::format("link {} carries {} concurrent ring messages without headroom at t = {} ps", l,
-                              count_[li], now_ps));
+                              link.count, now_ps));
       if (a == 0) continue;  // the representative's flow is in the flow network's usage
-      if (image_count_[li]++ == 0) busy_since_[li] = now_ps;
-      usage_[li].bytes += rec.bytes;
-      ++usage_[li].flows;
+      if (link.image_count++ == 0) link.busy_since = now_ps;
+      link.usage.bytes += rec.bytes;
+      ++link.usage.flows;
     }
   }
 }
@@ -76,12 +78,12 @@ void ShadowLinks::end(FlowRecord* flows, int64_t images, TimePs now_ps) {
     rec.drained_ps = now_ps;
     const double mincap = min_capacity(rec.route);
     for (int64_t l : rec.route) {
-      const size_t li = link_index(l);
-      --count_[li];
-      mincap_sum_[li] -= mincap;
-      if (count_[li] == 0) mincap_sum_[li] = 0;  // no drift from the float sums
+      Link& link = links_[link_index(l)];
+      --link.count;
+      link.mincap_sum -= mincap;
+      if (link.count == 0) link.mincap_sum = 0;  // no drift from the float sums
       if (a == 0) continue;
-      if (--image_count_[li] == 0) usage_[li].busy_ps += now_ps - busy_since_[li];
+      if (--link.image_count == 0) link.usage.busy_ps += now_ps - link.busy_since;
     }
   }
 }

@@ -64,24 +64,25 @@ class ShadowLinks {
   /// Why the run is not exact (empty when exact()).
   [[nodiscard]] const std::string& note() const { return note_; }
   /// The image messages' usage per link, in link id order (empty when disabled).
-  [[nodiscard]] const std::vector<LinkUsage>& usage() const { return usage_; }
+  [[nodiscard]] std::vector<LinkUsage> usage() const;
 
  private:
   /// Smallest link capacity of a route (the rate the flow gets when nothing else limits it).
   [[nodiscard]] double min_capacity(const std::vector<int64_t>& route) const;
 
   const Topology& topology_;
-  // Per link: active ring messages over all class positions, the sum of their route minimum capacities, active
-  // image messages, start of the current image-busy interval, and the images' usage.
-  std::vector<int64_t> count_;
-  std::vector<double> mincap_sum_;
-  std::vector<int64_t> image_count_;
-  std::vector<TimePs> busy_since_;
-  std::vector<LinkUsage> usage_;
-  // Per link, dense (read for every link of every image route at its start and drain): capacity in bytes/s and
-  // whether it is NVLink.
-  std::vector<double> capacity_;
-  std::vector<char> nvlink_;
+  /// What the exactness check and the images' accounting keep per link, in one cache line (start and end touch
+  /// every link of every image route: one miss per link instead of one per array).
+  struct alignas(64) Link {
+    LinkUsage usage;          ///< the image messages' bytes, flows and busy time
+    TimePs busy_since = 0;    ///< start of the current image-busy interval
+    double mincap_sum = 0;    ///< sum of the route minimum capacities of the active ring messages
+    double capacity = 0;      ///< bytes/s
+    int32_t count = 0;        ///< active ring messages over all class positions
+    int32_t image_count = 0;  ///< active image messages
+    bool nvlink = false;
+  };
+  std::vector<Link> links_;  ///< by link id (empty when disabled)
   bool exact_ = true;
   std::string note_;
 };

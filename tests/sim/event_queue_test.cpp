@@ -14,11 +14,13 @@ using hcpsim::sim::TimePs;
 
 namespace {
 
-/// An event a random test scheduled: its time, priority and id (its insertion sequence number).
+/// An event a random test scheduled: its time, priority, id (its insertion index in the test) and the queue's
+/// handle for it.
 struct QueuedEvent {
   TimePs time;
   int priority;
   int64_t id;
+  hcpsim::sim::EventId handle = -1;
 };
 
 /// The events that ran, in run order (`order` lists their ids), must be the sort of those events by (time,
@@ -89,11 +91,47 @@ TEST_CASE("sim: a cancelled event never runs and is not counted", "[sim]") {
   REQUIRE(q.now() == 3);
 }
 
+TEST_CASE("sim: events in reused slots keep insertion order and get fresh handles", "[sim]") {
+  // A and B take slots 0 and 1; A is cancelled, B runs and frees both slots, and schedules C and D for the same
+  // time. The free list hands C slot 1 and D slot 0, so a queue that ordered equal keys by slot would run D
+  // first; C's handle must not equal B's (same slot, one more reuse), and cancelling C by it must work.
+  EventQueue q;
+  std::vector<char> order;
+  hcpsim::sim::EventId b = -1, c = -1, d = -1;
+  const hcpsim::sim::EventId a = q.schedule_at(1, 0, [&] { order.push_back('A'); });
+  b = q.schedule_at(1, 0, [&] {
+    order.push_back('B');
+    c = q.schedule_at(2, 0, [&] { order.push_back('C'); });
+    d = q.schedule_at(2, 0, [&] { order.push_back('D'); });
+    q.schedule_at(2, 0, [&] { order.push_back('E'); });
+  });
+  q.cancel(a);
+  REQUIRE(q.step());
+  REQUIRE(order == std::vector<char>{'B'});
+  REQUIRE(c != b);
+  REQUIRE(c != a);
+  REQUIRE(d != a);
+  REQUIRE(q.pending() == 3);
+  REQUIRE(q.run() == 3);
+  REQUIRE(order == std::vector<char>{'B', 'C', 'D', 'E'});
+  // The same again with C cancelled through its handle: D and E still run in insertion order.
+  order.clear();
+  q.schedule_at(3, 0, [&] {
+    c = q.schedule_at(4, 0, [&] { order.push_back('C'); });
+    q.schedule_at(4, 0, [&] { order.push_back('D'); });
+  });
+  REQUIRE(q.step());
+  q.cancel(c);
+  REQUIRE(q.run() == 1);
+  REQUIRE(order == std::vector<char>{'D'});
+}
+
 TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) order", "[sim]") {
   // Per seed: 500 events at t = 0..199 ps with priority −2..2, 150 random cancels, and while running, each
   // callback schedules another event at now + 1..50 ps (until 1500 more) and may cancel a random pending one.
   // Every insertion lies after the running event, so the run order must be the sort of all events that were
-  // not cancelled by (time, priority, id), ids being the insertion sequence numbers 0, 1, 2, ….
+  // not cancelled by (time, priority, id), ids being the insertion indices 0, 1, 2, …. Cancelled events free
+  // their queue slots for later events, so handles are reused while the run goes on.
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     // Random values from the seed: the splitmix-based mix of (seed, draw index).
     auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 0) % n; };
@@ -107,20 +145,20 @@ TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) 
     auto cancel_one = [&] {
       const auto id = static_cast<int64_t>(next(events.size()));
       if (done[static_cast<size_t>(id)]) return;
-      q.cancel(id);
+      q.cancel(events[static_cast<size_t>(id)].handle);
       done[static_cast<size_t>(id)] = 1;
       ++cancels;
     };
     add = [&](TimePs t, int priority) {
       const auto expected_id = static_cast<int64_t>(events.size());
-      const int64_t id = q.schedule_at(t, priority, [&, expected_id] {
+      const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [&, expected_id] {
         order.push_back(expected_id);
         done[static_cast<size_t>(expected_id)] = 1;
         if (budget-- > 0) add(q.now() + 1 + static_cast<TimePs>(next(50)), static_cast<int>(next(5)) - 2);
         if (next(4) == 0) cancel_one();
       });
-      REQUIRE(id == expected_id);
-      events.push_back(QueuedEvent{t, priority, id});
+      REQUIRE(handle >= 0);
+      events.push_back(QueuedEvent{t, priority, expected_id, handle});
       done.push_back(0);
     };
     for (int i = 0; i < 500; ++i) add(static_cast<TimePs>(next(200)), static_cast<int>(next(5)) - 2);
@@ -151,18 +189,18 @@ TEST_CASE("sim: events spread over the whole clock run in order (every radix buc
     std::function<void(TimePs, int)> add;
     add = [&](TimePs t, int priority) {
       const auto expected_id = static_cast<int64_t>(events.size());
-      q.schedule_at(t, priority, [&, expected_id] {
+      const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [&, expected_id] {
         order.push_back(expected_id);
         done[static_cast<size_t>(expected_id)] = 1;
         const TimePs delay = static_cast<TimePs>(1 + next(7)) << next(60);
         if (budget-- > 0 && delay < kLimit - q.now()) add(q.now() + delay, static_cast<int>(next(3)) - 1);
         const auto victim = next(events.size());
         if (next(3) == 0 && !done[victim]) {
-          q.cancel(static_cast<int64_t>(victim));
+          q.cancel(events[victim].handle);
           done[victim] = 2;
         }
       });
-      events.push_back(QueuedEvent{t, priority, expected_id});
+      events.push_back(QueuedEvent{t, priority, expected_id, handle});
       done.push_back(0);
     };
     for (int i = 0; i < 300; ++i) add(static_cast<TimePs>(next(1 << 20)) << next(41), static_cast<int>(next(3)) - 1);

@@ -27,7 +27,8 @@ constexpr double kPsPerSecond = 1e12;
 TimePs seconds_to_ps(double seconds);
 
 
-/// Handle of a scheduled event, usable with EventQueue::cancel. Handles are the insertion sequence number.
+/// Handle of a scheduled event, usable with EventQueue::cancel: ≥ 0, opaque (the queue's slot of the event and
+/// that slot's reuse count), valid until the event runs or is cancelled.
 using EventId = int64_t;
 
 /// A discrete-event queue. Events are callbacks scheduled at an absolute time; run() pops them in order of
@@ -52,18 +53,17 @@ class EventQueue {
   /// Schedules `action` at absolute time `time_ps` with `priority` (lower runs first among equal times).
   /// @param time_ps  ≥ now(); HCPSIM_ASSERT otherwise (time never goes backwards).
   /// @param priority  in [kMinPriority, kMaxPriority]; HCPSIM_ASSERT otherwise.
-  /// @return the event's id (its insertion sequence number; at most 2^48 events per queue, HCPSIM_ASSERT).
+  /// @return the event's handle for cancel() (at most 2^48 events per queue and 2^31 pending at once,
+  /// HCPSIM_ASSERT).
   EventId schedule_at(TimePs time_ps, int priority, Action action);
 
   /// Schedules `action` at now() + delay_ps. @param delay_ps ≥ 0; HCPSIM_ASSERT otherwise.
   EventId schedule_after(TimePs delay_ps, int priority, Action action);
 
-  /// Reserves room for `events` schedule calls in total (a capacity hint: large runs avoid regrowing the
-  /// per-event table; behaviour is unchanged).
-  void reserve(int64_t events);
 
   /// Cancels a pending event: it is skipped when popped. Cancelling an event that already ran or was already
-  /// cancelled is an error (HCPSIM_ASSERT), because it means the caller's bookkeeping is wrong.
+  /// cancelled is an error (HCPSIM_ASSERT), because it means the caller's bookkeeping is wrong (a handle whose
+  /// slot was reused since is caught by the slot's reuse count, up to 2^31 reuses).
   void cancel(EventId id);
 
   /// Runs events until the queue is empty. @return the number of events run (cancelled ones not counted).
@@ -79,18 +79,19 @@ class EventQueue {
   [[nodiscard]] int64_t pending() const { return pending_count_; }
 
  private:
-  /// A heap entry: the event's time and key = (priority − kMinPriority) · 2^48 + insertion sequence number, so
-  /// that (time_ps, key) orders events exactly as (time_ps, priority, insertion_seq).
+  /// A heap entry: the event's time, key = (priority − kMinPriority) · 2^48 + insertion sequence number, so
+  /// that (time_ps, key) orders events exactly as (time_ps, priority, insertion_seq), and the slot that holds
+  /// its action (so that no table by event id is needed: memory follows the pending events only).
   struct Entry {
     TimePs time_ps;
     uint64_t key;
+    int32_t slot;
   };
   /// Binary-heap order of bucket 0 (std::push_heap keeps the greatest first): a larger key runs later.
   static bool later_key(const Entry& x, const Entry& y);
   void push_entry(Entry e);
   /// Removes the earliest entry into `e`. @return false if there is none.
   bool pop_entry(Entry& e);
-
   /// Pending events (and cancelled ones not yet popped) in a radix heap over time (event times never go below
   /// the last popped time): bucket 0 holds the entries at exactly base_ps_, as a binary heap on key; bucket
   /// b ≥ 1 those whose highest bit differing from base_ps_ is bit b − 1. Popping refills bucket 0 from the first
@@ -102,14 +103,17 @@ class EventQueue {
   uint64_t nonempty_ = 0;
   TimePs base_ps_ = 0;
   int64_t entries_ = 0;
-  /// Actions of pending events, in slots reused once an event ran or was cancelled (memory follows the pending
-  /// events, not all events ever scheduled).
-  std::vector<Action> actions_;
+  /// Where a pending or cancelled-but-not-yet-popped event's action lives. A slot is held by exactly one heap
+  /// entry and freed when that entry is popped, so an entry always finds its own event in its slot.
+  struct Slot {
+    Action action;          ///< empty once cancelled
+    uint32_t reuse = 0;     ///< times the slot was freed (the high half of its handles, 31 bits)
+    bool cancelled = false;
+  };
+  std::vector<Slot> slots_;
   std::vector<int32_t> free_slots_;
-  /// By EventId: the slot of a pending event, kDone or kCancelled.
-  std::vector<int32_t> slot_of_;
-  static constexpr int32_t kDone = -1;
-  static constexpr int32_t kCancelled = -2;
+  /// Insertion sequence number of the next event.
+  int64_t next_seq_ = 0;
   int64_t pending_count_ = 0;
   TimePs now_ps_ = 0;
 };
