@@ -37,35 +37,29 @@ TimePs seconds_to_ps(double seconds) {
   return static_cast<TimePs>(std::llround(seconds * kPsPerSecond));
 }
 
-namespace {
-/// Bits of an EventId holding the slot (the slot's reuse count, 31 bits, takes the bits above).
-constexpr int kSlotBits = 32;
-constexpr uint32_t kReuseMask = 0x7fffffffU;
-}  // namespace
-
 EventId EventQueue::schedule_at(TimePs time_ps, int priority, Action action) {
   HCPSIM_ASSERT(time_ps >= now_ps_, "event scheduled in the past: " + std::to_string(time_ps) + " ps < now " +
                                         std::to_string(now_ps_) + " ps");
   HCPSIM_ASSERT(static_cast<bool>(action), "event without an action");
   HCPSIM_ASSERT(priority >= kMinPriority && priority <= kMaxPriority,
                 "event priority out of range: " + std::to_string(priority));
-  HCPSIM_ASSERT(next_seq_ < kSeqLimit, "more than 2^48 events");
+  const auto id = static_cast<EventId>(window_begin_ + static_cast<int64_t>(slot_of_.size()));
+  HCPSIM_ASSERT(id < kSeqLimit, "more than 2^48 events");
   int32_t slot = 0;
   if (free_slots_.empty()) {
-    HCPSIM_ASSERT(slots_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()), "too many events");
-    slot = static_cast<int32_t>(slots_.size());
-    slots_.push_back(Slot{std::move(action), 0, false});
+    HCPSIM_ASSERT(actions_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()), "too many events");
+    slot = static_cast<int32_t>(actions_.size());
+    actions_.push_back(std::move(action));
   } else {
     slot = free_slots_.back();
     free_slots_.pop_back();
-    slots_[static_cast<size_t>(slot)].action = std::move(action);
+    actions_[static_cast<size_t>(slot)] = std::move(action);
   }
+  slot_of_.push_back(slot);
   const auto priority_rank = static_cast<uint64_t>(static_cast<int64_t>(priority) - kMinPriority);
-  push_entry(Entry{time_ps, (priority_rank << kSeqBits) | static_cast<uint64_t>(next_seq_), slot});
-  ++next_seq_;
+  push_entry(Entry{time_ps, (priority_rank << kSeqBits) | static_cast<uint64_t>(id)});
   ++pending_count_;
-  return static_cast<EventId>((static_cast<uint64_t>(slots_[static_cast<size_t>(slot)].reuse) << kSlotBits) |
-                              static_cast<uint64_t>(slot));
+  return id;
 }
 
 EventId EventQueue::schedule_after(TimePs delay_ps, int priority, Action action) {
@@ -75,14 +69,14 @@ EventId EventQueue::schedule_after(TimePs delay_ps, int priority, Action action)
 
 void EventQueue::cancel(EventId id) {
   HCPSIM_ASSERT(id >= 0, "bad event id " + std::to_string(id));
-  const auto slot = static_cast<size_t>(static_cast<uint64_t>(id) & 0xffffffffU);
-  const auto reuse = static_cast<uint32_t>(static_cast<uint64_t>(id) >> kSlotBits);
-  HCPSIM_ASSERT(slot < slots_.size(), "bad event id " + std::to_string(id));
-  Slot& s = slots_[slot];
-  HCPSIM_ASSERT(s.reuse == reuse && !s.cancelled && static_cast<bool>(s.action),
-                "cancel of an event that is not pending: id " + std::to_string(id));
-  s.cancelled = true;
-  s.action = nullptr;  // release captured state now; the slot is freed when its heap entry is popped
+  HCPSIM_ASSERT(id < window_begin_ + static_cast<EventId>(slot_of_.size()), "bad event id " + std::to_string(id));
+  HCPSIM_ASSERT(id >= window_begin_, "cancel of an event that is not pending: id " + std::to_string(id));
+  const auto index = static_cast<size_t>(id - window_begin_);
+  const int32_t slot = slot_of_[index];
+  HCPSIM_ASSERT(slot >= 0, "cancel of an event that is not pending: id " + std::to_string(id));
+  slot_of_[index] = kCancelled;
+  actions_[static_cast<size_t>(slot)] = nullptr;  // release captured state now; the heap entry is skipped when popped
+  free_slots_.push_back(slot);
   --pending_count_;
 }
 
@@ -132,21 +126,31 @@ bool EventQueue::pop_entry(Entry& e) {
   return true;
 }
 
+void EventQueue::trim_window() {
+  while (window_front_ < slot_of_.size() && slot_of_[window_front_] == kPopped) ++window_front_;
+  // Drop the popped prefix once it is half the table (amortised O(1) per event: each id is moved at most once
+  // per halving).
+  if (window_front_ >= 4096 && window_front_ * 2 >= slot_of_.size()) {
+    slot_of_.erase(slot_of_.begin(), slot_of_.begin() + static_cast<std::ptrdiff_t>(window_front_));
+    window_begin_ += static_cast<int64_t>(window_front_);
+    window_front_ = 0;
+  }
+}
+
 bool EventQueue::step() {
   Entry top{};
   while (pop_entry(top)) {
-    Slot& s = slots_[static_cast<size_t>(top.slot)];
-    s.reuse = (s.reuse + 1) & kReuseMask;
-    free_slots_.push_back(top.slot);
-    if (s.cancelled) {
-      s.cancelled = false;
-      continue;
-    }
+    const auto index = static_cast<size_t>(static_cast<int64_t>(top.key & kSeqMask) - window_begin_);
+    const int32_t slot = slot_of_[index];
+    slot_of_[index] = kPopped;
+    if (index == window_front_) trim_window();
+    if (slot == kCancelled) continue;
     now_ps_ = top.time_ps;
     --pending_count_;
-    Action action = std::move(s.action);
-    s.action = nullptr;
-    action();  // may schedule events, which may take the slot just freed (and move slots_)
+    Action action = std::move(actions_[static_cast<size_t>(slot)]);
+    actions_[static_cast<size_t>(slot)] = nullptr;
+    free_slots_.push_back(slot);
+    action();
     return true;
   }
   return false;

@@ -27,8 +27,7 @@ constexpr double kPsPerSecond = 1e12;
 TimePs seconds_to_ps(double seconds);
 
 
-/// Handle of a scheduled event, usable with EventQueue::cancel: ≥ 0, opaque (the queue's slot of the event and
-/// that slot's reuse count), valid until the event runs or is cancelled.
+/// Handle of a scheduled event, usable with EventQueue::cancel. Handles are the insertion sequence number.
 using EventId = int64_t;
 
 /// A discrete-event queue. Events are callbacks scheduled at an absolute time; run() pops them in order of
@@ -53,8 +52,7 @@ class EventQueue {
   /// Schedules `action` at absolute time `time_ps` with `priority` (lower runs first among equal times).
   /// @param time_ps  ≥ now(); HCPSIM_ASSERT otherwise (time never goes backwards).
   /// @param priority  in [kMinPriority, kMaxPriority]; HCPSIM_ASSERT otherwise.
-  /// @return the event's handle for cancel() (at most 2^48 events per queue and 2^31 pending at once,
-  /// HCPSIM_ASSERT).
+  /// @return the event's id (its insertion sequence number; at most 2^48 events per queue, HCPSIM_ASSERT).
   EventId schedule_at(TimePs time_ps, int priority, Action action);
 
   /// Schedules `action` at now() + delay_ps. @param delay_ps ≥ 0; HCPSIM_ASSERT otherwise.
@@ -62,8 +60,7 @@ class EventQueue {
 
 
   /// Cancels a pending event: it is skipped when popped. Cancelling an event that already ran or was already
-  /// cancelled is an error (HCPSIM_ASSERT), because it means the caller's bookkeeping is wrong (a handle whose
-  /// slot was reused since is caught by the slot's reuse count, up to 2^31 reuses).
+  /// cancelled is an error (HCPSIM_ASSERT), because it means the caller's bookkeeping is wrong.
   void cancel(EventId id);
 
   /// Runs events until the queue is empty. @return the number of events run (cancelled ones not counted).
@@ -79,19 +76,18 @@ class EventQueue {
   [[nodiscard]] int64_t pending() const { return pending_count_; }
 
  private:
-  /// A heap entry: the event's time, key = (priority − kMinPriority) · 2^48 + insertion sequence number, so
-  /// that (time_ps, key) orders events exactly as (time_ps, priority, insertion_seq), and the slot that holds
-  /// its action (so that no table by event id is needed: memory follows the pending events only).
+  /// A heap entry: the event's time and key = (priority − kMinPriority) · 2^48 + insertion sequence number, so
+  /// that (time_ps, key) orders events exactly as (time_ps, priority, insertion_seq).
   struct Entry {
     TimePs time_ps;
     uint64_t key;
-    int32_t slot;
   };
   /// Binary-heap order of bucket 0 (std::push_heap keeps the greatest first): a larger key runs later.
   static bool later_key(const Entry& x, const Entry& y);
   void push_entry(Entry e);
   /// Removes the earliest entry into `e`. @return false if there is none.
   bool pop_entry(Entry& e);
+
   /// Pending events (and cancelled ones not yet popped) in a radix heap over time (event times never go below
   /// the last popped time): bucket 0 holds the entries at exactly base_ps_, as a binary heap on key; bucket
   /// b ≥ 1 those whose highest bit differing from base_ps_ is bit b − 1. Popping refills bucket 0 from the first
@@ -103,17 +99,24 @@ class EventQueue {
   uint64_t nonempty_ = 0;
   TimePs base_ps_ = 0;
   int64_t entries_ = 0;
-  /// Where a pending or cancelled-but-not-yet-popped event's action lives. A slot is held by exactly one heap
-  /// entry and freed when that entry is popped, so an entry always finds its own event in its slot.
-  struct Slot {
-    Action action;          ///< empty once cancelled
-    uint32_t reuse = 0;     ///< times the slot was freed (the high half of its handles, 31 bits)
-    bool cancelled = false;
-  };
-  std::vector<Slot> slots_;
+  /// Actions of pending events, in slots reused once an event ran or was cancelled (memory follows the pending
+  /// events, not all events ever scheduled).
+  std::vector<Action> actions_;
   std::vector<int32_t> free_slots_;
-  /// Insertion sequence number of the next event.
-  int64_t next_seq_ = 0;
+  /// By EventId − window_begin_: the slot of a pending event, kCancelled (its entry not yet popped) or kPopped,
+  /// for the ids from the oldest one whose entry may still be popped to the newest (the window). Dropping the
+  /// ids before it keeps the table at the span of the pending events instead of one entry per event ever
+  /// scheduled (tens of millions at CP = 4096).
+  std::vector<int32_t> slot_of_;
+  int64_t window_begin_ = 0;
+  /// Index in slot_of_ of the oldest id that is still pending (or cancelled, its entry not yet popped).
+  size_t window_front_ = 0;
+  /// Moves the window past the ids that ran, and drops them from the table once they are half of it.
+  void trim_window();
+
+  /// The id's entry was popped (it ran, or it was cancelled and skipped): only such ids leave the window.
+  static constexpr int32_t kPopped = -1;
+  static constexpr int32_t kCancelled = -2;
   int64_t pending_count_ = 0;
   TimePs now_ps_ = 0;
 };
