@@ -165,3 +165,22 @@ TEST_CASE("core: numbered and prefixed labels are the labels of their text, on e
   t.join();
   CHECK(other_thread == Label("fwd step 3 send/recv kv"));
 }
+
+TEST_CASE("core: prefixed labels of many texts are the labels of their own text", "[core][op_storage]") {
+  // 20000 texts (a large ring's buffer names), each looked up twice under three prefixes, interleaved: every
+  // lookup, first or repeated, must give the label of its own text, and texts that differ only in length must
+  // not be confused.
+  std::vector<std::string> texts;
+  for (int i = 0; i < 20000; ++i) texts.push_back("kv_ring" + std::to_string(i) + (i % 3 == 0 ? ".k" : ".v"));
+  texts.push_back("kv_ring1");
+  texts.push_back("kv_ring1.kk");
+  std::vector<Label> interned;
+  for (const std::string& t : texts) interned.emplace_back(t);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      REQUIRE(prefixed_label("alloc ", texts[i]) == Label("alloc " + texts[i]));
+      REQUIRE(prefixed_label("free ", texts[i]).str() == "free " + texts[i]);
+      REQUIRE(prefixed_label_by_identity("recompute ", interned[i]) == Label("recompute " + texts[i]));
+    }
+  }
+}

@@ -92,9 +92,10 @@ TEST_CASE("sim: a cancelled event never runs and is not counted", "[sim]") {
 }
 
 TEST_CASE("sim: events in reused slots keep insertion order and get fresh handles", "[sim]") {
-  // A and B take slots 0 and 1; A is cancelled, B runs and frees both slots, and schedules C and D for the same
-  // time. The free list hands C slot 1 and D slot 0, so a queue that ordered equal keys by slot would run D
-  // first; C's handle must not equal B's (same slot, one more reuse), and cancelling C by it must work.
+  // A and B take action slots 0 and 1; A is cancelled, B runs and both slots are free again when B schedules C,
+  // D and E for the same time. The free list hands C slot 1 and D slot 0, so a queue that ordered equal keys by
+  // slot would run D first; C's handle must not equal B's or A's (a reused slot is not a reused handle), and
+  // cancelling C by it must work.
   EventQueue q;
   std::vector<char> order;
   hcpsim::sim::EventId b = -1, c = -1, d = -1;
