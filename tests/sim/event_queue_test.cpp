@@ -127,6 +127,47 @@ TEST_CASE("sim: events in reused slots keep insertion order and get fresh handle
   REQUIRE(order == std::vector<char>{'D'});
 }
 
+TEST_CASE("sim: long runs keep ids valid while the queue drops the ids that ran", "[sim]") {
+  // 50000 events run one after the other (each schedules the next), far more than the queue keeps ids for, while
+  // an event scheduled first at the far end stays pending the whole time and one more is cancelled near the end
+  // by an id from long before: the run order, the pending count and both ids must come out right. Then a second
+  // stretch without any long-pending event lets the queue drop its old ids, and a late cancel still works.
+  EventQueue q;
+  std::vector<int64_t> ran;
+  int64_t chain = 0;
+  const hcpsim::sim::EventId last = q.schedule_at(1'000'000, 0, [&] { ran.push_back(-1); });
+  const hcpsim::sim::EventId victim = q.schedule_at(999'999, 0, [&] { ran.push_back(-2); });
+  std::function<void()> step = [&] {
+    ran.push_back(chain);
+    if (++chain < 50000) q.schedule_after(1, 0, step);
+    if (chain == 40000) q.cancel(victim);
+  };
+  q.schedule_at(0, 0, step);
+  REQUIRE(q.pending() == 3);
+  REQUIRE(q.run() == 50001);
+  REQUIRE(ran.size() == 50001);
+  for (int64_t i = 0; i < 50000; ++i) REQUIRE(ran[static_cast<size_t>(i)] == i);
+  REQUIRE(ran.back() == -1);
+  REQUIRE(q.now() == 1'000'000);
+  REQUIRE(last >= 0);
+  // Second stretch: nothing stays pending, so old ids leave the table; a pending event made late is still
+  // cancellable by its id and an event scheduled after it still runs.
+  chain = 0;
+  ran.clear();
+  hcpsim::sim::EventId late = -1;
+  std::function<void()> step2 = [&] {
+    ran.push_back(chain);
+    if (++chain < 30000) q.schedule_after(1, 0, step2);
+    if (chain == 29990) late = q.schedule_after(100, 0, [&] { ran.push_back(-3); });
+    if (chain == 29995) q.cancel(late);
+  };
+  q.schedule_after(0, 0, step2);
+  REQUIRE(q.run() == 30000);
+  REQUIRE(ran.size() == 30000);
+  REQUIRE(ran.back() == 29999);
+  REQUIRE(q.empty());
+}
+
 TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) order", "[sim]") {
   // Per seed: 500 events at t = 0..199 ps with priority −2..2, 150 random cancels, and while running, each
   // callback schedules another event at now + 1..50 ps (until 1500 more) and may cancel a random pending one.
