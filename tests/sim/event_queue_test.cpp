@@ -215,6 +215,48 @@ TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) 
   }
 }
 
+TEST_CASE("sim: many thousands of pending events and cancels run in order while old ids are dropped", "[sim]") {
+  // Per seed: 3000 events, then every event schedules one or two more at now + 1..5000 ps (until 60000 in all),
+  // so thousands are pending at once, and cancels a random earlier event a third of the time: the queue drops
+  // the ids of popped events in batches while pending and cancelled ones sit after them. The run order must be
+  // the sort by (time, priority, id) of the events not cancelled.
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 11) % n; };
+    EventQueue q;
+    std::vector<QueuedEvent> events;
+    std::vector<char> done;  // by id: 1 ran, 2 cancelled
+    std::vector<int64_t> order;
+    std::function<void(TimePs, int)> add;
+    add = [&](TimePs t, int priority) {
+      const auto expected_id = static_cast<int64_t>(events.size());
+      const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [&, expected_id] {
+        order.push_back(expected_id);
+        done[static_cast<size_t>(expected_id)] = 1;
+        const int more = 1 + static_cast<int>(next(2));
+        for (int m = 0; m < more && events.size() < 60000; ++m)
+          add(q.now() + 1 + static_cast<TimePs>(next(5000)), static_cast<int>(next(3)) - 1);
+        const auto victim = static_cast<size_t>(next(events.size()));
+        if (next(3) == 0 && done[victim] == 0) {
+          q.cancel(events[victim].handle);
+          done[victim] = 2;
+        }
+      });
+      events.push_back(QueuedEvent{t, priority, expected_id, handle});
+      done.push_back(0);
+    };
+    for (int i = 0; i < 3000; ++i) add(static_cast<TimePs>(next(5000)), static_cast<int>(next(3)) - 1);
+    q.run();
+    INFO("seed " << seed);
+    const size_t ran = require_key_order(events, order);
+    size_t cancelled = 0;
+    for (char d : done) cancelled += d == 2 ? 1 : 0;
+    REQUIRE(events.size() == 60000);
+    REQUIRE(cancelled > 1000);
+    REQUIRE(ran + cancelled == events.size());
+    REQUIRE(q.empty());
+  }
+}
+
 TEST_CASE("sim: events spread over the whole clock run in order (every radix bucket in use)", "[sim]") {
   // Times from 0 to about 2^62 ps, so that entries land in the high buckets of the queue's radix heap (the
   // bucket of an entry is the highest bit in which its time differs from the last popped time) and are
