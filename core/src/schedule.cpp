@@ -89,7 +89,8 @@ OpIndex RankProgram::append(OpPayload payload, Phase phase, Stream stream, Index
   op.stream = stream;
   op.deps = std::move(deps);
   op.label = std::move(label);
-  op.ring_step = ring_step;
+  HCPSIM_ASSERT(ring_step >= -1 && ring_step <= std::numeric_limits<int32_t>::max(), "ring step out of range");
+  op.ring_step = static_cast<int32_t>(ring_step);
   op.flops = flops;
   op.bytes = bytes;
   ops.push_back(std::move(op));

@@ -12,7 +12,7 @@ namespace hcpsim::sim {
 namespace {
 
 // Measured on the Release build (docs/robustness.md "Admission control" lists the runs): peak RSS of `simulate`
-// per schedule op (the Op itself, 168 bytes with its interned label and in-place deps, its flow records, and the
+// per schedule op (the Op itself, 160 bytes with its interned label and in-place deps, its flow records, and the
 // simulator's per-op state: ~240 bytes on p2p rings); with a timeline (--trace) each op also keeps its entries and
 // the trace document, ~13x more (~3100 bytes); per
 // sequence token (every rank's IoBindings list one int64 per row of its 9 tensors, and the step model); and the

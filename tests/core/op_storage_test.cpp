@@ -123,7 +123,7 @@ TEST_CASE("op storage: a block's document mask is shared by copies and absent wi
 
 TEST_CASE("op storage: an op of a built ring schedule carries its label, deps and message buffers compactly",
           "[core][op_storage]") {
-  REQUIRE(sizeof(Op) <= 168);
+  REQUIRE(sizeof(Op) <= 160);
   const Schedule s =
       build_schedule(CpCommType::a2a_p2p, CpLayout(2, 4, 64), test::attention_shape(1, 64, 4, 2, 8, 8, true));
   size_t sends = 0;

@@ -81,13 +81,13 @@ bool section_matches(Section section, BlockMask mask, RowRange q_rows, RowRange 
 
 // BlockMask, the mask a kernel applies inside its block, is declared with its meaning in semantics.hpp.
 
-enum class Phase { forward, backward };
+enum class Phase : uint8_t { forward, backward };
 std::string to_string(Phase p);
 
 /// Execution streams of a rank. compute = TE's current stream (S[0]); cp = TE's cp_stream (S[1]);
 /// comm = NCCL's internal stream (collectives and send/recv). The ops of one stream run one after another in
 /// RankProgram::ops order (ordering contract above).
-enum class Stream { compute = 0, cp = 1, comm = 2 };
+enum class Stream : uint8_t { compute = 0, cp = 1, comm = 2 };
 /// Number of Stream values (compute, cp, comm).
 constexpr int kStreamCount = 3;
 std::string to_string(Stream s);
@@ -273,10 +273,12 @@ struct Op {
   OpPayload payload;
   Phase phase = Phase::forward;
   Stream stream = Stream::compute;
+  /// Ring step i this op belongs to, −1 outside the ring (32 bits beside the two one-byte fields: an Op is 160
+  /// bytes; a ring has far fewer than 2^31 steps).
+  int32_t ring_step = -1;
   /// Ops of the same rank that must finish first, besides stream order; with stream order the only ordering
   /// within a rank (the ordering contract above).
   IndexList deps;
-  int64_t ring_step = -1;     ///< ring step i this op belongs to, −1 outside the ring
   Label label;                ///< short human text, e.g. "fwd step 1 upper"
   double flops = 0;           ///< floating-point operations (attention blocks; see schedule_builder.hpp)
   /// Bytes the op moves: send_recv = bytes sent; all_to_all = the member's whole input buffer ((A−1)/A of it
