@@ -260,3 +260,24 @@ TEST_CASE("topology: a copy keeps every GPU's rail, vertices, links and routes",
     REQUIRE(c->route(0, 9, 5) == t.route(0, 9, 5));
   }
 }
+
+TEST_CASE("topology: routes on a cluster with more vertices than 16-bit distances cover", "[core][topology]") {
+  // 4000 DGX H100 nodes: 17 vertices per node plus leaves and spines, over 65535 vertices, so the hop-distance
+  // tables hold 32-bit values; the routes must have the shapes of the two-node cluster's (same node: 2 NVLink
+  // links; same rail and scalable unit: 4; other rails: 6, through a spine), end on the right GPU, and be the
+  // same each time they are asked for.
+  const Topology t = Topology::from_cluster(h100(4000));
+  REQUIRE(t.vertices().size() > 65535);
+  const int64_t last = t.gpu_count() - 1;
+  const auto in = t.route(last - 1, last, 0);
+  REQUIRE(in.size() == 2);
+  REQUIRE(t.links()[static_cast<size_t>(in[0])].link_class == LinkClass::nvlink);
+  REQUIRE(t.route(0, 8, 0).size() == 4);
+  const auto far = t.route(0, last, 3);
+  REQUIRE(far.size() >= 6);
+  REQUIRE(t.links()[static_cast<size_t>(far.back())].to == t.gpu_vertex(last));
+  for (size_t i = 1; i < far.size(); ++i)
+    REQUIRE(t.links()[static_cast<size_t>(far[i])].from == t.links()[static_cast<size_t>(far[i - 1])].to);
+  REQUIRE(far == t.route(0, last, 3));
+  REQUIRE(t.route(9, 0, 7).size() == 6);
+}
