@@ -106,7 +106,7 @@ class EventQueue {
   /// By EventId − window_begin_: the slot of a pending event, kCancelled (its entry not yet popped) or kPopped,
   /// for the ids from the oldest one whose entry may still be popped to the newest (the window). Dropping the
   /// ids before it keeps the table at the span of the pending events instead of one entry per event ever
-  /// scheduled (tens of millions at CP = 4096).
+  /// scheduled (millions in a run at CP = 4096).
   std::vector<int32_t> slot_of_;
   int64_t window_begin_ = 0;
   /// Index in slot_of_ of the oldest id that is still pending (or cancelled, its entry not yet popped).
