@@ -78,10 +78,6 @@ MessageTransport::PairState& MessageTransport::pair_state(int64_t src, int64_t d
   return peers.emplace_back(PairState{dst, 0, {}, {}, false, {}});
 }
 
-MessageTransport::Routed MessageTransport::next_route(int64_t src, int64_t dst) {
-  return next_route(pair_state(src, dst), src, dst);
-}
-
 MessageTransport::Routed MessageTransport::next_route(PairState& ps, int64_t src, int64_t dst) {
   const auto ordinal = static_cast<uint64_t>(ps.count++);
   if (ps.single_path) return ps.single;

@@ -107,17 +107,15 @@ class MessageTransport {
     std::vector<Routed> image_routes;
   };
 
-  /// The route of the next message from src to dst: Topology::route with flow id = the message's ordinal among
+  /// The state of the pair src → dst (made on its first message).
+  PairState& pair_state(int64_t src, int64_t dst);
+  /// The route of the next message from src to dst, `ps` being pair_state(src, dst): Topology::route with flow id = the message's ordinal among
   /// those from src to dst (simulator.hpp). In a symmetry-reduced run the topology is the generated
   /// rail-optimised one with a NIC per GPU (symmetry_reduction_blocker), where a pair inside one node, or on one
   /// rail inside one scalable unit, has a single shortest path; its route is computed once and reused (the
   /// route of every image message made the reduced run spend a quarter of its time in Topology::route). In any
   /// run, a pair whose first route had no equal-cost choice at any hop (Topology::route's only_path) reuses it,
   /// and its latency.
-  Routed next_route(int64_t src, int64_t dst);
-  /// The state of the pair src → dst (made on its first message).
-  PairState& pair_state(int64_t src, int64_t dst);
-  /// next_route for the pair's state `ps` (pair_state(src, dst)).
   Routed next_route(PairState& ps, int64_t src, int64_t dst);
   /// True if the generated rail-optimised topology (one NIC per GPU) has one shortest path between the GPUs of
   /// two ranks: same node (GPU → NVSwitch → GPU), or same local GPU index (rail) and same scalable unit

@@ -115,8 +115,9 @@ struct BackwardEnd {
 
 /// The FLOPs of the last executed rank's ops that have any, as (phase index, flops) in op order: what each of its
 /// images (collected right after it) adds to SimResult::flops, read without walking the representative's whole
-/// program again (at large CP a program is far from the cache, and a class has several images). Skipping the ops with 0 FLOPs leaves every
-/// sum bit for bit as it was: the sums start at +0 and add values >= 0, and x + 0 == x for those.
+/// program again (at large CP a program is far from the cache, and a class has several images). Skipping the
+/// ops with 0 FLOPs leaves every sum bit for bit as it was: the sums start at +0 and add values >= 0, and
+/// x + 0 == x for those.
 struct RepresentativeFlops {
   int64_t rank = -1;
   std::vector<std::pair<size_t, double>> flops;

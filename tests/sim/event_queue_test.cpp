@@ -38,6 +38,36 @@ size_t require_key_order(const std::vector<QueuedEvent>& events, const std::vect
   return ran.size();
 }
 
+/// A random test's queue and its bookkeeping: every event scheduled (by insertion index), whether each ran (1)
+/// or was cancelled (2), and the order they ran in.
+struct RandomRun {
+  EventQueue q;
+  std::vector<QueuedEvent> events;
+  std::vector<char> done;
+  std::vector<int64_t> order;
+
+  /// Schedules an event at (t, priority) that records its run, then calls `then` (which may add and cancel).
+  void add(TimePs t, int priority, const std::function<void()>& then) {
+    const auto id = static_cast<int64_t>(events.size());
+    const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [this, id, then] {
+      order.push_back(id);
+      done[static_cast<size_t>(id)] = 1;
+      then();
+    });
+    REQUIRE(handle >= 0);
+    events.push_back(QueuedEvent{t, priority, id, handle});
+    done.push_back(0);
+  }
+  /// Cancels event `id` unless it ran or was cancelled. @return whether it cancelled it.
+  bool cancel(size_t id) {
+    if (done[id] != 0) return false;
+    q.cancel(events[id].handle);
+    done[id] = 2;
+    return true;
+  }
+  [[nodiscard]] size_t cancelled() const { return static_cast<size_t>(std::count(done.begin(), done.end(), 2)); }
+};
+
 }  // namespace
 
 TEST_CASE("sim: events with equal time and priority run in insertion order (FIFO)", "[sim]") {
@@ -177,41 +207,22 @@ TEST_CASE("sim: random schedules and cancels run in (time, priority, insertion) 
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     // Random values from the seed: the splitmix-based mix of (seed, draw index).
     auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 0) % n; };
-    EventQueue q;
-    std::vector<QueuedEvent> events;
-    std::vector<char> done;  // by id: ran or cancelled
-    std::vector<int64_t> order;
+    RandomRun run;
     int64_t budget = 1500;
-    size_t cancels = 0;
-    std::function<void(TimePs, int)> add;
-    auto cancel_one = [&] {
-      const auto id = static_cast<int64_t>(next(events.size()));
-      if (done[static_cast<size_t>(id)]) return;
-      q.cancel(events[static_cast<size_t>(id)].handle);
-      done[static_cast<size_t>(id)] = 1;
-      ++cancels;
+    auto cancel_one = [&] { run.cancel(static_cast<size_t>(next(run.events.size()))); };
+    std::function<void()> then = [&] {
+      if (budget-- > 0) run.add(run.q.now() + 1 + static_cast<TimePs>(next(50)), static_cast<int>(next(5)) - 2, then);
+      if (next(4) == 0) cancel_one();
     };
-    add = [&](TimePs t, int priority) {
-      const auto expected_id = static_cast<int64_t>(events.size());
-      const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [&, expected_id] {
-        order.push_back(expected_id);
-        done[static_cast<size_t>(expected_id)] = 1;
-        if (budget-- > 0) add(q.now() + 1 + static_cast<TimePs>(next(50)), static_cast<int>(next(5)) - 2);
-        if (next(4) == 0) cancel_one();
-      });
-      REQUIRE(handle >= 0);
-      events.push_back(QueuedEvent{t, priority, expected_id, handle});
-      done.push_back(0);
-    };
-    for (int i = 0; i < 500; ++i) add(static_cast<TimePs>(next(200)), static_cast<int>(next(5)) - 2);
+    for (int i = 0; i < 500; ++i) run.add(static_cast<TimePs>(next(200)), static_cast<int>(next(5)) - 2, then);
     for (int i = 0; i < 150; ++i) cancel_one();
-    q.run();
+    run.q.run();
     INFO("seed " << seed);
-    const size_t ran = require_key_order(events, order);
+    const size_t ran = require_key_order(run.events, run.order);
     REQUIRE(ran > 1000);
-    REQUIRE(cancels > 0);
-    REQUIRE(ran + cancels == events.size());  // every event ran or was cancelled, none both
-    REQUIRE(q.empty());
+    REQUIRE(run.cancelled() > 0);
+    REQUIRE(ran + run.cancelled() == run.events.size());  // every event ran or was cancelled, none both
+    REQUIRE(run.q.empty());
   }
 }
 
@@ -222,38 +233,22 @@ TEST_CASE("sim: many thousands of pending events and cancels run in order while 
   // the sort by (time, priority, id) of the events not cancelled.
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 11) % n; };
-    EventQueue q;
-    std::vector<QueuedEvent> events;
-    std::vector<char> done;  // by id: 1 ran, 2 cancelled
-    std::vector<int64_t> order;
-    std::function<void(TimePs, int)> add;
-    add = [&](TimePs t, int priority) {
-      const auto expected_id = static_cast<int64_t>(events.size());
-      const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [&, expected_id] {
-        order.push_back(expected_id);
-        done[static_cast<size_t>(expected_id)] = 1;
-        const int more = 1 + static_cast<int>(next(2));
-        for (int m = 0; m < more && events.size() < 60000; ++m)
-          add(q.now() + 1 + static_cast<TimePs>(next(5000)), static_cast<int>(next(3)) - 1);
-        const auto victim = static_cast<size_t>(next(events.size()));
-        if (next(3) == 0 && done[victim] == 0) {
-          q.cancel(events[victim].handle);
-          done[victim] = 2;
-        }
-      });
-      events.push_back(QueuedEvent{t, priority, expected_id, handle});
-      done.push_back(0);
+    RandomRun run;
+    std::function<void()> then = [&] {
+      const int more = 1 + static_cast<int>(next(2));
+      for (int m = 0; m < more && run.events.size() < 60000; ++m)
+        run.add(run.q.now() + 1 + static_cast<TimePs>(next(5000)), static_cast<int>(next(3)) - 1, then);
+      const auto victim = static_cast<size_t>(next(run.events.size()));
+      if (next(3) == 0) run.cancel(victim);
     };
-    for (int i = 0; i < 3000; ++i) add(static_cast<TimePs>(next(5000)), static_cast<int>(next(3)) - 1);
-    q.run();
+    for (int i = 0; i < 3000; ++i) run.add(static_cast<TimePs>(next(5000)), static_cast<int>(next(3)) - 1, then);
+    run.q.run();
     INFO("seed " << seed);
-    const size_t ran = require_key_order(events, order);
-    size_t cancelled = 0;
-    for (char d : done) cancelled += d == 2 ? 1 : 0;
-    REQUIRE(events.size() == 60000);
-    REQUIRE(cancelled > 1000);
-    REQUIRE(ran + cancelled == events.size());
-    REQUIRE(q.empty());
+    const size_t ran = require_key_order(run.events, run.order);
+    REQUIRE(run.events.size() == 60000);
+    REQUIRE(run.cancelled() > 1000);
+    REQUIRE(ran + run.cancelled() == run.events.size());
+    REQUIRE(run.q.empty());
   }
 }
 
@@ -265,39 +260,25 @@ TEST_CASE("sim: events spread over the whole clock run in order (every radix buc
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     auto next = [seed, k = uint64_t{0}](uint64_t n) mutable { return hcpsim::ecmp_hash(seed, k++, 7) % n; };
     constexpr TimePs kLimit = TimePs{1} << 62;
-    EventQueue q;
-    std::vector<QueuedEvent> events;
-    std::vector<char> done;
-    std::vector<int64_t> order;
+    RandomRun run;
     int64_t budget = 1000;
-    std::function<void(TimePs, int)> add;
-    add = [&](TimePs t, int priority) {
-      const auto expected_id = static_cast<int64_t>(events.size());
-      const hcpsim::sim::EventId handle = q.schedule_at(t, priority, [&, expected_id] {
-        order.push_back(expected_id);
-        done[static_cast<size_t>(expected_id)] = 1;
-        const TimePs delay = static_cast<TimePs>(1 + next(7)) << next(60);
-        if (budget-- > 0 && delay < kLimit - q.now()) add(q.now() + delay, static_cast<int>(next(3)) - 1);
-        const auto victim = next(events.size());
-        if (next(3) == 0 && !done[victim]) {
-          q.cancel(events[victim].handle);
-          done[victim] = 2;
-        }
-      });
-      events.push_back(QueuedEvent{t, priority, expected_id, handle});
-      done.push_back(0);
+    std::function<void()> then = [&] {
+      const TimePs delay = static_cast<TimePs>(1 + next(7)) << next(60);
+      if (budget-- > 0 && delay < kLimit - run.q.now())
+        run.add(run.q.now() + delay, static_cast<int>(next(3)) - 1, then);
+      const auto victim = next(run.events.size());
+      if (next(3) == 0) run.cancel(victim);
     };
-    for (int i = 0; i < 300; ++i) add(static_cast<TimePs>(next(1 << 20)) << next(41), static_cast<int>(next(3)) - 1);
-    q.run();
+    for (int i = 0; i < 300; ++i)
+      run.add(static_cast<TimePs>(next(1 << 20)) << next(41), static_cast<int>(next(3)) - 1, then);
+    run.q.run();
     INFO("seed " << seed);
-    const size_t ran = require_key_order(events, order);
+    const size_t ran = require_key_order(run.events, run.order);
     REQUIRE(ran > 500);
-    REQUIRE(q.now() > (TimePs{1} << 55));  // the high buckets were reached
-    size_t cancelled = 0;
-    for (char d : done) cancelled += d == 2 ? 1 : 0;
-    REQUIRE(cancelled > 0);
-    REQUIRE(ran + cancelled == events.size());
-    REQUIRE(q.empty());
+    REQUIRE(run.q.now() > (TimePs{1} << 55));  // the high buckets were reached
+    REQUIRE(run.cancelled() > 0);
+    REQUIRE(ran + run.cancelled() == run.events.size());
+    REQUIRE(run.q.empty());
   }
 }
 
